@@ -1,0 +1,74 @@
+"""kvmagic: see what the KV cache does for a language model, in two IPython magics.
+
+``%load_ext kvmagic`` registers ``%kvload`` and ``%%kvbench``. The same work is
+available without IPython through :func:`load_model` and :func:`run_benchmark`.
+
+Importing this package stays cheap: torch, transformers and pandas are imported
+only when a model is loaded or a benchmark runs.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .errors import KVMagicError
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from .bench import run_benchmark
+    from .loading import DEFAULT_MODEL, LoadedModel, load_model
+    from .results import BenchmarkResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "BenchmarkResult",
+    "KVMagicError",
+    "LoadedModel",
+    "__version__",
+    "load_ipython_extension",
+    "load_model",
+    "run_benchmark",
+    "unload_ipython_extension",
+]
+
+_LAZY = {
+    "DEFAULT_MODEL": "loading",
+    "LoadedModel": "loading",
+    "load_model": "loading",
+    "run_benchmark": "bench",
+    "BenchmarkResult": "results",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kvmagic' has no attribute {name!r}")
+    return getattr(import_module(f".{module}", __name__), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """Register the magics; called by ``%load_ext kvmagic``."""
+    from .magics import KVMagics
+
+    ipython.register_magics(KVMagics)
+
+
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
+    """Drop the loaded model and free its memory; called by ``%unload_ext kvmagic``."""
+    from .magics import KVMagics
+
+    magics = ipython.magics_manager.registry.pop(KVMagics.__name__, None)
+    if magics is not None:
+        magics.unload()
+        for kind in ("line", "cell"):
+            for name in ("kvload", "kvbench"):
+                ipython.magics_manager.magics[kind].pop(name, None)

@@ -1,0 +1,128 @@
+"""The benchmark: one prompt, a warm-up, then interleaved timed runs with the KV cache off and on."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from .errors import KVMagicError
+from .results import BenchmarkResult, Measurement, Mismatch, first_mismatch
+from .timing import greedy_config, timed_generate
+
+if TYPE_CHECKING:
+    from transformers import BatchEncoding
+
+    from .loading import LoadedModel
+
+__all__ = ["CONDITIONS", "encode_prompt", "run_benchmark"]
+
+CONDITIONS = {"uncached": False, "cached": True}  # name -> use_cache
+
+
+def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
+    """Tokenize once, on the model's input device; every run reuses these tensors."""
+    if not prompt.strip():
+        raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
+    tokenizer = loaded.tokenizer
+    if chat:
+        if not getattr(tokenizer, "chat_template", None):
+            raise KVMagicError(f"the tokenizer of {loaded.name!r} has no chat template: drop --chat to use the text as it is")
+        messages = [{"role": "user", "content": prompt}]
+        encoded = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_dict=True, return_tensors="pt"
+        )
+    else:
+        encoded = tokenizer(prompt, return_tensors="pt", return_token_type_ids=False)
+    return encoded.to(loaded.device)
+
+
+def run_benchmark(
+    loaded: LoadedModel,
+    prompt: str,
+    *,
+    new_tokens: int = 64,
+    warmup_tokens: int = 4,
+    repeat: int = 1,
+    chat: bool = False,
+) -> BenchmarkResult:
+    """Time greedy generation of ``new_tokens`` tokens with the KV cache off and on.
+
+    The protocol: tokenize once; warm up each condition with ``warmup_tokens`` untimed tokens;
+    then ``repeat`` rounds of one uncached and one cached timed run, interleaved so drift hits
+    both alike. Times are medians; the speed-up is a ratio of medians.
+    """
+    _check_count("new_tokens", new_tokens, minimum=1, flag="-n")
+    _check_count("warmup_tokens", warmup_tokens, minimum=0, flag="-w")
+    _check_count("repeat", repeat, minimum=1, flag="-r")
+    inputs = encode_prompt(loaded, prompt, chat=chat)
+    prompt_tokens = inputs["input_ids"].shape[-1]
+    _check_positions(loaded, prompt_tokens, new_tokens)
+
+    model, tokenizer, devices = loaded.model, loaded.tokenizer, loaded.devices
+    if warmup_tokens:
+        for use_cache in CONDITIONS.values():
+            timed_generate(model, inputs, greedy_config(model, tokenizer, warmup_tokens, use_cache), devices)
+
+    configs = {name: greedy_config(model, tokenizer, new_tokens, use_cache) for name, use_cache in CONDITIONS.items()}
+    runs: list[str] = []
+    seconds: list[float] = []
+    generated: list[list[int]] = []
+    for _ in range(repeat):
+        for name, config in configs.items():
+            output, elapsed = timed_generate(model, inputs, config, devices)
+            runs.append(name)
+            seconds.append(elapsed)
+            generated.append(output[0, prompt_tokens:].tolist())
+
+    reference = generated[0]
+    measurement = Measurement(
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        runs=tuple(runs),
+        seconds=tuple(seconds),
+        generated_ids=tuple(reference),
+        generated_text=tokenizer.decode(reference),
+        mismatch=_mismatch(tokenizer, reference, generated[1:]),
+    )
+    return BenchmarkResult(
+        model=loaded.name,
+        measurements=[measurement],
+        metadata={
+            "prompt_sha256": hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
+            "chat": chat,
+            "warmup_tokens": warmup_tokens,
+            "repeat": repeat,
+        },
+    )
+
+
+def _check_count(name: str, value: int, *, minimum: int, flag: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise KVMagicError(f"{name} ({flag}) must be a whole number >= {minimum}, got {value!r}")
+
+
+def _check_positions(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -> None:
+    limit = loaded.max_positions
+    if limit is not None and prompt_tokens + new_tokens > limit:
+        raise KVMagicError(
+            f"the prompt ({prompt_tokens} tokens) plus {new_tokens} new tokens exceeds the "
+            f"{limit} positions {loaded.name!r} supports: shorten the prompt or lower -n"
+        )
+
+
+def _mismatch(tokenizer, reference: list[int], others: list[list[int]]) -> Mismatch | None:
+    found = first_mismatch(reference, others)
+    if found is None:
+        return None
+    which, position = found
+    actual = others[which]
+    expected_id = reference[position] if position < len(reference) else -1
+    actual_id = actual[position] if position < len(actual) else -1
+    return Mismatch(
+        run=which + 1,
+        position=position,
+        expected_id=expected_id,
+        actual_id=actual_id,
+        expected_token=tokenizer.decode([expected_id]) if expected_id >= 0 else "",
+        actual_token=tokenizer.decode([actual_id]) if actual_id >= 0 else "",
+    )

@@ -1,0 +1,193 @@
+"""Load a causal LM and its tokenizer the way the source experiment did, with errors that say the fix."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import KVMagicError
+from .tiny import TINY_NAME, tiny_dir
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "release_memory", "resolve_dtype"]
+
+DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
+DTYPES = ("auto", "float16", "bfloat16", "float32")
+_OFFLINE_HINT = "`%kvload tiny` works offline"
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model, its tokenizer and where they came from; what ``run_benchmark`` measures."""
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    name: str
+    revision: str | None = None
+    load_seconds: float = 0.0
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Where inputs go: the device of the first layer."""
+        return self.model.device
+
+    @property
+    def devices(self) -> tuple[torch.device, ...]:
+        """Every device holding a parameter or buffer (several under a multi-GPU ``device_map``)."""
+        held = {t.device for t in self.model.parameters()} | {t.device for t in self.model.buffers()}
+        return tuple(sorted(held, key=str))
+
+    @property
+    def num_parameters(self) -> int:
+        return self.model.num_parameters()
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence (prompt plus generated tokens) the model accepts, if it says."""
+        config = self.model.config.get_text_config()
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+            value = getattr(config, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+    def summary(self) -> str:
+        devices = ", ".join(str(d) for d in self.devices)
+        dtype = str(self.dtype).removeprefix("torch.")
+        revision = f"@{self.revision}" if self.revision else ""
+        return (
+            f"{self.name}{revision}: {type(self.model).__name__}, {_count(self.num_parameters)} parameters, "
+            f"{dtype} on {devices}, loaded in {self.load_seconds:.2f} s"
+        )
+
+    def __repr__(self) -> str:
+        return f"<LoadedModel {self.summary()}>"
+
+
+def resolve_dtype(dtype: str) -> torch.dtype:
+    """``auto`` is the source experiment's rule: float16 on CUDA, float32 elsewhere."""
+    import torch
+
+    if dtype not in DTYPES:
+        raise KVMagicError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    if dtype == "auto":
+        return torch.float16 if torch.cuda.is_available() else torch.float32
+    return getattr(torch, dtype)
+
+
+def load_model(
+    name: str = DEFAULT_MODEL,
+    *,
+    dtype: str = "auto",
+    device_map: str | dict[str, Any] | None = "auto",
+    revision: str | None = None,
+    gguf_file: str | None = None,
+    attn_implementation: str | None = None,
+    trust_remote_code: bool = False,
+    before_weights: Callable[[], None] | None = None,
+) -> LoadedModel:
+    """Load ``name`` (a hub id, a local directory, or ``"tiny"``) with its tokenizer.
+
+    Remote code runs only with ``trust_remote_code=True``. Loading failures become one-line
+    :class:`KVMagicError` messages that name the cause. ``before_weights`` runs once the
+    tokenizer has loaded (so the name is good) and before the weights take memory: the place
+    to free a previous model.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = resolve_dtype(dtype)
+    if name == TINY_NAME:
+        if revision or gguf_file:
+            raise KVMagicError("tiny is built locally: it has no --revision or --gguf-file")
+        source: str | Path = tiny_dir()
+    else:
+        source = name
+    common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
+    start = time.perf_counter()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        if before_weights is not None:
+            before_weights()
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            device_map=device_map,
+            attn_implementation=attn_implementation,
+            **{_dtype_keyword(): torch_dtype},
+            **common,
+        )
+    except (OSError, ValueError, ImportError) as error:
+        raise _explain(name, revision, error) from error
+    model.eval()
+    return LoadedModel(model, tokenizer, name, revision, time.perf_counter() - start)
+
+
+def release_memory() -> None:
+    """Collect what was dropped and hand cached accelerator memory back to the driver."""
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _dtype_keyword() -> str:
+    """transformers renamed ``torch_dtype=`` to ``dtype=`` in 4.56 and deprecated the old name."""
+    import transformers
+    from packaging.version import Version
+
+    return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+
+
+def _explain(name: str, revision: str | None, error: BaseException) -> KVMagicError:
+    """Turn a loading failure into one line that names the cause and the way out."""
+    causes = []
+    link: BaseException | None = error
+    while link is not None and len(causes) < 10:
+        causes.append(link)
+        link = link.__cause__ or link.__context__
+    kinds = {type(cause).__name__ for cause in causes}
+    text = " ".join(str(cause) for cause in causes)
+    if "trust_remote_code" in text:
+        return KVMagicError(f"{name!r} ships its own model code; pass --trust-remote-code if you trust it")
+    if "GatedRepoError" in kinds or "gated repo" in text.lower():
+        return KVMagicError(f"{name!r} is gated: accept its licence on the Hub, then log in with `hf auth login`")
+    if "RevisionNotFoundError" in kinds or "not a valid git identifier" in text:
+        return KVMagicError(f"revision {revision!r} does not exist for {name!r}: check --revision")
+    if Path(name).is_dir():
+        return KVMagicError(f"{name!r} holds no loadable model: {_first_line(error)}")
+    if "RepositoryNotFoundError" in kinds or "is not a valid model identifier" in text:
+        return KVMagicError(
+            f"{name!r} is neither a local directory nor a model on the Hugging Face Hub: "
+            f"check the name ({_OFFLINE_HINT})"
+        )
+    if kinds & {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "ConnectTimeout"} or (
+        "couldn't connect" in text.lower() or "offline" in text.lower()
+    ):
+        return KVMagicError(
+            f"cannot download {name!r}: the Hugging Face Hub is unreachable (offline, or no network) "
+            f"and it is not in the local cache; {_OFFLINE_HINT}"
+        )
+    return KVMagicError(f"cannot load {name!r}: {_first_line(error)}")
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _count(n: int) -> str:
+    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.2f} {suffix}"
+    return str(n)
