@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from .loading import LoadedModel
 
-__all__ = ["CONDITIONS", "encode_prompt", "run_benchmark"]
+__all__ = ["CONDITIONS", "encode_prompt", "measure", "run_benchmark", "warm_up"]
 
 CONDITIONS = {"uncached": False, "cached": True}  # name -> use_cache
 
@@ -58,11 +58,33 @@ def run_benchmark(
     prompt_tokens = inputs["input_ids"].shape[-1]
     _check_positions(loaded, prompt_tokens, new_tokens)
 
-    model, tokenizer, devices = loaded.model, loaded.tokenizer, loaded.devices
-    if warmup_tokens:
-        for use_cache in CONDITIONS.values():
-            timed_generate(model, inputs, greedy_config(model, tokenizer, warmup_tokens, use_cache), devices)
+    warm_up(loaded, inputs, warmup_tokens)
+    measurement = measure(loaded, inputs, new_tokens=new_tokens, repeat=repeat)
+    return BenchmarkResult(
+        model=loaded.name,
+        measurements=[measurement],
+        metadata={
+            "prompt_sha256": hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
+            "chat": chat,
+            "warmup_tokens": warmup_tokens,
+            "repeat": repeat,
+        },
+    )
 
+
+def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int) -> None:
+    """One untimed run per condition, so first-call costs stay out of the timed runs."""
+    if not tokens:
+        return
+    for use_cache in CONDITIONS.values():
+        config = greedy_config(loaded.model, loaded.tokenizer, tokens, use_cache)
+        timed_generate(loaded.model, inputs, config, loaded.devices)
+
+
+def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repeat: int) -> Measurement:
+    """Time ``repeat`` interleaved rounds (uncached, cached) and check every run's tokens agree."""
+    model, tokenizer, devices = loaded.model, loaded.tokenizer, loaded.devices
+    prompt_tokens = inputs["input_ids"].shape[-1]
     configs = {name: greedy_config(model, tokenizer, new_tokens, use_cache) for name, use_cache in CONDITIONS.items()}
     runs: list[str] = []
     seconds: list[float] = []
@@ -73,9 +95,8 @@ def run_benchmark(
             runs.append(name)
             seconds.append(elapsed)
             generated.append(output[0, prompt_tokens:].tolist())
-
     reference = generated[0]
-    measurement = Measurement(
+    return Measurement(
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
         runs=tuple(runs),
@@ -83,16 +104,6 @@ def run_benchmark(
         generated_ids=tuple(reference),
         generated_text=tokenizer.decode(reference),
         mismatch=_mismatch(tokenizer, reference, generated[1:]),
-    )
-    return BenchmarkResult(
-        model=loaded.name,
-        measurements=[measurement],
-        metadata={
-            "prompt_sha256": hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
-            "chat": chat,
-            "warmup_tokens": warmup_tokens,
-            "repeat": repeat,
-        },
     )
 
 

@@ -1,0 +1,48 @@
+"""Shared fixtures: the tiny model, loaded once, and a real IPython shell with kvmagic loaded."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# No test may reach the hub: offline mode makes a missing model fail at once instead of retrying.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("KVMAGIC_CACHE", str(Path(__file__).resolve().parent.parent / ".venv" / "cache"))
+
+PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"  # the source experiment's prompt
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """The embedded model, loaded once for the session: tests must leave it as they found it."""
+    from kvmagic import load_model
+
+    return load_model("tiny")
+
+
+@pytest.fixture
+def shell(tiny) -> Iterator:
+    """A real InteractiveShell with ``%load_ext kvmagic`` done and tiny already loaded."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "kvmagic")
+    magics = ip.magics_manager.registry["KVMagics"]
+    magics.loaded = tiny
+    yield ip
+    magics.loaded = None  # keep the session's tiny alive; only this shell forgets it
+    ip.run_line_magic("unload_ext", "kvmagic")
