@@ -116,9 +116,13 @@ def _check_positions(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -
     limit = loaded.max_positions
     if limit is not None and prompt_tokens + new_tokens > limit:
         raise KVMagicError(
-            f"the prompt ({prompt_tokens} tokens) plus {new_tokens} new tokens exceeds the "
+            f"the prompt ({_tokens(prompt_tokens)}) plus {_tokens(new_tokens, 'new ')} exceeds the "
             f"{limit} positions {loaded.name!r} supports: shorten the prompt or lower -n"
         )
+
+
+def _tokens(count: int, kind: str = "") -> str:
+    return f"{count} {kind}token{'' if count == 1 else 's'}"
 
 
 def _mismatch(tokenizer, reference: list[int], others: list[list[int]]) -> Mismatch | None:

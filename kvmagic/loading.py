@@ -113,6 +113,8 @@ def load_model(
         source: str | Path = tiny_dir()
     else:
         source = name
+        if Path(name).is_dir() and not gguf_file and not (Path(name) / "config.json").is_file():
+            raise KVMagicError(f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained")
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
     start = time.perf_counter()
     try:

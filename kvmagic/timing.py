@@ -14,9 +14,31 @@ if TYPE_CHECKING:
 
 __all__ = ["greedy_config", "synchronize", "timed_generate"]
 
-# Sampling knobs an instruct model may ship; greedy decoding ignores them, and leaving them set
-# makes transformers warn on every call.
-_SAMPLING_ONLY = ("temperature", "top_p", "top_k", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff")
+# Sampling knobs an instruct model may ship, at the values that mean "off". Greedy decoding ignores
+# them, but any other value makes transformers warn on every call, and transformers 5 fills a knob
+# left at None from the model's own config, so "off" must be spelled out.
+_SAMPLING_OFF = {
+    "temperature": 1.0,
+    "top_k": 50,
+    "top_p": 1.0,
+    "min_p": None,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+}
+
+
+def _legacy_generate_kwargs() -> dict[str, bool]:
+    """transformers 4.50-4.57 overwrite config values that equal the global defaults with the model's
+    own (undoing "temperature off") unless told not to; 5.x has no such switch and needs none."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    return {} if Version(version("transformers")) >= Version("5") else {"use_model_defaults": False}
+
+
+_GENERATE_KWARGS = _legacy_generate_kwargs()
 
 
 def _synchronizers() -> dict[str, Callable[[torch.device], None]]:
@@ -44,8 +66,8 @@ def greedy_config(
     The model's own config is never touched, so a loaded model behaves afterwards as before.
     """
     config = copy.deepcopy(model.generation_config)
-    for key in _SAMPLING_ONLY:
-        setattr(config, key, None)
+    for key, value in _SAMPLING_OFF.items():
+        setattr(config, key, value)
     config.do_sample = False
     config.num_beams = 1
     config.min_new_tokens = new_tokens
@@ -70,7 +92,7 @@ def timed_generate(
     with torch.inference_mode():
         synchronize(devices)
         start = perf_counter()
-        output = model.generate(**inputs, generation_config=config)
+        output = model.generate(**inputs, generation_config=config, **_GENERATE_KWARGS)
         synchronize(devices)
         elapsed = perf_counter() - start
     return output, elapsed

@@ -1,0 +1,178 @@
+"""The magics through a real InteractiveShell: return values, help, and the exact UsageError texts."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from IPython.core.error import UsageError
+
+from kvmagic.results import COLUMNS, BenchmarkResult
+
+from .conftest import PROMPT
+
+
+def bench(shell, line: str = "-n 4 -w 1", cell: str = PROMPT):
+    return shell.run_cell_magic("kvbench", line, cell)
+
+
+def test_kvbench_returns_the_table(shell):
+    frame = bench(shell, "-n 6 -w 2 -r 2")
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame.columns) == list(COLUMNS)
+    row = frame.iloc[0]
+    assert row.prompt_tokens == len(PROMPT.encode())  # tiny's tokenizer is byte-level
+    assert row.new_tokens == 6
+    assert row.uncached_s > 0 and row.cached_s > 0
+    assert row.speedup == pytest.approx(row.uncached_s / row.cached_s)
+    assert bool(row.identical)
+
+
+def test_output_var_and_quiet(shell, capsys):
+    result = bench(shell, "-n 3 -o -v saved")
+    assert isinstance(result, BenchmarkResult)
+    assert shell.user_ns["saved"] is result
+    assert result.new_tokens == 3 and len(result.generated_ids) == 3
+    assert bench(shell, "-n 3 -q") is None
+    assert capsys.readouterr().out == ""
+
+
+def test_cell_text_is_the_prompt_without_surrounding_blank_lines(shell):
+    plain = bench(shell, "-n 2 -o", "hello")
+    padded = bench(shell, "-n 2 -o", "\n  hello \n\n")
+    assert padded.prompt_tokens == plain.prompt_tokens == 5
+    assert padded.generated_ids == plain.generated_ids
+
+
+def test_chat_wraps_the_prompt_in_the_template(shell):
+    plain = bench(shell, "-n 2 -o", "hello")
+    chat = bench(shell, "-n 2 -o --chat", "hello")
+    # "[|user|]\nhello[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n": 5 specials + 7 newlines
+    assert chat.prompt_tokens == plain.prompt_tokens + 12
+
+
+def test_config_defaults_and_flags_override_them(shell):
+    shell.run_line_magic("config", "KVMagics.new_tokens = 5")
+    try:
+        assert bench(shell, "-w 0 -o").new_tokens == 5
+        assert bench(shell, "-w 0 -n 2 -o").new_tokens == 2
+    finally:
+        shell.run_line_magic("config", "KVMagics.new_tokens = 64")
+
+
+def test_bad_config_value_is_refused(shell):
+    from traitlets import TraitError
+
+    magics = shell.magics_manager.registry["KVMagics"]
+    with pytest.raises(TraitError, match=r"KVMagics.repeat must be >= 1, got 0"):
+        magics.repeat = 0
+    assert magics.repeat == 1
+
+
+def test_help_pages_document_every_option(shell):
+    for name, options in {
+        "kvbench": ["--new-tokens", "--warmup-tokens", "--repeat", "--chat", "--output", "--var", "--quiet"],
+        "kvload": ["--dtype", "--device-map", "--revision", "--gguf-file", "--attn-implementation", "--trust-remote-code"],
+    }.items():
+        kind = "cell" if name == "kvbench" else "line"
+        doc = shell.find_magic(name, kind).__doc__
+        assert "Example" in doc
+        for option in options:
+            assert option in doc
+
+
+BENCH_ERRORS = [
+    ("", "   \n\t ", "the prompt is empty: write the text to generate from (in %%kvbench, the cell body)"),
+    ("-n 0", PROMPT, "new_tokens (-n) must be a whole number >= 1, got 0"),
+    ("-r 0", PROMPT, "repeat (-r) must be a whole number >= 1, got 0"),
+    ("-w -1", PROMPT, "warmup_tokens (-w) must be a whole number >= 0, got -1"),
+    ("-n abc", PROMPT, "%kvbench: argument -n/--new-tokens: expected a whole number, got 'abc' (see %kvbench? for the options)"),
+    ("-r 1.5", PROMPT, "%kvbench: argument -r/--repeat: expected a whole number, got '1.5' (see %kvbench? for the options)"),
+    ("--fast", PROMPT, "%kvbench: unrecognized arguments: --fast (see %kvbench? for the options)"),
+    ("-v 'x", PROMPT, "%kvbench: cannot split the arguments: No closing quotation"),
+    (
+        "-n 2000",
+        PROMPT,
+        "the prompt (82 tokens) plus 2000 new tokens exceeds the 2048 positions 'tiny' supports: "
+        "shorten the prompt or lower -n",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "cell", "message"), BENCH_ERRORS)
+def test_kvbench_errors_say_the_fix_and_leave_the_model_usable(shell, line, cell, message):
+    before = bench(shell, "-n 3 -w 0 -o")
+    with pytest.raises(UsageError) as caught:
+        bench(shell, line, cell)
+    assert str(caught.value) == message
+    after = bench(shell, "-n 3 -w 0 -o")
+    assert after.generated_ids == before.generated_ids
+
+
+def test_kvbench_before_kvload(shell):
+    shell.magics_manager.registry["KVMagics"].loaded = None
+    with pytest.raises(UsageError) as caught:
+        bench(shell)
+    assert str(caught.value) == "no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)"
+
+
+def test_chat_without_template(shell, tiny, monkeypatch):
+    monkeypatch.setattr(tiny.tokenizer, "chat_template", None)
+    with pytest.raises(UsageError) as caught:
+        bench(shell, "--chat")
+    assert str(caught.value) == "the tokenizer of 'tiny' has no chat template: drop --chat to use the text as it is"
+    monkeypatch.undo()
+    assert bench(shell, "-n 2 -o --chat").identical
+
+
+KVLOAD_ERRORS = [
+    ("tiny --dtype float8", "unknown dtype 'float8': use one of auto, float16, bfloat16, float32"),
+    (
+        "no-such-org/no-such-model",
+        "cannot download 'no-such-org/no-such-model': the Hugging Face Hub is unreachable (offline, or no network) "
+        "and it is not in the local cache; `%kvload tiny` works offline",
+    ),
+    ("tiny --revision main", "tiny is built locally: it has no --revision or --gguf-file"),
+    ("tiny --bogus", "%kvload: unrecognized arguments: --bogus (see %kvload? for the options)"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), KVLOAD_ERRORS)
+def test_kvload_errors_keep_the_loaded_model(shell, tiny, line, message):
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("kvload", line)
+    assert str(caught.value) == message
+    assert shell.magics_manager.registry["KVMagics"].loaded is tiny
+    assert bench(shell, "-n 2 -o").identical
+
+
+def test_kvload_directory_without_config(shell, tmp_path):
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("kvload", str(tmp_path))
+    assert str(caught.value) == f"{str(tmp_path)!r} is a directory without a config.json: point to a model saved with save_pretrained"
+
+
+def test_offline_hub_error_is_quick(shell):
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(UsageError):
+        shell.run_line_magic("kvload", "no-such-org/no-such-model")
+    assert time.perf_counter() - start < 10  # a retrying download takes 20-50 s; offline mode must not retry
+
+
+def test_kvload_prints_a_summary_and_replaces_the_model(capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "kvmagic")
+    try:
+        ip.run_line_magic("kvload", "tiny --dtype bfloat16")
+        out = capsys.readouterr().out
+        assert out.startswith("tiny: Exaone4ForCausalLM, 3.87 M parameters, bfloat16 on cpu, loaded in ")
+        loaded = ip.magics_manager.registry["KVMagics"].loaded
+        assert str(loaded.dtype) == "torch.bfloat16"
+        frame = ip.run_cell_magic("kvbench", "-n 2 -w 0", "hi")
+        assert frame.iloc[0].new_tokens == 2
+    finally:
+        ip.run_line_magic("unload_ext", "kvmagic")
+    assert "kvbench" not in ip.magics_manager.magics["cell"]

@@ -1,0 +1,52 @@
+"""Statistics and the result object against hand-computed numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvmagic.results import COLUMNS, BenchmarkResult, Measurement, Mismatch, first_mismatch
+
+
+def measurement(seconds, mismatch=None) -> Measurement:
+    runs = tuple(("uncached", "cached")[i % 2] for i in range(len(seconds)))
+    return Measurement(16, 64, runs, tuple(seconds), (5, 6), "ab", mismatch)
+
+
+def test_medians_and_ratio_of_medians():
+    m = measurement([8.0, 5.0, 7.0, 4.0, 9.0, 6.0])
+    assert m.times("uncached") == [8.0, 7.0, 9.0]
+    assert (m.uncached_s, m.cached_s) == (8.0, 5.0)
+    assert m.speedup == 1.6
+    assert m.identical
+
+
+def test_first_mismatch():
+    assert first_mismatch([1, 2, 3], [[1, 2, 3], [1, 2, 3]]) is None
+    assert first_mismatch([1, 2, 3], [[1, 2, 3], [1, 9, 3]]) == (1, 1)
+    assert first_mismatch([1, 2, 3], [[1, 2]]) == (0, 2)
+
+
+def test_result_table_and_notes():
+    flip = Mismatch(run=1, position=3, expected_id=5, actual_id=6, expected_token="a", actual_token="b")
+    result = BenchmarkResult("tiny", [measurement([2.0, 1.0]), measurement([3.0, 1.5], flip)])
+    frame = result.to_dataframe()
+    assert list(frame.columns) == list(COLUMNS)
+    assert frame.speedup.tolist() == [2.0, 2.0]
+    assert frame.identical.tolist() == [True, False]
+    assert not result.identical
+    assert result.notes() == [
+        "16+64 tokens: generated tokens differ from position 3: 'a' (id 5, first uncached run) "
+        "vs 'b' (id 6, cached run)"
+    ]
+    assert "differ from position 3" in result._repr_html_()
+    assert str(result).splitlines()[-1] == result.notes()[0]
+    with pytest.raises(AttributeError, match="has 2; use .measurements"):
+        result.speedup
+
+
+def test_single_measurement_reads_through():
+    result = BenchmarkResult("tiny", [measurement([3.0, 1.0])])
+    assert result.speedup == 3.0 and result.new_tokens == 64
+    assert repr(result) == "<BenchmarkResult tiny: 16+64 tokens: 3.00x; identical=True>"
+    with pytest.raises(AttributeError):
+        result.no_such_field
