@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from .errors import KVMagicError
 from .results import BenchmarkResult, Measurement, Mismatch, first_mismatch
+from .sweep import StepCost, check_budget, configurations, estimate_seconds, generate_seconds, parse_lengths, stretch_ids
 from .timing import greedy_config, timed_generate
 
 if TYPE_CHECKING:
@@ -14,7 +17,7 @@ if TYPE_CHECKING:
 
     from .loading import LoadedModel
 
-__all__ = ["CONDITIONS", "encode_prompt", "measure", "run_benchmark", "warm_up"]
+__all__ = ["CONDITIONS", "encode_prompt", "measure", "probe_cost", "run_benchmark", "stretch_prompt", "warm_up"]
 
 CONDITIONS = {"uncached": False, "cached": True}  # name -> use_cache
 
@@ -36,40 +39,162 @@ def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> Ba
     return encoded.to(loaded.device)
 
 
+def stretch_prompt(loaded: LoadedModel, prompt: str, tokens: int) -> BatchEncoding:
+    """The prompt as exactly ``tokens`` ids: its own tokens repeated (or cut), special tokens kept in place."""
+    from transformers import BatchEncoding
+
+    if not prompt.strip():
+        raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
+    tokenizer = loaded.tokenizer
+    full = tokenizer(prompt, return_token_type_ids=False)["input_ids"]
+    body = tokenizer(prompt, add_special_tokens=False, return_token_type_ids=False)["input_ids"]
+    prefix, suffix = _special_ends(full, body)
+    ids = stretch_ids(prefix, body, suffix, tokens)
+    return BatchEncoding({"input_ids": [ids], "attention_mask": [[1] * len(ids)]}, tensor_type="pt").to(loaded.device)
+
+
+def _special_ends(full: list[int], body: list[int]) -> tuple[list[int], list[int]]:
+    """What the tokenizer adds around the text (a BOS, an EOS), found by locating the text's ids."""
+    for start in range(len(full) - len(body) + 1):
+        if full[start : start + len(body)] == body:
+            return full[:start], full[start + len(body) :]
+    return [], []
+
+
 def run_benchmark(
     loaded: LoadedModel,
     prompt: str,
     *,
-    new_tokens: int = 64,
+    new_tokens: int | Sequence[int] = 64,
+    prompt_tokens: int | Sequence[int] | None = None,
     warmup_tokens: int = 4,
     repeat: int = 1,
     chat: bool = False,
+    max_seconds: float = 0,
+    progress: bool = False,
 ) -> BenchmarkResult:
     """Time greedy generation of ``new_tokens`` tokens with the KV cache off and on.
 
     The protocol: tokenize once; warm up each condition with ``warmup_tokens`` untimed tokens;
     then ``repeat`` rounds of one uncached and one cached timed run, interleaved so drift hits
     both alike. Times are medians; the speed-up is a ratio of medians.
+
+    Sequences of ``new_tokens`` and ``prompt_tokens`` make a sweep over their cross product,
+    one measurement per pair. ``prompt_tokens`` sets the prompt to that many tokens by repeating
+    (or cutting) the prompt's own tokens. Each prompt length is warmed up once, before its first
+    measurement, since a new input shape can take a slower first call. With ``max_seconds`` (0:
+    no limit), a short probe estimates the whole cost first and a costlier benchmark is refused.
+    ``progress`` shows a progress bar over a sweep's configurations. A KeyboardInterrupt ends
+    the sweep early: the configurations finished so far come back, with ``partial=True``.
     """
-    _check_count("new_tokens", new_tokens, minimum=1, flag="-n")
+    new_lengths = _lengths("new_tokens", new_tokens, flag="-n")
     _check_count("warmup_tokens", warmup_tokens, minimum=0, flag="-w")
     _check_count("repeat", repeat, minimum=1, flag="-r")
-    inputs = encode_prompt(loaded, prompt, chat=chat)
-    prompt_tokens = inputs["input_ids"].shape[-1]
-    _check_positions(loaded, prompt_tokens, new_tokens)
+    if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or not max_seconds >= 0:
+        raise KVMagicError(f"max_seconds (--max-seconds) must be a number of seconds >= 0 (0: no limit), got {max_seconds!r}")
+    natural = encode_prompt(loaded, prompt, chat=chat)
+    natural_tokens = natural["input_ids"].shape[-1]
+    if prompt_tokens is None:
+        inputs = {natural_tokens: natural}
+    elif chat:
+        raise KVMagicError("-p sets the plain prompt to an exact token count and cannot wrap it in the chat template: drop -p or --chat")
+    else:
+        inputs = {n: stretch_prompt(loaded, prompt, n) for n in _lengths("prompt_tokens", prompt_tokens, flag="-p")}
+    configs = configurations(list(inputs), new_lengths)
+    for prompt_length, new_length in configs:
+        _check_positions(loaded, prompt_length, new_length)
 
-    warm_up(loaded, inputs, warmup_tokens)
-    measurement = measure(loaded, inputs, new_tokens=new_tokens, repeat=repeat)
-    return BenchmarkResult(
+    result = BenchmarkResult(
         model=loaded.name,
-        measurements=[measurement],
+        measurements=[],
         metadata={
             "prompt_sha256": hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
             "chat": chat,
             "warmup_tokens": warmup_tokens,
             "repeat": repeat,
+            "natural_prompt_tokens": natural_tokens,
+            "prompt_stretched": prompt_tokens is not None and any(n != natural_tokens for n in inputs),
+            "configurations": len(configs),
         },
     )
+    try:
+        _sweep(loaded, inputs, configs, result, warmup_tokens=warmup_tokens, repeat=repeat,
+               max_seconds=max_seconds, progress=progress)  # fmt: skip
+    except KeyboardInterrupt:
+        result.partial = True  # the interrupted configuration is dropped: only finished rows are results
+    return result
+
+
+def _sweep(
+    loaded: LoadedModel,
+    inputs: Mapping[int, BatchEncoding],
+    configs: list[tuple[int, int]],
+    result: BenchmarkResult,
+    *,
+    warmup_tokens: int,
+    repeat: int,
+    max_seconds: float,
+    progress: bool,
+) -> None:
+    """Warm up, check the budget, then measure each configuration into ``result`` as it finishes."""
+    first = configs[0][0]
+    warm_up(loaded, inputs[first], warmup_tokens)
+    warmed = {first}
+    cost = None
+    if max_seconds:
+        cost = probe_cost(loaded, inputs[first], max(p + n for p, n in configs))
+        estimate = estimate_seconds(cost, configs, repeat=repeat, warmup_tokens=warmup_tokens)
+        result.metadata["estimated_s"] = estimate
+        check_budget(estimate, max_seconds)
+    weights = [
+        1.0 if cost is None else repeat * sum(generate_seconds(cost, p, n, use_cache=c) for c in (False, True))
+        for p, n in configs
+    ]
+    with _progress_bar(sum(weights), enabled=progress and len(configs) > 1) as bar:
+        for index, ((prompt_length, new_length), weight) in enumerate(zip(configs, weights)):
+            bar.set_description_str(f"kvbench {index + 1}/{len(configs)}: prompt {prompt_length}, new {new_length}")
+            if prompt_length not in warmed:
+                warm_up(loaded, inputs[prompt_length], warmup_tokens)
+                warmed.add(prompt_length)
+            result.measurements.append(measure(loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat))
+            bar.update(weight)
+
+
+@contextmanager
+def _progress_bar(total: float, *, enabled: bool) -> Iterator[Any]:
+    """tqdm's auto bar (a widget in Jupyter, text in a terminal), weighted by estimated cost when known."""
+    from tqdm.auto import tqdm
+
+    bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
+    with tqdm(total=total, bar_format=bar_format, disable=not enabled, leave=False) as bar:
+        yield bar
+
+
+def probe_cost(loaded: LoadedModel, inputs: BatchEncoding, longest: int) -> StepCost:
+    """Time one uncached forward step at the prompt's length and at ``longest`` tokens, and fit a line."""
+    import torch
+
+    ids = inputs["input_ids"]
+    short = ids.shape[-1]
+    config = greedy_config(loaded.model, loaded.tokenizer, 1, use_cache=False)
+    points = []
+    for length in dict.fromkeys((short, longest)):
+        probe_ids = ids.repeat(1, -(-length // short))[:, :length]
+        probe = {"input_ids": probe_ids, "attention_mask": torch.ones_like(probe_ids)}
+        _, seconds = timed_generate(loaded.model, probe, config, loaded.devices)
+        points.append((length, seconds))
+    return StepCost.fit(*points)
+
+
+def _lengths(name: str, value: int | Sequence[int], *, flag: str) -> list[int]:
+    if isinstance(value, str):
+        return parse_lengths(value)
+    values = [value] if isinstance(value, int) else list(value)
+    if not values:
+        raise KVMagicError(f"{name} ({flag}) needs at least one length")
+    for item in values:
+        _check_count(name, item, minimum=1, flag=flag)
+    return list(dict.fromkeys(values))
 
 
 def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int) -> None:

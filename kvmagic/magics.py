@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Integer, TraitError, validate
+from traitlets import Float, Integer, TraitError, validate
 
 from .errors import KVMagicError
 from .loading import DEFAULT_MODEL, DTYPES
+from .sweep import LENGTH_FORMS, parse_lengths
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from .loading import LoadedModel
 
 __all__ = ["KVMagics"]
@@ -25,6 +28,27 @@ def _whole_number(text: str) -> int:
         import argparse
 
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _lengths(text: str) -> list[int]:
+    try:
+        return parse_lengths(text)
+    except KVMagicError as error:
+        import argparse
+
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _show(figure: Figure) -> None:
+    """Show a figure inline as PNG, whatever matplotlib backend the kernel has (or none)."""
+    import io
+
+    from IPython.display import display
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    text = "<figure: in a terminal, save it with `result.plot().savefig('sweep.png')` on a result from -o or -v>"
+    display({"image/png": buffer.getvalue(), "text/plain": text}, raw=True)
 
 
 def _parse(func: Any, line: str) -> Any:
@@ -45,6 +69,9 @@ class KVMagics(Magics):
     new_tokens = Integer(64, help="Tokens each timed run generates (-n).").tag(config=True)
     warmup_tokens = Integer(4, help="Tokens each untimed warm-up run generates (-w).").tag(config=True)
     repeat = Integer(1, help="Interleaved uncached/cached pairs to time (-r).").tag(config=True)
+    max_seconds = Float(600.0, help="Refuse a benchmark estimated to take longer (--max-seconds); 0: no limit.").tag(
+        config=True
+    )
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -56,10 +83,10 @@ class KVMagics(Magics):
             raise TraitError(f"KVMagics.{proposal['trait'].name} must be >= 1, got {proposal['value']}")
         return proposal["value"]
 
-    @validate("warmup_tokens")
+    @validate("warmup_tokens", "max_seconds")
     def _not_negative(self, proposal: Any) -> int:
         if proposal["value"] < 0:
-            raise TraitError(f"KVMagics.warmup_tokens must be >= 0, got {proposal['value']}")
+            raise TraitError(f"KVMagics.{proposal['trait'].name} must be >= 0, got {proposal['value']}")
         return proposal["value"]
 
     @magic_arguments()
@@ -98,13 +125,17 @@ class KVMagics(Magics):
         print(self.loaded.summary())
 
     @magic_arguments()
-    @argument("-n", "--new-tokens", type=_whole_number, help="Tokens to generate per timed run (default 64).")
+    @argument("-n", "--new-tokens", type=_lengths, help=f"Tokens to generate per timed run (default 64); a sweep: {LENGTH_FORMS}.")
+    @argument("-p", "--prompt-tokens", type=_lengths, help="Stretch (or cut) the prompt to this many tokens by repeating its own tokens; lengths as for -n.")
     @argument("-w", "--warmup-tokens", type=_whole_number, help="Tokens per untimed warm-up run (default 4).")
     @argument("-r", "--repeat", type=_whole_number, help="Interleaved uncached/cached pairs; medians are reported (default 1).")
     @argument("--chat", action="store_true", help="Wrap the prompt in the tokenizer's chat template.")
     @argument("-o", "--output", action="store_true", help="Return the BenchmarkResult instead of a DataFrame.")
     @argument("-v", "--var", help="Also store the BenchmarkResult in this variable.")
-    @argument("-q", "--quiet", action="store_true", help="Print and return nothing (unless -o).")
+    @argument("-q", "--quiet", action="store_true", help="Print and return nothing (unless -o or --plot); no progress bar.")
+    @argument("--plot", action="store_true", help="Draw time and speed-up against length (and per-step latency, when measured).")
+    @argument("--save", metavar="PATH", help="Also write the result to PATH: .csv, .json (everything, loadable with BenchmarkResult.read_json) or .md.")
+    @argument("--max-seconds", type=float, help="Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit (default 600).")
     @cell_magic
     def kvbench(self, line: str, cell: str) -> Any:
         """Time greedy generation of the cell's text with the KV cache off and on.
@@ -113,9 +144,16 @@ class KVMagics(Magics):
         `generate` with use_cache=False and use_cache=True (device-synchronized) and returns a
         DataFrame: prompt_tokens, new_tokens, uncached_s, cached_s, speedup, identical.
 
-        Example::
+        -n and -p take lists and ranges (16,64,256; 16-256*4; 32-128+32): the benchmark then sweeps
+        their cross product, one row each, with a progress bar. Ctrl-C stops a sweep and returns the
+        rows finished so far, marked partial.
+
+        Examples::
 
             %%kvbench -n 64 -r 3
+            The KV cache stores each token's keys and values so that
+
+            %%kvbench -n 16,64,256 -p 16-256*4 --plot --save sweep.json
             The KV cache stores each token's keys and values so that
         """
         args = _parse(self.kvbench, line)
@@ -123,19 +161,30 @@ class KVMagics(Magics):
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from .bench import run_benchmark
 
+        from .results import export_format
+
         try:
+            if args.save:
+                export_format(args.save)
             result = run_benchmark(
                 self.loaded,
                 cell.strip(),
                 new_tokens=self.new_tokens if args.new_tokens is None else args.new_tokens,
+                prompt_tokens=args.prompt_tokens,
                 warmup_tokens=self.warmup_tokens if args.warmup_tokens is None else args.warmup_tokens,
                 repeat=self.repeat if args.repeat is None else args.repeat,
                 chat=args.chat,
+                max_seconds=self.max_seconds if args.max_seconds is None else args.max_seconds,
+                progress=not args.quiet,
             )
+            if args.var:
+                self.shell.user_ns[args.var] = result
+            if args.save:
+                result.save(args.save)
         except KVMagicError as error:
             raise UsageError(str(error)) from None
-        if args.var:
-            self.shell.user_ns[args.var] = result
+        if args.plot and result.measurements:
+            _show(result.plot())
         if args.output:
             return result
         if args.quiet:

@@ -1,0 +1,130 @@
+"""The sweep's pure parts: the length grammar, prompt stretching of ids, the cost model and budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvmagic import KVMagicError
+from kvmagic.sweep import (
+    LENGTH_FORMS,
+    MAX_LENGTHS,
+    StepCost,
+    check_budget,
+    configurations,
+    estimate_seconds,
+    format_seconds,
+    generate_seconds,
+    parse_lengths,
+    stretch_ids,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("64", [64]),
+        ("16,64,256", [16, 64, 256]),
+        (" 16, 64 ", [16, 64]),
+        ("16-256*4", [16, 64, 256]),
+        ("16-200*4", [16, 64]),  # the end appears only when a step lands on it, as in llama-bench
+        ("32-128+32", [32, 64, 96, 128]),
+        ("8-8+1", [8]),
+        ("1-4+1,2,16-32*2", [1, 2, 3, 4, 16, 32]),  # lists of ranges; duplicates dropped, order kept
+        ("256,16", [256, 16]),
+    ],
+)
+def test_parse_lengths_accepts_lists_and_ranges(text: str, expected: list[int]) -> None:
+    assert parse_lengths(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", f"cannot read '' in '' as lengths: write {LENGTH_FORMS}"),
+        ("16,", f"cannot read '' in '16,' as lengths: write {LENGTH_FORMS}"),
+        ("16-", f"cannot read '16-' in '16-' as lengths: write {LENGTH_FORMS}"),
+        ("16-64", f"cannot read '16-64' in '16-64' as lengths: write {LENGTH_FORMS}"),
+        ("16-64/2", f"cannot read '16-64/2' in '16-64/2' as lengths: write {LENGTH_FORMS}"),
+        ("-4", f"cannot read '-4' in '-4' as lengths: write {LENGTH_FORMS}"),
+        ("1.5", f"cannot read '1.5' in '1.5' as lengths: write {LENGTH_FORMS}"),
+        ("abc", f"cannot read 'abc' in 'abc' as lengths: write {LENGTH_FORMS}"),
+        ("64-16*2", "the range '64-16*2' ends below its start: write the smaller length first"),
+        ("16-64*1", "the range '16-64*1' never grows: multiply a start >= 1 by a factor >= 2"),
+        ("0-64*2", "the range '0-64*2' never grows: multiply a start >= 1 by a factor >= 2"),
+        ("16-64+0", "the range '16-64+0' never grows: add a step >= 1"),
+        ("0,16", "lengths must be >= 1, got 0 in '0,16'"),
+        ("1-100000+1", f"'1-100000+1' gives more than {MAX_LENGTHS} lengths: use a coarser range"),
+    ],
+)
+def test_parse_lengths_refuses_with_the_accepted_forms(text: str, message: str) -> None:
+    with pytest.raises(KVMagicError) as caught:
+        parse_lengths(text)
+    assert str(caught.value) == message
+
+
+def test_configurations_are_the_cross_product_prompt_outermost() -> None:
+    assert configurations([8, 32], [4, 16]) == [(8, 4), (8, 16), (32, 4), (32, 16)]
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"),
+    [
+        (7, [1, 10, 11, 12, 10, 11, 2]),  # repeated, cut mid-copy, specials kept at the ends
+        (5, [1, 10, 11, 12, 2]),  # the text's own length: unchanged
+        (3, [1, 10, 2]),  # cut
+    ],
+)
+def test_stretch_ids_gives_exact_counts(tokens: int, expected: list[int]) -> None:
+    assert stretch_ids([1], [10, 11, 12], [2], tokens) == expected
+
+
+def test_stretch_ids_refuses_a_length_with_no_room_for_text() -> None:
+    with pytest.raises(KVMagicError) as caught:
+        stretch_ids([1], [10], [2], 2)
+    assert str(caught.value) == (
+        "a prompt of 2 tokens leaves no room for text next to the tokenizer's 2 special tokens: use -p 3 or more"
+    )
+
+
+def test_step_cost_fits_a_line_and_never_goes_negative() -> None:
+    cost = StepCost.fit((10, 0.2), (110, 1.2))
+    assert cost.per_token_s == pytest.approx(0.01)
+    assert cost.overhead_s == pytest.approx(0.1)
+    assert StepCost.fit((10, 0.5), (110, 0.4)) == StepCost(0.5, 0.0)  # noise: a longer probe ran faster
+    assert StepCost.fit((10, 0.5)) == StepCost(0.0, 0.05)
+
+
+def test_generate_seconds_uncached_grows_with_the_square_cached_linearly() -> None:
+    cost = StepCost(overhead_s=0.5, per_token_s=0.01)
+    # uncached: 4 steps over 10, 11, 12, 13 tokens -> 4 * 0.5 + 0.01 * 46
+    assert generate_seconds(cost, 10, 4, use_cache=False) == pytest.approx(2.46)
+    # cached: the prompt once, then 3 one-token steps
+    assert generate_seconds(cost, 10, 4, use_cache=True) == pytest.approx(0.6 + 3 * 0.51)
+    flat = StepCost(0.0, 1.0)
+    assert generate_seconds(flat, 0, 200, use_cache=False) / generate_seconds(flat, 0, 100, use_cache=False) == (
+        pytest.approx(19900 / 4950)
+    )
+
+
+def test_estimate_counts_repeats_and_one_warm_up_per_prompt_length() -> None:
+    cost = StepCost(overhead_s=0.5, per_token_s=0.01)
+    pair = generate_seconds(cost, 10, 4, use_cache=False) + generate_seconds(cost, 10, 4, use_cache=True)
+    warm = generate_seconds(cost, 10, 2, use_cache=False) + generate_seconds(cost, 10, 2, use_cache=True)
+    assert estimate_seconds(cost, [(10, 4), (10, 4)], repeat=3, warmup_tokens=2) == pytest.approx(6 * pair + warm)
+    assert estimate_seconds(cost, [(10, 4)], repeat=1, warmup_tokens=0) == pytest.approx(pair)
+
+
+def test_check_budget_names_the_estimate_and_the_setting() -> None:
+    check_budget(700.0, 0)  # 0: no limit
+    check_budget(500.0, 600)
+    with pytest.raises(KVMagicError) as caught:
+        check_budget(900.0, 600)
+    assert str(caught.value) == (
+        "this benchmark would take about 15 min (estimated from a short probe), over the 10 min budget: "
+        "raise max_seconds (--max-seconds, or `%config KVMagics.max_seconds = ...`; 0 means no limit), "
+        "or measure fewer or shorter lengths (-n, -p, -r)"
+    )
+
+
+def test_format_seconds() -> None:
+    assert [format_seconds(s) for s in (0.5, 42.0, 150.0, 7200.0)] == ["0.5 s", "42 s", "2 min", "2.0 h"]

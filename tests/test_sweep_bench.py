@@ -1,0 +1,207 @@
+"""Sweeps on the tiny model: exact prompt lengths, the cross product, the budget, Ctrl-C, the magic's flags."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from IPython.core.error import UsageError
+
+from kvmagic import KVMagicError, bench, run_benchmark
+from kvmagic.results import BenchmarkResult
+from kvmagic.sweep import LENGTH_FORMS
+
+from conftest import PROMPT
+
+
+def _text_ids(tiny) -> list[int]:
+    return tiny.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("tokens", [1, 7, 100])
+def test_stretch_prompt_gives_exact_counts_of_the_texts_own_tokens(tiny, tokens: int) -> None:
+    body = _text_ids(tiny)
+    inputs = bench.stretch_prompt(tiny, PROMPT, tokens)
+    assert inputs["input_ids"].shape == (1, tokens)
+    assert inputs["attention_mask"].sum().item() == tokens
+    assert inputs["input_ids"][0].tolist() == (body * (tokens // len(body) + 1))[:tokens]
+
+
+def test_stretch_prompt_at_the_natural_length_is_the_plain_encoding(tiny) -> None:
+    natural = bench.encode_prompt(tiny, PROMPT)["input_ids"]
+    assert bench.stretch_prompt(tiny, PROMPT, natural.shape[-1])["input_ids"].tolist() == natural.tolist()
+
+
+def test_sweep_measures_the_cross_product_at_exact_lengths(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens="5,9", warmup_tokens=1)
+    assert [(m.prompt_tokens, m.new_tokens) for m in result.measurements] == [(5, 2), (5, 3), (9, 2), (9, 3)]
+    assert list(result.to_dataframe()[["prompt_tokens", "new_tokens"]].itertuples(index=False, name=None)) == [
+        (5, 2), (5, 3), (9, 2), (9, 3),
+    ]  # fmt: skip
+    assert result.identical and not result.partial
+    natural = len(_text_ids(tiny))
+    assert result.notes() == [f"prompt stretched: the cell's {natural} tokens repeated (or cut) to 5, 9 tokens"]
+    assert result.metadata["configurations"] == 4
+
+
+def test_a_plain_int_still_gives_one_row(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0)
+    assert len(result.measurements) == 1 and result.new_tokens == 2
+    assert result.notes() == [] and "estimated_s" not in result.metadata  # no budget, no probe
+
+
+def test_prompt_tokens_with_chat_is_refused(tiny) -> None:
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=2, prompt_tokens=8, chat=True)
+    assert str(caught.value) == (
+        "-p sets the plain prompt to an exact token count and cannot wrap it in the chat template: drop -p or --chat"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"new_tokens": []}, "new_tokens (-n) needs at least one length"),
+        ({"new_tokens": [4, 0]}, "new_tokens (-n) must be a whole number >= 1, got 0"),
+        ({"prompt_tokens": [2.5]}, "prompt_tokens (-p) must be a whole number >= 1, got 2.5"),
+        ({"max_seconds": -1}, "max_seconds (--max-seconds) must be a number of seconds >= 0 (0: no limit), got -1"),
+    ],
+)
+def test_bad_sweep_arguments_are_refused(tiny, kwargs: dict, message: str) -> None:
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, **kwargs)
+    assert str(caught.value) == message
+
+
+def _spy_measure(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = bench.measure
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs["new_tokens"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "measure", spy)
+    return calls
+
+
+def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatch) -> None:
+    calls = _spy_measure(monkeypatch)
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=[2, 4], warmup_tokens=1, max_seconds=1e-6)
+    assert re.fullmatch(
+        r"this benchmark would take about [0-9.e+-]+ (s|min|h) \(estimated from a short probe\), over the 1e-06 s "
+        r"budget: raise max_seconds \(--max-seconds, or `%config KVMagics.max_seconds = \.\.\.`; 0 means no limit\), "
+        r"or measure fewer or shorter lengths \(-n, -p, -r\)",
+        str(caught.value),
+    ), str(caught.value)
+    assert calls == []
+    result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=1, max_seconds=1e6)
+    assert calls == [2, 3] and result.metadata["estimated_s"] > 0
+
+
+class _InterruptAt:
+    """A forward hook that raises KeyboardInterrupt at the n-th forward pass: Ctrl-C inside generate."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.calls = n, 0
+
+    def __call__(self, module, args, output) -> None:
+        self.calls += 1
+        if self.calls == self.n:
+            raise KeyboardInterrupt
+
+
+def test_interrupted_sweep_returns_finished_rows_and_the_model_stays_usable(tiny) -> None:
+    before = run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0)
+    # -n 2,3 -r 1: the first configuration takes 2 + 2 forward passes; the 6th is inside the second one.
+    hook = tiny.model.register_forward_hook(_InterruptAt(6))
+    try:
+        result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0)
+    finally:
+        hook.remove()
+    assert result.partial
+    assert [(m.new_tokens, len(m.runs)) for m in result.measurements] == [(2, 2)]
+    assert result.notes()[0] == (
+        "partial: interrupted after 1 of 2 configurations; the rows shown are complete, the rest were not measured"
+    )
+    assert repr(result).endswith("; partial>")
+    after = run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0)
+    assert after.generated_ids == before.generated_ids and after.identical and not after.partial
+    assert result.measurements[0].generated_ids == before.generated_ids[:2]
+
+
+def test_interrupt_before_any_row_gives_an_empty_partial_result(tiny) -> None:
+    hook = tiny.model.register_forward_hook(_InterruptAt(1))
+    try:
+        result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=1)
+    finally:
+        hook.remove()
+    assert result.partial and result.measurements == []
+    assert result.to_dataframe().empty
+
+
+# The magic
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("-n 16-", f"cannot read '16-' in '16-' as lengths: write {LENGTH_FORMS}"),
+        ("-p 64-16*2", "the range '64-16*2' ends below its start: write the smaller length first"),
+        ("-n 0,4", "lengths must be >= 1, got 0 in '0,4'"),
+    ],
+)
+def test_magic_refuses_bad_lengths_with_a_usage_error(shell, line: str, message: str) -> None:
+    flag = "-n/--new-tokens" if line.startswith("-n") else "-p/--prompt-tokens"
+    with pytest.raises(UsageError) as caught:
+        shell.run_cell_magic("kvbench", line, PROMPT)
+    assert str(caught.value) == f"%kvbench: argument {flag}: {message} (see %kvbench? for the options)"
+
+
+def test_magic_sweeps_and_saves(shell, tmp_path, capsys) -> None:
+    path = tmp_path / "sweep.json"
+    frame = shell.run_cell_magic("kvbench", f"-n 2,3 -p 6 -w 0 -v sweep --save {path}", PROMPT)
+    assert list(frame["new_tokens"]) == [2, 3] and list(frame["prompt_tokens"]) == [6, 6]
+    assert BenchmarkResult.read_json(path) == shell.user_ns["sweep"]
+    assert "prompt stretched: the cell's" in capsys.readouterr().out
+
+
+def test_magic_refuses_a_save_suffix_before_measuring(shell, monkeypatch) -> None:
+    calls = _spy_measure(monkeypatch)
+    with pytest.raises(UsageError) as caught:
+        shell.run_cell_magic("kvbench", "-n 2 --save sweep.txt", PROMPT)
+    assert str(caught.value) == "cannot tell a format from the name 'sweep.txt': end it with .csv, .json or .md"
+    assert calls == []
+
+
+def test_magic_budget_uses_the_flag_then_the_trait(shell, monkeypatch) -> None:
+    calls = _spy_measure(monkeypatch)
+    with pytest.raises(UsageError, match=r"^this benchmark would take about .* over the 1e-06 s budget"):
+        shell.run_cell_magic("kvbench", "-n 2,3 -w 0 --max-seconds 1e-6", PROMPT)
+    shell.run_line_magic("config", "KVMagics.max_seconds = 1e-6")
+    try:
+        with pytest.raises(UsageError, match=r"over the 1e-06 s budget"):
+            shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT)
+        assert shell.run_cell_magic("kvbench", "-n 2 -w 0 --max-seconds 0", PROMPT) is not None
+    finally:
+        shell.run_line_magic("config", "KVMagics.max_seconds = 600")
+    assert calls == [2]
+
+
+def test_magic_returns_a_partial_result_on_ctrl_c(shell, tiny, capsys) -> None:
+    hook = tiny.model.register_forward_hook(_InterruptAt(6))
+    try:
+        result = shell.run_cell_magic("kvbench", "-n 2,3 -w 0 --max-seconds 0 -o", PROMPT)
+    finally:
+        hook.remove()
+    assert result.partial and len(result.measurements) == 1
+    frame = shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT)  # the model still works
+    assert list(frame["identical"]) == [True]
+
+
+def test_magic_plot_displays_a_png(shell, monkeypatch) -> None:
+    shown: list = []
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: shown.extend(objs))
+    assert shell.run_cell_magic("kvbench", "-n 2,3 -w 0 -q --plot", PROMPT) is None
+    assert len(shown) == 1 and shown[0]["image/png"].startswith(b"\x89PNG")
