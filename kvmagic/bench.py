@@ -83,7 +83,7 @@ def run_benchmark(
     one measurement per pair. ``prompt_tokens`` sets the prompt to that many tokens by repeating
     (or cutting) the prompt's own tokens. Each prompt length is warmed up once, before its first
     measurement, since a new input shape can take a slower first call. With ``max_seconds`` (0:
-    no limit), a short probe estimates the whole cost first and a costlier benchmark is refused.
+    no limit), a short probe estimates a sweep's whole cost first and a costlier sweep is refused.
     ``progress`` shows a progress bar over a sweep's configurations. A KeyboardInterrupt ends
     the sweep early: the configurations finished so far come back, with ``partial=True``.
     """
@@ -141,7 +141,7 @@ def _sweep(
     warm_up(loaded, inputs[first], warmup_tokens)
     warmed = {first}
     cost = None
-    if max_seconds:
+    if max_seconds and len(configs) > 1:  # a single configuration is the experiment itself: no probe
         cost = probe_cost(loaded, inputs[first], max(p + n for p, n in configs))
         estimate = estimate_seconds(cost, configs, repeat=repeat, warmup_tokens=warmup_tokens)
         result.metadata["estimated_s"] = estimate

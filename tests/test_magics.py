@@ -82,10 +82,16 @@ def test_help_pages_document_every_option(shell):
 
 BENCH_ERRORS = [
     ("", "   \n\t ", "the prompt is empty: write the text to generate from (in %%kvbench, the cell body)"),
-    ("-n 0", PROMPT, "new_tokens (-n) must be a whole number >= 1, got 0"),
+    ("-n 0", PROMPT, "%kvbench: argument -n/--new-tokens: lengths must be >= 1, got 0 in '0' (see %kvbench? for the options)"),
     ("-r 0", PROMPT, "repeat (-r) must be a whole number >= 1, got 0"),
     ("-w -1", PROMPT, "warmup_tokens (-w) must be a whole number >= 0, got -1"),
-    ("-n abc", PROMPT, "%kvbench: argument -n/--new-tokens: expected a whole number, got 'abc' (see %kvbench? for the options)"),
+    (
+        "-n abc",
+        PROMPT,
+        "%kvbench: argument -n/--new-tokens: cannot read 'abc' in 'abc' as lengths: write N, a list N,M,... or a "
+        "range A-B*F (multiply by F) or A-B+S (add S), e.g. 16,64,256 or 16-256*4 or 32-128+32 "
+        "(see %kvbench? for the options)",
+    ),
     ("-r 1.5", PROMPT, "%kvbench: argument -r/--repeat: expected a whole number, got '1.5' (see %kvbench? for the options)"),
     ("--fast", PROMPT, "%kvbench: unrecognized arguments: --fast (see %kvbench? for the options)"),
     ("-v 'x", PROMPT, "%kvbench: cannot split the arguments: No closing quotation"),

@@ -11,7 +11,7 @@ from kvmagic import KVMagicError, bench, run_benchmark
 from kvmagic.results import BenchmarkResult
 from kvmagic.sweep import LENGTH_FORMS
 
-from conftest import PROMPT
+from .conftest import PROMPT
 
 
 def _text_ids(tiny) -> list[int]:
@@ -182,11 +182,12 @@ def test_magic_budget_uses_the_flag_then_the_trait(shell, monkeypatch) -> None:
     shell.run_line_magic("config", "KVMagics.max_seconds = 1e-6")
     try:
         with pytest.raises(UsageError, match=r"over the 1e-06 s budget"):
-            shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT)
+            shell.run_cell_magic("kvbench", "-n 2,3 -w 0", PROMPT)
         assert shell.run_cell_magic("kvbench", "-n 2 -w 0 --max-seconds 0", PROMPT) is not None
+        assert shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT) is not None  # one configuration: no probe
     finally:
         shell.run_line_magic("config", "KVMagics.max_seconds = 600")
-    assert calls == [2]
+    assert calls == [2, 2]
 
 
 def test_magic_returns_a_partial_result_on_ctrl_c(shell, tiny, capsys) -> None:
