@@ -6,6 +6,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from .errors import KVMagicError
+from .guards import with_memory_advice
 from .results import BenchmarkResult, Measurement, Mismatch, first_mismatch
 from .timing import greedy_config, timed_generate
 
@@ -23,6 +24,7 @@ def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> Ba
     """Tokenize once, on the model's input device; every run reuses these tensors."""
     if not prompt.strip():
         raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
+    _check_encodable(prompt)
     tokenizer = loaded.tokenizer
     if chat:
         if not getattr(tokenizer, "chat_template", None):
@@ -54,6 +56,19 @@ def run_benchmark(
     _check_count("new_tokens", new_tokens, minimum=1, flag="-n")
     _check_count("warmup_tokens", warmup_tokens, minimum=0, flag="-w")
     _check_count("repeat", repeat, minimum=1, flag="-r")
+    advice = (
+        f"out of accelerator memory generating {new_tokens} tokens: lower -n, shorten the prompt, "
+        "or load the model with a smaller --dtype (float16 or bfloat16)"
+    )
+    return with_memory_advice(
+        lambda: _benchmark(loaded, prompt, new_tokens=new_tokens, warmup_tokens=warmup_tokens, repeat=repeat, chat=chat),
+        advice,
+    )
+
+
+def _benchmark(
+    loaded: LoadedModel, prompt: str, *, new_tokens: int, warmup_tokens: int, repeat: int, chat: bool
+) -> BenchmarkResult:
     inputs = encode_prompt(loaded, prompt, chat=chat)
     prompt_tokens = inputs["input_ids"].shape[-1]
     _check_positions(loaded, prompt_tokens, new_tokens)
@@ -110,6 +125,18 @@ def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repe
 def _check_count(name: str, value: int, *, minimum: int, flag: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise KVMagicError(f"{name} ({flag}) must be a whole number >= {minimum}, got {value!r}")
+
+
+def _check_encodable(prompt: str) -> None:
+    """A lone surrogate (from a bad copy or a broken file) is no text: tokenizers reject it with a TypeError."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:
+        character = prompt[error.start]
+        raise KVMagicError(
+            f"the prompt holds U+{ord(character):04X} at character {error.start}, half of a surrogate pair "
+            "and not text: remove it or paste the text again"
+        ) from None
 
 
 def _check_positions(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -> None:

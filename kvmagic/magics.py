@@ -10,6 +10,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Integer, TraitError, validate
 
 from .errors import KVMagicError
+from .guards import forget_frames, forget_last_failure
 from .loading import DEFAULT_MODEL, DTYPES
 
 if TYPE_CHECKING:
@@ -25,6 +26,12 @@ def _whole_number(text: str) -> int:
         import argparse
 
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _usage_error(error: KVMagicError) -> UsageError:
+    """The one line a notebook shows; the frames behind it are cleared so they cannot pin a model."""
+    forget_frames(error)
+    return UsageError(str(error))
 
 
 def _parse(func: Any, line: str) -> Any:
@@ -94,7 +101,7 @@ class KVMagics(Magics):
                 before_weights=self.unload,
             )
         except KVMagicError as error:
-            raise UsageError(str(error)) from None
+            raise _usage_error(error) from None
         print(self.loaded.summary())
 
     @magic_arguments()
@@ -133,7 +140,7 @@ class KVMagics(Magics):
                 chat=args.chat,
             )
         except KVMagicError as error:
-            raise UsageError(str(error)) from None
+            raise _usage_error(error) from None
         if args.var:
             self.shell.user_ns[args.var] = result
         if args.output:
@@ -151,4 +158,5 @@ class KVMagics(Magics):
         from .loading import release_memory
 
         self.loaded = None
+        forget_last_failure()
         release_memory()

@@ -1,0 +1,68 @@
+"""Keep a long notebook session healthy when a run fails: memory advice, and frames that pin a model.
+
+A failed ``generate`` leaves behind an exception whose traceback frames still reference the
+model, its inputs and half-built caches. Until those frames go, dropping the model frees
+nothing and an accelerator stays full. Nothing here imports torch at import time.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from typing import TypeVar
+
+from .errors import KVMagicError
+
+__all__ = ["forget_frames", "forget_last_failure", "is_out_of_memory", "with_memory_advice"]
+
+T = TypeVar("T")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """torch's ``OutOfMemoryError`` (CUDA, XPU), or the plain ``RuntimeError`` MPS and cuBLAS raise instead."""
+    import torch
+
+    if isinstance(error, torch.cuda.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def with_memory_advice(run: Callable[[], T], advice: str) -> T:
+    """Return ``run()``; if it runs out of memory, free the cache and raise ``KVMagicError(advice)``.
+
+    The memory is released only after the ``except`` block has ended, because until then the
+    error's frames keep every tensor of the failed call alive. The new error has no context,
+    so it pins nothing either.
+    """
+    try:
+        return run()
+    except RuntimeError as error:
+        if not is_out_of_memory(error):
+            raise
+    from .loading import release_memory
+
+    release_memory()
+    raise KVMagicError(advice)
+
+
+def forget_frames(error: BaseException | None) -> None:
+    """Clear the local variables of every frame in ``error``'s tracebacks, causes and contexts included."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if error.__traceback__ is not None:
+            traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__
+
+
+def forget_last_failure() -> None:
+    """Release what the last uncaught error's frames hold; IPython keeps that error for ``%debug``.
+
+    Called before a model is dropped: otherwise an interrupted ``%%kvbench`` keeps the old model
+    alive through ``sys.last_value`` until some later error replaces it.
+    """
+    forget_frames(getattr(sys, "last_value", None))
+    last_traceback = getattr(sys, "last_traceback", None)
+    if last_traceback is not None:
+        traceback.clear_frames(last_traceback)
