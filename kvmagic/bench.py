@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import TYPE_CHECKING
 
 from .errors import KVMagicError
@@ -60,10 +61,9 @@ def run_benchmark(
         f"out of accelerator memory generating {new_tokens} tokens: lower -n, shorten the prompt, "
         "or load the model with a smaller --dtype (float16 or bfloat16)"
     )
-    return with_memory_advice(
-        lambda: _benchmark(loaded, prompt, new_tokens=new_tokens, warmup_tokens=warmup_tokens, repeat=repeat, chat=chat),
-        advice,
-    )
+    # A partial, not a lambda: a closure would keep ``loaded`` alive in the frames of a failed run.
+    run = partial(_benchmark, loaded, prompt, new_tokens=new_tokens, warmup_tokens=warmup_tokens, repeat=repeat, chat=chat)
+    return with_memory_advice(run, advice)
 
 
 def _benchmark(

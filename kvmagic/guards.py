@@ -8,7 +8,7 @@ nothing and an accelerator stays full. Nothing here imports torch at import time
 from __future__ import annotations
 
 import sys
-import traceback
+from types import TracebackType
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -47,12 +47,16 @@ def with_memory_advice(run: Callable[[], T], advice: str) -> T:
 
 
 def forget_frames(error: BaseException | None) -> None:
-    """Clear the local variables of every frame in ``error``'s tracebacks, causes and contexts included."""
+    """Drop the tracebacks of ``error``, its causes and contexts, clearing their frames' variables first.
+
+    Clearing alone is not enough: a frame still holds its function, and a closure can hold the model.
+    """
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         if error.__traceback__ is not None:
-            traceback.clear_frames(error.__traceback__)
+            _clear_frames(error.__traceback__)
+            error.__traceback__ = None
         error = error.__cause__ or error.__context__
 
 
@@ -60,9 +64,26 @@ def forget_last_failure() -> None:
     """Release what the last uncaught error's frames hold; IPython keeps that error for ``%debug``.
 
     Called before a model is dropped: otherwise an interrupted ``%%kvbench`` keeps the old model
-    alive through ``sys.last_value`` until some later error replaces it.
+    alive through ``sys.last_traceback`` until some later error replaces it. The error's message
+    stays; ``%tb`` and ``%debug`` have nothing left to show for it.
     """
-    forget_frames(getattr(sys, "last_value", None))
     last_traceback = getattr(sys, "last_traceback", None)
     if last_traceback is not None:
-        traceback.clear_frames(last_traceback)
+        _clear_frames(last_traceback)
+        sys.last_traceback = None
+    forget_frames(getattr(sys, "last_value", None))
+
+
+def _clear_frames(tb: TracebackType | None) -> None:
+    """``traceback.clear_frames``, plus the snapshot of locals that Python < 3.13 keeps once a
+    traceback printer has read ``frame.f_locals`` (IPython's does): clearing leaves it full."""
+    while tb is not None:
+        frame = tb.tb_frame
+        try:
+            frame.clear()
+        except RuntimeError:  # the frame is still running: its variables are in use
+            pass
+        else:
+            if sys.version_info < (3, 13):
+                frame.f_locals.clear()
+        tb = tb.tb_next
