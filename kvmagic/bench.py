@@ -62,7 +62,9 @@ def run_benchmark(
         "or load the model with a smaller --dtype (float16 or bfloat16)"
     )
     # A partial, not a lambda: a closure would keep ``loaded`` alive in the frames of a failed run.
-    run = partial(_benchmark, loaded, prompt, new_tokens=new_tokens, warmup_tokens=warmup_tokens, repeat=repeat, chat=chat)
+    run = partial(
+        _benchmark, loaded, prompt, new_tokens=new_tokens, warmup_tokens=warmup_tokens, repeat=repeat, chat=chat
+    )
     return with_memory_advice(run, advice)
 
 

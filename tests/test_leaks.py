@@ -17,7 +17,7 @@ from conftest import PROMPT
 
 RUNS = 50
 # Resident memory may grow this much over the 50 runs. Measured growth on both transformers lines
-# was 2-6 MiB (allocator noise); keeping even one extra copy of tiny per run would add 15 MiB a run,
+# was 1-6 MiB (allocator noise); keeping even one extra copy of tiny per run would add 15 MiB a run,
 # 750 MiB in all. Smaller per-run leaks (a KV cache is about 170 KiB here) hide in that noise, so the
 # test also requires the number of live tensors and caches to stay exactly where it was.
 RSS_BOUND = 24 * 2**20
@@ -41,6 +41,7 @@ def test_fifty_runs_keep_memory_flat(shell) -> None:
         assert bool(table["identical"].all())
     del table
     growth = process.memory_info().rss - before
+    print(f"resident memory grew {growth / 2**20:.1f} MiB over {RUNS} runs")
     assert (_live(torch.Tensor), _live(Cache)) == (tensors, caches)
     assert growth < RSS_BOUND, f"resident memory grew {growth / 2**20:.1f} MiB over {RUNS} runs"
 

@@ -60,6 +60,10 @@ class _RunsCode:
         return (open, (str(self.marker), "w"))
 
 
+def _hostile_pickle(marker: Path) -> bytes:
+    return pickle.dumps({"lm_head.weight": _RunsCode(marker)}, protocol=2)  # torch.load's own protocol
+
+
 def _copy(tiny_files: Path, target: Path, *, weights: bool = True) -> Path:
     shutil.copytree(tiny_files, target, ignore=None if weights else shutil.ignore_patterns("*.safetensors"))
     return target
@@ -107,7 +111,7 @@ def test_remote_code_runs_only_with_the_flag(shell, remote_code_dir: Path, monke
 
 def test_safetensors_win_over_a_pickle_beside_them(shell, tiny_files: Path, tmp_path: Path) -> None:
     directory = _copy(tiny_files, tmp_path / "both")
-    (directory / "pytorch_model.bin").write_bytes(pickle.dumps({"lm_head.weight": _RunsCode(tmp_path / MARKER)}, protocol=2))
+    (directory / "pytorch_model.bin").write_bytes(_hostile_pickle(tmp_path / MARKER))
     shell.run_line_magic("kvload", str(directory))
     assert not (tmp_path / MARKER).exists()
     assert shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", PROMPT).identical
@@ -115,7 +119,7 @@ def test_safetensors_win_over_a_pickle_beside_them(shell, tiny_files: Path, tmp_
 
 def test_a_pickle_that_runs_code_is_refused(kvload, tiny_files: Path, tmp_path: Path) -> None:
     directory = _copy(tiny_files, tmp_path / "pickled", weights=False)
-    (directory / "pytorch_model.bin").write_bytes(pickle.dumps({"lm_head.weight": _RunsCode(tmp_path / MARKER)}, protocol=2))
+    (directory / "pytorch_model.bin").write_bytes(_hostile_pickle(tmp_path / MARKER))
     message = kvload(str(directory))
     assert message.startswith(f"{str(directory)!r} keeps its weights in a pickle that holds more than tensors")
     assert message.endswith("load a copy saved as safetensors")
@@ -153,7 +157,8 @@ def test_a_gguf_file_that_is_not_gguf(kvload, tiny_files: Path, tmp_path: Path) 
 
 
 def test_a_gguf_file_that_is_missing(kvload, tiny_files: Path) -> None:
-    assert kvload(f"{tiny_files} --gguf-file nope.gguf") == f"{str(tiny_files)!r} has no file 'nope.gguf': check --gguf-file"
+    expected = f"{str(tiny_files)!r} has no file 'nope.gguf': check --gguf-file"
+    assert kvload(f"{tiny_files} --gguf-file nope.gguf") == expected
 
 
 # --- devices -----------------------------------------------------------------------------------------------
@@ -289,7 +294,8 @@ def test_one_token_past_the_positions_fails_before_generating(shell, tiny, gener
     prompt = "kv " * 100
     if chat:
         messages = [{"role": "user", "content": prompt.strip()}]
-        prompt_tokens = len(tiny.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"])
+        encoded = tiny.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
+        prompt_tokens = len(encoded["input_ids"])
     else:
         prompt_tokens = len(tiny.tokenizer(prompt.strip())["input_ids"])
     limit = tiny.max_positions
@@ -304,6 +310,7 @@ def test_one_token_past_the_positions_fails_before_generating(shell, tiny, gener
 
 
 def test_a_megabyte_prompt_fails_before_generating(shell, generate_calls) -> None:
-    with pytest.raises(UsageError, match=r"^the prompt \(1048576 tokens\) plus 2 new tokens exceeds the 2048 positions"):
+    expected = r"^the prompt \(1048576 tokens\) plus 2 new tokens exceeds the 2048 positions"
+    with pytest.raises(UsageError, match=expected):
         shell.run_cell_magic("kvbench", "-n 2", "x" * 2**20)
     assert generate_calls == []
