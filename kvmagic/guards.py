@@ -51,27 +51,42 @@ def forget_frames(error: BaseException | None) -> None:
 
     Clearing alone is not enough: a frame still holds its function, and a closure can hold the model.
     """
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if error.__traceback__ is not None:
-            _clear_frames(error.__traceback__)
-            error.__traceback__ = None
-        error = error.__cause__ or error.__context__
+    for link in _chain(error):
+        _clear_frames(link.__traceback__)
+        link.__traceback__ = None
 
 
 def forget_last_failure() -> None:
     """Release what the last uncaught error's frames hold; IPython keeps that error for ``%debug``.
 
     Called before a model is dropped: otherwise an interrupted ``%%kvbench`` keeps the old model
-    alive through ``sys.last_traceback`` until some later error replaces it. The error's message
-    stays; ``%tb`` and ``%debug`` have nothing left to show for it.
+    alive through ``sys.last_traceback`` until some later error replaces it. Only an error that
+    came through kvmagic is touched; its message stays, but ``%tb`` and ``%debug`` lose it.
     """
     last_traceback = getattr(sys, "last_traceback", None)
-    if last_traceback is not None:
-        _clear_frames(last_traceback)
-        sys.last_traceback = None
-    forget_frames(getattr(sys, "last_value", None))
+    last_value = getattr(sys, "last_value", None)
+    if not any(_through_kvmagic(tb) for tb in (last_traceback, *(link.__traceback__ for link in _chain(last_value)))):
+        return
+    _clear_frames(last_traceback)
+    sys.last_traceback = None
+    forget_frames(last_value)
+
+
+def _chain(error: BaseException | None) -> list[BaseException]:
+    """``error`` and the causes or contexts behind it, each once."""
+    found: list[BaseException] = []
+    while error is not None and all(error is not link for link in found):
+        found.append(error)
+        error = error.__cause__ or error.__context__
+    return found
+
+
+def _through_kvmagic(tb: TracebackType | None) -> bool:
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] == __name__.split(".")[0]:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _clear_frames(tb: TracebackType | None) -> None:

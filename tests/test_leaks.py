@@ -102,3 +102,14 @@ def test_an_interrupted_run_does_not_keep_the_model(fresh, monkeypatch) -> None:
     _load(fresh)
     gc.collect()
     assert first() is None
+
+
+def test_an_unrelated_error_stays_debuggable(fresh) -> None:
+    """Only errors that came through kvmagic are cleared: the user's own stay for %debug."""
+    fresh.run_cell("def broken(value):\n    return value / 0\nbroken(41)")
+    assert isinstance(sys.last_value, ZeroDivisionError)
+    _load(fresh)
+    tb = sys.last_traceback
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_locals["value"] == 41
