@@ -130,6 +130,7 @@ class KVMagics(Magics):
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from .bench import run_benchmark
 
+        forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
         try:
             result = run_benchmark(
                 self.loaded,

@@ -113,3 +113,26 @@ def test_an_unrelated_error_stays_debuggable(fresh) -> None:
     while tb.tb_next is not None:
         tb = tb.tb_next
     assert tb.tb_frame.f_locals["value"] == 41
+
+
+def test_the_next_run_frees_what_an_interrupted_run_held(shell, tiny, monkeypatch) -> None:
+    """IPython keeps the interrupted run's frames (inputs, half-built caches) for %debug; on an
+    accelerator they would share the memory with the next run."""
+    shell.run_cell_magic("kvbench", "-n 2 -w 1", PROMPT)
+    tensors = _live(torch.Tensor)
+    original = type(tiny.model).generate
+    calls: list[int] = []
+
+    def interrupt_the_cached_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(type(tiny.model), "generate", interrupt_the_cached_run)
+        shell.run_cell("%%kvbench -n 2 -w 1\n" + PROMPT)
+    assert isinstance(sys.last_value, KeyboardInterrupt)
+    assert _live(torch.Tensor) > tensors  # the inputs and the first timed output, held by the frames
+    shell.run_cell_magic("kvbench", "-n 2 -w 1", PROMPT)
+    assert _live(torch.Tensor) == tensors
