@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .errors import KVMagicError
+from .guards import with_memory_advice
 from .results import BenchmarkResult, Measurement, Mismatch, first_mismatch
 from .sweep import StepCost, check_budget, configurations, estimate_seconds, generate_seconds, parse_lengths, stretch_ids
 from .timing import greedy_config, timed_generate
@@ -26,6 +28,7 @@ def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> Ba
     """Tokenize once, on the model's input device; every run reuses these tensors."""
     if not prompt.strip():
         raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
+    _check_encodable(prompt)
     tokenizer = loaded.tokenizer
     if chat:
         if not getattr(tokenizer, "chat_template", None):
@@ -85,13 +88,38 @@ def run_benchmark(
     measurement, since a new input shape can take a slower first call. With ``max_seconds`` (0:
     no limit), a short probe estimates a sweep's whole cost first and a costlier sweep is refused.
     ``progress`` shows a progress bar over a sweep's configurations. A KeyboardInterrupt ends
-    the sweep early: the configurations finished so far come back, with ``partial=True``.
+    a sweep early: the configurations finished so far come back, with ``partial=True``.
     """
     new_lengths = _lengths("new_tokens", new_tokens, flag="-n")
     _check_count("warmup_tokens", warmup_tokens, minimum=0, flag="-w")
     _check_count("repeat", repeat, minimum=1, flag="-r")
     if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or not max_seconds >= 0:
         raise KVMagicError(f"max_seconds (--max-seconds) must be a number of seconds >= 0 (0: no limit), got {max_seconds!r}")
+    advice = (
+        f"out of accelerator memory generating {'' if len(new_lengths) == 1 else 'up to '}{max(new_lengths)} tokens: "
+        "lower -n, shorten the prompt, "
+        "or load the model with a smaller --dtype (float16 or bfloat16)"
+    )
+    # A partial, not a lambda: a closure would keep ``loaded`` alive in the frames of a failed run.
+    run = partial(
+        _benchmark, loaded, prompt, new_lengths, prompt_tokens=prompt_tokens, warmup_tokens=warmup_tokens,
+        repeat=repeat, chat=chat, max_seconds=max_seconds, progress=progress,
+    )  # fmt: skip
+    return with_memory_advice(run, advice)
+
+
+def _benchmark(
+    loaded: LoadedModel,
+    prompt: str,
+    new_lengths: list[int],
+    *,
+    prompt_tokens: int | Sequence[int] | None,
+    warmup_tokens: int,
+    repeat: int,
+    chat: bool,
+    max_seconds: float,
+    progress: bool,
+) -> BenchmarkResult:
     natural = encode_prompt(loaded, prompt, chat=chat)
     natural_tokens = natural["input_ids"].shape[-1]
     if prompt_tokens is None:
@@ -121,6 +149,8 @@ def run_benchmark(
         _sweep(loaded, inputs, configs, result, warmup_tokens=warmup_tokens, repeat=repeat,
                max_seconds=max_seconds, progress=progress)  # fmt: skip
     except KeyboardInterrupt:
+        if len(configs) == 1:  # nothing finished to return: the user asked to stop
+            raise
         result.partial = True  # the interrupted configuration is dropped: only finished rows are results
     return result
 
@@ -235,6 +265,18 @@ def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repe
 def _check_count(name: str, value: int, *, minimum: int, flag: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise KVMagicError(f"{name} ({flag}) must be a whole number >= {minimum}, got {value!r}")
+
+
+def _check_encodable(prompt: str) -> None:
+    """A lone surrogate (from a bad copy or a broken file) is no text: tokenizers reject it with a TypeError."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:
+        character = prompt[error.start]
+        raise KVMagicError(
+            f"the prompt holds U+{ord(character):04X} at character {error.start}, half of a surrogate pair "
+            "and not text: remove it or paste the text again"
+        ) from None
 
 
 def _check_positions(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import KVMagicError
+from .guards import with_memory_advice
 from .tiny import TINY_NAME, tiny_dir
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ __all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "release_memo
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 _OFFLINE_HINT = "`%kvload tiny` works offline"
+_DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
 @dataclass(eq=False)
@@ -107,17 +109,20 @@ def load_model(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = resolve_dtype(dtype)
+    _check_device_map(device_map)
     if name == TINY_NAME:
         if revision or gguf_file:
             raise KVMagicError("tiny is built locally: it has no --revision or --gguf-file")
         source: str | Path = tiny_dir()
     else:
         source = name
-        if Path(name).is_dir() and not gguf_file and not (Path(name) / "config.json").is_file():
+        if gguf_file:
+            _check_gguf(name, gguf_file)
+        elif Path(name).is_dir() and not (Path(name) / "config.json").is_file():
             raise KVMagicError(f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained")
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
-    start = time.perf_counter()
-    try:
+
+    def load() -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
         if before_weights is not None:
             before_weights()
@@ -128,7 +133,18 @@ def load_model(
             **{_dtype_keyword(): torch_dtype},
             **common,
         )
-    except (OSError, ValueError, ImportError) as error:
+        return tokenizer, model
+
+    advice = (
+        f"not enough memory to load {name!r} as {str(torch_dtype).removeprefix('torch.')}: "
+        "load a smaller --dtype (float16 or bfloat16), or use --device-map auto to keep some layers on the CPU"
+    )
+    start = time.perf_counter()
+    try:
+        tokenizer, model = with_memory_advice(load, advice)
+    except KVMagicError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any loading failure is about the files or the options given
         raise _explain(name, revision, error) from error
     model.eval()
     return LoadedModel(model, tokenizer, name, revision, time.perf_counter() - start)
@@ -151,6 +167,52 @@ def _dtype_keyword() -> str:
     return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
 
 
+def _check_device_map(device_map: str | dict[str, Any] | None) -> None:
+    """Reject a device this machine lacks before any file is read; torch would fail deep inside loading."""
+    if not isinstance(device_map, str) or device_map in _DEVICE_MAP_STRATEGIES:
+        return
+    import torch
+
+    try:
+        device = torch.device(device_map)
+    except RuntimeError:
+        raise KVMagicError(
+            f"--device-map {device_map!r} is neither a device (cpu, cuda:0, mps) nor one of "
+            f"{', '.join(_DEVICE_MAP_STRATEGIES)}"
+        ) from None
+    if device.type == "meta":
+        raise KVMagicError("--device-map meta loads no weights, so nothing could run: use auto, cpu or an accelerator")
+    if device.type == "cpu":
+        return
+    backend = getattr(torch, device.type, None)
+    if device.type == "mps":
+        available = torch.backends.mps.is_available()
+    else:
+        available = backend is not None and getattr(backend, "is_available", lambda: False)()
+    if not available:
+        raise KVMagicError(f"--device-map {device_map!r}: torch sees no {device.type} device here; use auto or cpu")
+    count = getattr(backend, "device_count", lambda: 1)()
+    if device.index is not None and device.index >= count:
+        raise KVMagicError(f"--device-map {device_map!r}: there are {count} {device.type} devices, numbered from 0")
+
+
+def _check_gguf(name: str, gguf_file: str) -> None:
+    """Check a local GGUF file up front: transformers 4.x reports a file that is not GGUF as a missing package."""
+    directory = Path(name)
+    if not directory.is_dir():
+        return  # a hub repository: the file is checked once downloaded
+    path = directory / gguf_file
+    if not path.is_file():
+        raise KVMagicError(f"{name!r} has no file {gguf_file!r}: check --gguf-file")
+    with path.open("rb") as file:
+        magic = file.read(4)
+    if magic != b"GGUF":
+        raise KVMagicError(
+            f"{gguf_file!r} is not a GGUF file (it does not start with the bytes 'GGUF'): "
+            "name a .gguf file, or drop --gguf-file to load the directory's own weights"
+        )
+
+
 def _explain(name: str, revision: str | None, error: BaseException) -> KVMagicError:
     """Turn a loading failure into one line that names the cause and the way out."""
     causes = []
@@ -162,12 +224,19 @@ def _explain(name: str, revision: str | None, error: BaseException) -> KVMagicEr
     text = " ".join(str(cause) for cause in causes)
     if "trust_remote_code" in text:
         return KVMagicError(f"{name!r} ships its own model code; pass --trust-remote-code if you trust it")
-    if "GatedRepoError" in kinds or "gated repo" in text.lower():
+    if "GatedRepoError" in kinds or "trying to access a gated repo" in text.lower():
         return KVMagicError(f"{name!r} is gated: accept its licence on the Hub, then log in with `hf auth login`")
     if "RevisionNotFoundError" in kinds or "not a valid git identifier" in text:
         return KVMagicError(f"revision {revision!r} does not exist for {name!r}: check --revision")
+    if "UnpicklingError" in kinds or "weights only load failed" in text.lower():
+        return KVMagicError(
+            f"{name!r} keeps its weights in a pickle that holds more than tensors, and torch will not run "
+            "the code such a file can carry: load a copy saved as safetensors"
+        )
     if Path(name).is_dir():
         return KVMagicError(f"{name!r} holds no loadable model: {_first_line(error)}")
+    if Path(name).is_file():
+        return KVMagicError(f"{name!r} is a file: give the directory that holds its config.json and weights")
     if "RepositoryNotFoundError" in kinds or "is not a valid model identifier" in text:
         return KVMagicError(
             f"{name!r} is neither a local directory nor a model on the Hugging Face Hub: "
@@ -183,9 +252,10 @@ def _explain(name: str, revision: str | None, error: BaseException) -> KVMagicEr
     return KVMagicError(f"cannot load {name!r}: {_first_line(error)}")
 
 
-def _first_line(error: BaseException) -> str:
+def _first_line(error: BaseException, limit: int = 200) -> str:
     lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    line = lines[0] if lines else type(error).__name__
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _count(n: int) -> str:

@@ -10,6 +10,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Float, Integer, TraitError, validate
 
 from .errors import KVMagicError
+from .guards import forget_frames, forget_last_failure
 from .loading import DEFAULT_MODEL, DTYPES
 from .sweep import LENGTH_FORMS, parse_lengths
 
@@ -49,6 +50,12 @@ def _show(figure: Figure) -> None:
     figure.savefig(buffer, format="png", dpi=100)
     text = "<figure: in a terminal, save it with `result.plot().savefig('sweep.png')` on a result from -o or -v>"
     display({"image/png": buffer.getvalue(), "text/plain": text}, raw=True)
+
+
+def _usage_error(error: KVMagicError) -> UsageError:
+    """The one line a notebook shows; the frames behind it are cleared so they cannot pin a model."""
+    forget_frames(error)
+    return UsageError(str(error))
 
 
 def _parse(func: Any, line: str) -> Any:
@@ -121,7 +128,7 @@ class KVMagics(Magics):
                 before_weights=self.unload,
             )
         except KVMagicError as error:
-            raise UsageError(str(error)) from None
+            raise _usage_error(error) from None
         print(self.loaded.summary())
 
     @magic_arguments()
@@ -163,6 +170,7 @@ class KVMagics(Magics):
 
         from .results import export_format
 
+        forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
         try:
             if args.save:
                 export_format(args.save)
@@ -182,7 +190,7 @@ class KVMagics(Magics):
             if args.save:
                 result.save(args.save)
         except KVMagicError as error:
-            raise UsageError(str(error)) from None
+            raise _usage_error(error) from None
         if args.plot and result.measurements:
             _show(result.plot())
         if args.output:
@@ -200,4 +208,5 @@ class KVMagics(Magics):
         from .loading import release_memory
 
         self.loaded = None
+        forget_last_failure()
         release_memory()

@@ -10,6 +10,9 @@ import pytest
 
 # No test may reach the hub: offline mode makes a missing model fail at once instead of retrying.
 os.environ["HF_HUB_OFFLINE"] = "1"
+# One thread: tiny gains nothing from more, and on a shared machine busy OpenMP threads wait
+# on each other (measured: a 3-token generate took 3 s with two threads, 0.09 s with one).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("KVMAGIC_CACHE", str(Path(__file__).resolve().parent.parent / ".venv" / "cache"))
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"  # the source experiment's prompt

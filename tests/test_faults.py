@@ -1,0 +1,169 @@
+"""Faults injected at every stage of %%kvbench (and of %kvload): the session must come out usable.
+
+Stages of ``%%kvbench -n 3 -w 1 -r 1``: tokenizing, the uncached and cached warm-up ``generate``
+(1 token each), the uncached and cached timed ``generate`` (3 tokens each), the identity check and
+building the table. Faults: ``KeyboardInterrupt`` (propagates: the user asked to stop),
+``RuntimeError`` (propagates unchanged: not the user's mistake, so no friendly disguise) and
+``torch.cuda.OutOfMemoryError`` (becomes a ``UsageError`` with advice, after freeing the cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from IPython.core.error import UsageError
+
+from .conftest import PROMPT
+from kvmagic import KVMagicError, run_benchmark
+from .model_state import snapshot
+
+NEW, WARMUP = 3, 1
+LINE = f"-n {NEW} -w {WARMUP} -r 1 -o"
+
+# generate() stages in the order the protocol runs them: (use_cache, max_new_tokens).
+GENERATE_STAGES = {
+    "warm-up uncached": (1, False, WARMUP),
+    "warm-up cached": (2, True, WARMUP),
+    "timed uncached": (3, False, NEW),
+    "timed cached": (4, True, NEW),
+}
+STAGES = ["tokenizing", *GENERATE_STAGES, "identity check", "table"]
+
+
+def _faults() -> dict[str, Callable[[], BaseException]]:
+    return {
+        "KeyboardInterrupt": KeyboardInterrupt,
+        "RuntimeError": lambda: RuntimeError("injected failure"),
+        "OutOfMemoryError": lambda: torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB"),
+    }
+
+
+def _raising(make: Callable[[], BaseException]) -> Callable[..., Any]:
+    def raise_fault(*args: Any, **kwargs: Any) -> Any:
+        raise make()
+
+    return raise_fault
+
+
+CASES = [
+    (stage, fault)
+    for stage in STAGES
+    for fault in _faults()
+    # pandas builds the table on the CPU: torch cannot run out of accelerator memory there.
+    if not (stage == "table" and fault == "OutOfMemoryError")
+]
+
+
+@pytest.fixture(scope="module")
+def reference_ids(tiny) -> tuple[int, ...]:
+    return run_benchmark(tiny, PROMPT, new_tokens=NEW, warmup_tokens=WARMUP).generated_ids
+
+
+def _inject(mp: pytest.MonkeyPatch, loaded: Any, stage: str, make: Callable[[], BaseException]) -> list[str]:
+    """Patch the stage to raise ``make()``; returns the list that records accelerator cache releases."""
+    released: list[str] = []
+
+    def fault() -> BaseException:
+        error = make()
+        if isinstance(error, torch.cuda.OutOfMemoryError):
+            # Pretend to be on CUDA from here on, so freeing the cache is observable on any machine.
+            mp.setattr(torch.cuda, "is_available", lambda: True)
+            mp.setattr(torch.cuda, "empty_cache", lambda: released.append("empty_cache"))
+        return error
+
+    if stage == "tokenizing":
+        mp.setattr(type(loaded.tokenizer), "__call__", _raising(fault))
+    elif stage in GENERATE_STAGES:
+        call, use_cache, tokens = GENERATE_STAGES[stage]
+        model_class = type(loaded.model)
+        original = model_class.generate
+        seen: list[int] = []
+
+        def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(1)
+            if len(seen) == call:
+                config = kwargs["generation_config"]
+                assert (config.use_cache, config.max_new_tokens) == (use_cache, tokens), "stage order changed"
+                raise fault()
+            return original(self, *args, **kwargs)
+
+        mp.setattr(model_class, "generate", generate)
+    elif stage == "identity check":
+        mp.setattr("kvmagic.bench.first_mismatch", _raising(fault))
+    elif stage == "table":
+        mp.setattr("kvmagic.results.BenchmarkResult.to_dataframe", _raising(fault))
+    return released
+
+
+@pytest.mark.parametrize(("stage", "fault"), CASES)
+def test_fault_leaves_the_session_usable(shell, tiny, reference_ids, stage: str, fault: str) -> None:
+    before = snapshot(tiny.model)
+    line = LINE.removesuffix(" -o") if stage == "table" else LINE  # -o skips the table
+    with pytest.MonkeyPatch.context() as mp:
+        released = _inject(mp, tiny, stage, _faults()[fault])
+        if fault == "OutOfMemoryError":
+            with pytest.raises(UsageError) as caught:
+                shell.run_cell_magic("kvbench", line, PROMPT)
+            message = str(caught.value)
+            assert message.startswith("out of accelerator memory generating 3 tokens")
+            for fix in ("lower -n", "shorten the prompt", "smaller --dtype"):
+                assert fix in message
+            assert released == ["empty_cache"]
+        else:
+            expected = KeyboardInterrupt if fault == "KeyboardInterrupt" else RuntimeError
+            with pytest.raises(expected, match=None if expected is KeyboardInterrupt else "injected failure"):
+                shell.run_cell_magic("kvbench", line, PROMPT)
+
+    assert snapshot(tiny.model) == before
+    again = shell.run_cell_magic("kvbench", LINE, PROMPT)
+    assert again.generated_ids == reference_ids
+    assert again.identical
+
+
+def test_out_of_memory_error_pins_no_frames(tiny, monkeypatch) -> None:
+    """The API's error carries no context: the failed call's tensors are gone before it is raised."""
+    original = type(tiny.model).generate
+
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs["generation_config"].use_cache:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tiny.model), "generate", generate)
+    with pytest.raises(KVMagicError, match="^out of accelerator memory") as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1)
+    assert caught.value.__context__ is None and caught.value.__cause__ is None
+
+
+def test_an_unrelated_runtime_error_is_not_called_out_of_memory(tiny, monkeypatch) -> None:
+    monkeypatch.setattr(type(tiny.model), "generate", _raising(lambda: RuntimeError("shape")))
+    with pytest.raises(RuntimeError, match="^shape$"):
+        run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0)
+
+
+def test_out_of_memory_while_loading_suggests_a_smaller_dtype(shell, monkeypatch) -> None:
+    from transformers import AutoModelForCausalLM
+
+    oom = _raising(lambda: torch.cuda.OutOfMemoryError("CUDA out of memory."))
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", oom)
+    with pytest.raises(UsageError, match=r"^not enough memory to load 'tiny' as float32: load a smaller --dtype"):
+        shell.run_line_magic("kvload", "tiny")
+
+
+def test_interrupted_load_leaves_no_model_and_the_next_load_works(shell, monkeypatch) -> None:
+    """The old model is dropped before the new weights load (so both never share memory); an
+    interrupt there leaves "no model loaded", which the next %%kvbench says plainly."""
+    from transformers import AutoModelForCausalLM
+
+    original = AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", _raising(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        shell.run_line_magic("kvload", "tiny")
+    with pytest.raises(UsageError, match=r"^no model loaded: run `%kvload MODEL` first"):
+        shell.run_cell_magic("kvbench", LINE, PROMPT)
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", original)
+    shell.run_line_magic("kvload", "tiny")
+    assert shell.run_cell_magic("kvbench", LINE, PROMPT).identical

@@ -1,0 +1,316 @@
+"""%kvload failures: each one line that names the cause, with no code run that the user did not ask for.
+
+Hub failures that need a server are simulated where transformers calls the hub: its
+``hf_hub_download``/``snapshot_download`` raise the exception huggingface_hub itself builds from
+a Hub response (``hf_raise_for_status`` on a response carrying the Hub's ``X-Error-Code``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import pickle
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+
+from .conftest import PROMPT
+
+MARKER = "KVMAGIC_CODE_RAN"
+
+
+def _no_prompt(*args: Any, **kwargs: Any) -> str:
+    raise AssertionError("loading asked for input: a notebook would hang on it")
+
+
+@pytest.fixture
+def kvload(shell, monkeypatch):
+    """Run ``%kvload LINE`` and return the UsageError's message; fail if it loads or prompts."""
+    monkeypatch.setattr(builtins, "input", _no_prompt)
+
+    def run(line: str) -> str:
+        with pytest.raises(UsageError) as caught:
+            shell.run_line_magic("kvload", line)
+        message = str(caught.value)
+        assert "\n" not in message
+        return message
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def tiny_files(tiny) -> Path:
+    from kvmagic.tiny import tiny_dir
+
+    return tiny_dir()
+
+
+class _RunsCode:
+    """Unpickling this runs code: what a hostile ``pytorch_model.bin`` can do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (str(self.marker), "w"))
+
+
+def _hostile_pickle(marker: Path) -> bytes:
+    return pickle.dumps({"lm_head.weight": _RunsCode(marker)}, protocol=2)  # torch.load's own protocol
+
+
+def _copy(tiny_files: Path, target: Path, *, weights: bool = True) -> Path:
+    shutil.copytree(tiny_files, target, ignore=None if weights else shutil.ignore_patterns("*.safetensors"))
+    return target
+
+
+# --- remote code -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def remote_code_dir(tiny_files: Path, tmp_path: Path) -> Path:
+    """tiny under a model type transformers does not know, with its classes in a local .py file."""
+    directory = _copy(tiny_files, tmp_path / "custom")
+    config = json.loads((directory / "config.json").read_text())
+    config["model_type"] = "kvmagic_custom"
+    config["auto_map"] = {"AutoConfig": "custom.CustomConfig", "AutoModelForCausalLM": "custom.CustomModel"}
+    (directory / "config.json").write_text(json.dumps(config))
+    (directory / "custom.py").write_text(
+        "from pathlib import Path\n"
+        "from transformers import Exaone4Config, Exaone4ForCausalLM\n"
+        f"Path({str(tmp_path / MARKER)!r}).touch()\n"
+        "class CustomConfig(Exaone4Config):\n"
+        "    model_type = 'kvmagic_custom'\n"
+        "class CustomModel(Exaone4ForCausalLM):\n"
+        "    config_class = CustomConfig\n"
+    )
+    return directory
+
+
+def test_remote_code_is_refused_without_the_flag(kvload, remote_code_dir: Path) -> None:
+    message = kvload(str(remote_code_dir))
+    assert message == f"{str(remote_code_dir)!r} ships its own model code; pass --trust-remote-code if you trust it"
+    assert not (remote_code_dir.parent / MARKER).exists()
+
+
+def test_remote_code_runs_only_with_the_flag(shell, remote_code_dir: Path, monkeypatch) -> None:
+    monkeypatch.setattr(builtins, "input", _no_prompt)
+    shell.run_line_magic("kvload", f"{remote_code_dir} --trust-remote-code")
+    assert (remote_code_dir.parent / MARKER).exists()
+    loaded = shell.magics_manager.registry["KVMagics"].loaded
+    assert type(loaded.model).__name__ == "CustomModel"
+
+
+# --- weights: safe formats only ----------------------------------------------------------------------------
+
+
+def test_safetensors_win_over_a_pickle_beside_them(shell, tiny_files: Path, tmp_path: Path) -> None:
+    directory = _copy(tiny_files, tmp_path / "both")
+    (directory / "pytorch_model.bin").write_bytes(_hostile_pickle(tmp_path / MARKER))
+    shell.run_line_magic("kvload", str(directory))
+    assert not (tmp_path / MARKER).exists()
+    assert shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", PROMPT).identical
+
+
+def test_a_pickle_that_runs_code_is_refused(kvload, tiny_files: Path, tmp_path: Path) -> None:
+    directory = _copy(tiny_files, tmp_path / "pickled", weights=False)
+    (directory / "pytorch_model.bin").write_bytes(_hostile_pickle(tmp_path / MARKER))
+    message = kvload(str(directory))
+    assert message.startswith(f"{str(directory)!r} keeps its weights in a pickle that holds more than tensors")
+    assert message.endswith("load a copy saved as safetensors")
+    assert not (tmp_path / MARKER).exists()
+
+
+def test_a_directory_without_weights(kvload, tiny_files: Path, tmp_path: Path) -> None:
+    directory = _copy(tiny_files, tmp_path / "empty", weights=False)
+    message = kvload(str(directory))
+    assert message.startswith(f"{str(directory)!r} holds no loadable model: ")
+    assert "model.safetensors" in message
+
+
+def test_a_file_instead_of_a_directory(kvload, tiny_files: Path) -> None:
+    path = tiny_files / "config.json"
+    assert kvload(str(path)) == f"{str(path)!r} is a file: give the directory that holds its config.json and weights"
+
+
+def test_corrupt_safetensors(kvload, tiny_files: Path, tmp_path: Path) -> None:
+    directory = _copy(tiny_files, tmp_path / "corrupt")
+    (directory / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
+    assert kvload(str(directory)).startswith(f"{str(directory)!r} holds no loadable model: ")
+
+
+# --- GGUF --------------------------------------------------------------------------------------------------
+
+
+def test_a_gguf_file_that_is_not_gguf(kvload, tiny_files: Path, tmp_path: Path) -> None:
+    directory = _copy(tiny_files, tmp_path / "gguf")
+    (directory / "model.gguf").write_bytes(b"PK\x03\x04 a zip file, not a GGUF model")
+    assert kvload(f"{directory} --gguf-file model.gguf") == (
+        "'model.gguf' is not a GGUF file (it does not start with the bytes 'GGUF'): "
+        "name a .gguf file, or drop --gguf-file to load the directory's own weights"
+    )
+
+
+def test_a_gguf_file_that_is_missing(kvload, tiny_files: Path) -> None:
+    expected = f"{str(tiny_files)!r} has no file 'nope.gguf': check --gguf-file"
+    assert kvload(f"{tiny_files} --gguf-file nope.gguf") == expected
+
+
+# --- devices -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("device_map", "expected"),
+    [
+        ("meta", "--device-map meta loads no weights, so nothing could run: use auto, cpu or an accelerator"),
+        ("disk", "--device-map 'disk' is neither a device (cpu, cuda:0, mps) nor one of auto, balanced, "
+                 "balanced_low_0, sequential"),
+    ],
+)
+def test_device_maps_that_cannot_run(kvload, device_map: str, expected: str) -> None:
+    assert kvload(f"tiny --device-map {device_map}") == expected
+
+
+def test_a_cuda_device_that_is_not_there(kvload) -> None:
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    message = kvload(f"tiny --device-map cuda:{count}")
+    if count:
+        assert message == f"--device-map 'cuda:{count}': there are {count} cuda devices, numbered from 0"
+    else:
+        assert message == f"--device-map 'cuda:{count}': torch sees no cuda device here; use auto or cpu"
+
+
+# --- the hub -----------------------------------------------------------------------------------------------
+
+
+def _hub_error(code: str, status: int) -> Exception:
+    """The exception huggingface_hub raises for a Hub response carrying ``X-Error-Code: code``."""
+    from huggingface_hub.utils import hf_raise_for_status
+
+    url = "https://huggingface.co/someone/some-model/resolve/main/tokenizer_config.json"
+    try:
+        import httpx2 as http  # huggingface_hub >= 1 (transformers 5)
+
+        response: Any = http.Response(status, headers={"X-Error-Code": code}, request=http.Request("GET", url))
+    except ImportError:
+        import requests  # huggingface_hub 0.x (transformers 4)
+
+        response = requests.Response()
+        response.status_code, response.url = status, url
+        response.headers["X-Error-Code"] = code
+        response.request = requests.Request("GET", url).prepare()
+    try:
+        hf_raise_for_status(response)
+    except Exception as error:  # noqa: BLE001 - returned for the caller to raise where the hub would
+        return error
+    raise AssertionError(f"huggingface_hub raised nothing for {code}")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "line", "expected"),
+    [
+        (
+            "GatedRepo",
+            403,
+            "someone/some-model",
+            "'someone/some-model' is gated: accept its licence on the Hub, then log in with `hf auth login`",
+        ),
+        (
+            "RepoNotFound",
+            404,
+            "someone/some-model",
+            "'someone/some-model' is neither a local directory nor a model on the Hugging Face Hub: "
+            "check the name (`%kvload tiny` works offline)",
+        ),
+        (
+            "RevisionNotFound",
+            404,
+            "someone/some-model --revision no-such-branch",
+            "revision 'no-such-branch' does not exist for 'someone/some-model': check --revision",
+        ),
+    ],
+)
+def test_hub_refusals(kvload, monkeypatch, code: str, status: int, line: str, expected: str) -> None:
+    import transformers.utils.hub as hub
+
+    from huggingface_hub import errors
+
+    error = _hub_error(code, status)
+    kinds = {"GatedRepo": errors.GatedRepoError, "RepoNotFound": errors.RepositoryNotFoundError}
+    assert type(error) is kinds.get(code, errors.RevisionNotFoundError)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(hub, "hf_hub_download", refuse)
+    monkeypatch.setattr(hub, "snapshot_download", refuse)
+    assert kvload(line) == expected
+
+
+def test_offline_fails_at_once_without_touching_the_network(kvload, shell, monkeypatch) -> None:
+    """Offline, a model not in the cache fails without a connection attempt or a back-off wait
+    (which is what takes 23-46 s when the network is merely down)."""
+
+    def no_network(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("tried to reach the network, or to wait for it")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(time, "sleep", no_network)
+    previous = shell.magics_manager.registry["KVMagics"].loaded
+    message = kvload("someone/not-cached-anywhere")
+    assert message == (
+        "cannot download 'someone/not-cached-anywhere': the Hugging Face Hub is unreachable (offline, or no network) "
+        "and it is not in the local cache; `%kvload tiny` works offline"
+    )
+    # The name failed before any weights: the model already loaded is still there.
+    assert shell.magics_manager.registry["KVMagics"].loaded is previous
+
+
+# --- before any generation ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def generate_calls(tiny, monkeypatch) -> list[int]:
+    calls: list[int] = []
+    original = type(tiny.model).generate
+
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tiny.model), "generate", generate)
+    return calls
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_one_token_past_the_positions_fails_before_generating(shell, tiny, generate_calls, chat: bool) -> None:
+    prompt = "kv " * 100
+    if chat:
+        messages = [{"role": "user", "content": prompt.strip()}]
+        encoded = tiny.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
+        prompt_tokens = len(encoded["input_ids"])
+    else:
+        prompt_tokens = len(tiny.tokenizer(prompt.strip())["input_ids"])
+    limit = tiny.max_positions
+    new_tokens = limit - prompt_tokens + 1
+    with pytest.raises(UsageError) as caught:
+        shell.run_cell_magic("kvbench", f"-n {new_tokens} {'--chat' if chat else ''}", prompt)
+    assert str(caught.value) == (
+        f"the prompt ({prompt_tokens} tokens) plus {new_tokens} new tokens exceeds the {limit} positions "
+        "'tiny' supports: shorten the prompt or lower -n"
+    )
+    assert generate_calls == []
+
+
+def test_a_megabyte_prompt_fails_before_generating(shell, generate_calls) -> None:
+    expected = r"^the prompt \(1048576 tokens\) plus 2 new tokens exceeds the 2048 positions"
+    with pytest.raises(UsageError, match=expected):
+        shell.run_cell_magic("kvbench", "-n 2", "x" * 2**20)
+    assert generate_calls == []
