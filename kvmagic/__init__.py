@@ -62,9 +62,15 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the magics; called by ``%load_ext kvmagic``."""
+    from IPython.core.error import UsageError
+    from traitlets import TraitError
+
     from .magics import KVMagics
 
-    ipython.register_magics(KVMagics)
+    try:
+        ipython.register_magics(KVMagics)
+    except TraitError as error:  # a bad default in the profile: one line, not a traceback from traitlets
+        raise UsageError(f"{error}: fix it in the IPython profile's ipython_config.py") from None
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:

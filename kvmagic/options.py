@@ -140,7 +140,7 @@ BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("-o", "--output"), "Return the BenchmarkResult instead of a table.", "output", action="store_true",
            hosts=("magic",)),
     Option(("-v", "--var"), "Also store the BenchmarkResult in this variable.", "var", hosts=("magic",)),
-    Option(("-q", "--quiet"), "Print and return nothing (unless -o or --plot); no progress bar.", "quiet",
+    Option(("-q", "--quiet"), "Print nothing and show no progress bar (in a notebook, return nothing unless -o or --plot).", "quiet",
            action="store_true"),
     Option(("--plot",), "Draw time and speed-up against length (and per-step latency, when measured).", "plot",
            action="store_true", hosts=("magic",)),
