@@ -128,7 +128,10 @@ class KVMagics(Magics):
 
         -n and -p take lists and ranges (16,64,256; 16-256*4; 32-128+32): the benchmark then sweeps
         their cross product, one row each, with a progress bar. Ctrl-C stops a sweep and returns the
-        rows finished so far, marked partial.
+        rows finished so far, marked partial. --compare PATH.json adds, per row, the change in
+        speed-up against a run saved with --save and whether it exceeds both runs' spread.
+        --expand fills {name} fields from the notebook (nothing is evaluated). Defaults are
+        settings: %config KVMagics.new_tokens = 128.
 
         Examples::
 
@@ -137,6 +140,9 @@ class KVMagics(Magics):
 
             %%kvbench -n 16,64,256 -p 16-256*4 --plot --save sweep.json
             The KV cache stores each token's keys and values so that
+
+            %%kvbench -r 5 --compare sweep.json --expand
+            {prompt}
         """
         args = _parse(self.kvbench, line)
         if self.loaded is None:
