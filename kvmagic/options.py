@@ -137,7 +137,7 @@ BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--expand",), "Replace {name} and {name.attr} in the cell with values from the notebook; {{ and }} "
            "stay literal braces (--no-expand: keep the text as written).", "expand", False,
            action=argparse.BooleanOptionalAction, configurable=True, hosts=("magic",)),
-    Option(("-o", "--output"), "Return the BenchmarkResult instead of a table.", "output", action="store_true",
+    Option(("-o", "--output"), "Return the BenchmarkResult (with --compare, the Comparison holding it) instead of a table.", "output", action="store_true",
            hosts=("magic",)),
     Option(("-v", "--var"), "Also store the BenchmarkResult in this variable.", "var", hosts=("magic",)),
     Option(("-q", "--quiet"), "Print nothing and show no progress bar (in a notebook, return nothing unless -o or --plot).", "quiet",
