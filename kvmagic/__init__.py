@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
     from .bench import run_benchmark
+    from .compare import Comparison, compare
     from .loading import DEFAULT_MODEL, LoadedModel, load_model
     from .results import BenchmarkResult
 
@@ -26,9 +27,11 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MODEL",
     "BenchmarkResult",
+    "Comparison",
     "KVMagicError",
     "LoadedModel",
     "__version__",
+    "compare",
     "load_ipython_extension",
     "load_model",
     "run_benchmark",
@@ -41,6 +44,8 @@ _LAZY = {
     "load_model": "loading",
     "run_benchmark": "bench",
     "BenchmarkResult": "results",
+    "Comparison": "compare",
+    "compare": "compare",
 }
 
 
@@ -57,9 +62,15 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the magics; called by ``%load_ext kvmagic``."""
+    from IPython.core.error import UsageError
+    from traitlets import TraitError
+
     from .magics import KVMagics
 
-    ipython.register_magics(KVMagics)
+    try:
+        ipython.register_magics(KVMagics)
+    except TraitError as error:  # a bad default in the profile: one line, not a traceback from traitlets
+        raise UsageError(f"{error}: fix it in the IPython profile's ipython_config.py") from None
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:

@@ -7,37 +7,43 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Float, Integer, TraitError, validate
+from traitlets import Bool, Float, Integer, TraitError, TraitType, Unicode, validate
 
 from .errors import KVMagicError
 from .guards import forget_frames, forget_last_failure
-from .loading import DEFAULT_MODEL, DTYPES
-from .sweep import LENGTH_FORMS, parse_lengths
+from .options import BENCH_OPTIONS, LOAD_OPTIONS, Option, benchmark_kwargs, configurable, finish, load_kwargs, prepare, resolved
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from matplotlib.figure import Figure
 
     from .loading import LoadedModel
 
 __all__ = ["KVMagics"]
 
-
-def _whole_number(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        import argparse
-
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+_CONFIGURABLE = configurable()
+_TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
 
 
-def _lengths(text: str) -> list[int]:
-    try:
-        return parse_lengths(text)
-    except KVMagicError as error:
-        import argparse
+def _trait(name: str) -> TraitType:
+    """A configurable default of ``KVMagics``, declared from the option it fills in."""
+    option = _CONFIGURABLE[name]
+    kind = _TRAITS[type(option.default)] if option.default is not None else Unicode
+    flags = "/".join(option.flags)
+    return kind(option.default, allow_none=option.default is None, help=f"{option.help} ({flags})").tag(config=True)
 
-        raise argparse.ArgumentTypeError(str(error)) from None
+
+def _with_options(options: Sequence[Option]) -> Callable[[Any], Any]:
+    """``@magic_arguments`` plus one ``@argument`` per option, in the order declared."""
+
+    def decorate(func: Any) -> Any:
+        for option in reversed(options):
+            if "magic" in option.hosts:
+                func = argument(*option.spelling("magic"), **option.argparse_kwargs("magic"))(func)
+        return magic_arguments()(func)
+
+    return decorate
 
 
 def _show(figure: Figure) -> None:
@@ -73,37 +79,33 @@ def _parse(func: Any, line: str) -> Any:
 class KVMagics(Magics):
     """Load a causal LM once, then time its generation with the KV cache off and on."""
 
-    new_tokens = Integer(64, help="Tokens each timed run generates (-n).").tag(config=True)
-    warmup_tokens = Integer(4, help="Tokens each untimed warm-up run generates (-w).").tag(config=True)
-    repeat = Integer(1, help="Interleaved uncached/cached pairs to time (-r).").tag(config=True)
-    max_seconds = Float(600.0, help="Refuse a benchmark estimated to take longer (--max-seconds); 0: no limit.").tag(
-        config=True
-    )
+    model = _trait("model")
+    dtype = _trait("dtype")
+    device_map = _trait("device_map")
+    attn_implementation = _trait("attn_implementation")
+    new_tokens = _trait("new_tokens")
+    warmup_tokens = _trait("warmup_tokens")
+    repeat = _trait("repeat")
+    chat = _trait("chat")
+    expand = _trait("expand")
+    max_seconds = _trait("max_seconds")
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self.loaded: LoadedModel | None = None
 
-    @validate("new_tokens", "repeat")
-    def _at_least_one(self, proposal: Any) -> int:
-        if proposal["value"] < 1:
-            raise TraitError(f"KVMagics.{proposal['trait'].name} must be >= 1, got {proposal['value']}")
+    @validate(*(name for name, option in _CONFIGURABLE.items() if option.minimum is not None or option.choices))
+    def _check_default(self, proposal: Any) -> Any:
+        name = proposal["trait"].name
+        problem = _CONFIGURABLE[name].check(proposal["value"])
+        if problem is not None:
+            raise TraitError(f"KVMagics.{name} {problem}")
         return proposal["value"]
 
-    @validate("warmup_tokens", "max_seconds")
-    def _not_negative(self, proposal: Any) -> int:
-        if proposal["value"] < 0:
-            raise TraitError(f"KVMagics.{proposal['trait'].name} must be >= 0, got {proposal['value']}")
-        return proposal["value"]
+    def _configured(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _CONFIGURABLE}
 
-    @magic_arguments()
-    @argument("model", nargs="?", default=DEFAULT_MODEL, help=f"Hub id, local directory, or 'tiny' (offline). Default: {DEFAULT_MODEL}.")
-    @argument("--dtype", default="auto", help=f"One of {', '.join(DTYPES)}; auto is float16 on CUDA, float32 otherwise.")
-    @argument("--device-map", default="auto", help="Passed to from_pretrained (default: auto).")
-    @argument("--revision", help="Branch, tag or commit of a hub model.")
-    @argument("--gguf-file", help="Load this GGUF file from the model's repository or directory.")
-    @argument("--attn-implementation", help="e.g. eager, sdpa, flash_attention_2.")
-    @argument("--trust-remote-code", action="store_true", help="Run model code shipped with the repository.")
+    @_with_options(LOAD_OPTIONS)
     @line_magic
     def kvload(self, line: str) -> None:
         """Load a causal LM and its tokenizer for %%kvbench, and print a summary.
@@ -117,32 +119,12 @@ class KVMagics(Magics):
         from .loading import load_model
 
         try:
-            self.loaded = load_model(
-                args.model,
-                dtype=args.dtype,
-                device_map=args.device_map,
-                revision=args.revision,
-                gguf_file=args.gguf_file,
-                attn_implementation=args.attn_implementation,
-                trust_remote_code=args.trust_remote_code,
-                before_weights=self.unload,
-            )
+            self.loaded = load_model(**load_kwargs(args, self._configured()), before_weights=self.unload)
         except KVMagicError as error:
             raise _usage_error(error) from None
         print(self.loaded.summary())
 
-    @magic_arguments()
-    @argument("-n", "--new-tokens", type=_lengths, help=f"Tokens to generate per timed run (default 64); a sweep: {LENGTH_FORMS}.")
-    @argument("-p", "--prompt-tokens", type=_lengths, help="Stretch (or cut) the prompt to this many tokens by repeating its own tokens; lengths as for -n.")
-    @argument("-w", "--warmup-tokens", type=_whole_number, help="Tokens per untimed warm-up run (default 4).")
-    @argument("-r", "--repeat", type=_whole_number, help="Interleaved uncached/cached pairs; medians are reported (default 1).")
-    @argument("--chat", action="store_true", help="Wrap the prompt in the tokenizer's chat template.")
-    @argument("-o", "--output", action="store_true", help="Return the BenchmarkResult instead of a DataFrame.")
-    @argument("-v", "--var", help="Also store the BenchmarkResult in this variable.")
-    @argument("-q", "--quiet", action="store_true", help="Print and return nothing (unless -o or --plot); no progress bar.")
-    @argument("--plot", action="store_true", help="Draw time and speed-up against length (and per-step latency, when measured).")
-    @argument("--save", metavar="PATH", help="Also write the result to PATH: .csv, .json (everything, loadable with BenchmarkResult.read_json) or .md.")
-    @argument("--max-seconds", type=float, help="Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit (default 600).")
+    @_with_options(BENCH_OPTIONS)
     @cell_magic
     def kvbench(self, line: str, cell: str) -> Any:
         """Time greedy generation of the cell's text with the KV cache off and on.
@@ -153,7 +135,10 @@ class KVMagics(Magics):
 
         -n and -p take lists and ranges (16,64,256; 16-256*4; 32-128+32): the benchmark then sweeps
         their cross product, one row each, with a progress bar. Ctrl-C stops a sweep and returns the
-        rows finished so far, marked partial.
+        rows finished so far, marked partial. --compare PATH.json adds, per row, the change in
+        speed-up against a run saved with --save and whether it exceeds both runs' spread.
+        --expand fills {name} fields from the notebook (nothing is evaluated). Defaults are
+        settings: %config KVMagics.new_tokens = 128.
 
         Examples::
 
@@ -162,44 +147,38 @@ class KVMagics(Magics):
 
             %%kvbench -n 16,64,256 -p 16-256*4 --plot --save sweep.json
             The KV cache stores each token's keys and values so that
+
+            %%kvbench -r 5 --compare sweep.json --expand
+            {prompt}
         """
         args = _parse(self.kvbench, line)
         if self.loaded is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from .bench import run_benchmark
-
-        from .results import export_format
+        from .expand import expand
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
+        configured = self._configured()
         try:
-            if args.save:
-                export_format(args.save)
-            result = run_benchmark(
-                self.loaded,
-                cell.strip(),
-                new_tokens=self.new_tokens if args.new_tokens is None else args.new_tokens,
-                prompt_tokens=args.prompt_tokens,
-                warmup_tokens=self.warmup_tokens if args.warmup_tokens is None else args.warmup_tokens,
-                repeat=self.repeat if args.repeat is None else args.repeat,
-                chat=args.chat,
-                max_seconds=self.max_seconds if args.max_seconds is None else args.max_seconds,
-                progress=not args.quiet,
-            )
+            prompt = expand(cell, self.shell.user_ns) if resolved(args, configured, "expand") else cell
+            baseline = prepare(args)
+            result = run_benchmark(self.loaded, prompt.strip(), **benchmark_kwargs(args, configured), progress=not args.quiet)
             if args.var:
                 self.shell.user_ns[args.var] = result
-            if args.save:
-                result.save(args.save)
+            shown = finish(args, result, baseline)
         except KVMagicError as error:
             raise _usage_error(error) from None
         if args.plot and result.measurements:
             _show(result.plot())
         if args.output:
-            return result
+            return shown
         if args.quiet:
             return None
-        for note in result.notes():
+        for note in shown.notes():
             print(note)
-        return result.to_dataframe()
+        from .display import styled_table
+
+        return styled_table(shown.to_dataframe(), {"model": result.model, **result.metadata})
 
     def unload(self) -> None:
         """Drop the loaded model and free its memory."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import math
 import statistics
@@ -18,7 +17,16 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["COLUMNS", "EXPORTS", "BenchmarkResult", "Measurement", "Mismatch", "export_format", "first_mismatch"]
+__all__ = [
+    "COLUMNS",
+    "EXPORTS",
+    "BenchmarkResult",
+    "Measurement",
+    "Mismatch",
+    "export_format",
+    "first_mismatch",
+    "markdown_table",
+]
 
 COLUMNS = ("prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical")
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
@@ -159,8 +167,9 @@ class BenchmarkResult:
         printer.text(repr(self) if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        notes = "".join(f"<p>{html.escape(note)}</p>" for note in self.notes())
-        return self.to_dataframe()._repr_html_() + notes
+        from .display import to_html
+
+        return to_html(self.to_dataframe(), {"model": self.model, **self.metadata}, self.notes())
 
     def _sweep_notes(self) -> list[str]:
         notes = []
@@ -234,20 +243,22 @@ class BenchmarkResult:
 
     def to_markdown(self, path: str | Path | None = None) -> str | None:
         """The table as a Markdown pipe table, followed by the notes."""
-        frame = self.to_dataframe()
-        lines = [
-            "| " + " | ".join(frame.columns) + " |",
-            "| " + " | ".join("---:" if frame[c].dtype.kind in "iuf" else "---" for c in frame.columns) + " |",
-        ]
-        lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-        notes = self.notes()
-        text = "\n".join(lines) + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "") + "\n"
-        return _write(text, path)
+        return _write(markdown_table(self.to_dataframe(), self.notes()), path)
 
     def save(self, path: str | Path) -> None:
         """Write the format the suffix names: .csv, .json or .md."""
         kind = export_format(path)
         getattr(self, f"to_{kind}")(path)
+
+
+def markdown_table(frame: pd.DataFrame, notes: Sequence[str] = ()) -> str:
+    """A DataFrame as a Markdown pipe table (numbers right-aligned), followed by the notes as a list."""
+    lines = [
+        "| " + " | ".join(frame.columns) + " |",
+        "| " + " | ".join("---:" if frame[c].dtype.kind in "iuf" else "---" for c in frame.columns) + " |",
+    ]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines) + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "") + "\n"
 
 
 def _measurement_from_dict(data: dict[str, Any]) -> Measurement:

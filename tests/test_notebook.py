@@ -32,6 +32,7 @@ def test_kvbench_notebook_reproduces_the_experiment(tiny_kernel_env):
     assert tables, "no table was rendered"
     for column in ("prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical"):
         assert column in tables[0]
-    assert "<td>True</td>" in tables[0]
+    assert ">True</td>" in tables[0]
+    assert "<details><summary>how this was measured</summary>" in tables[0]  # the styled table, in a real kernel
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "tiny: Exaone4ForCausalLM" in printed

@@ -1,0 +1,136 @@
+"""``kvbench``: the ``%kvload`` + ``%%kvbench`` pair as one command, for terminals, scripts and CI.
+
+It takes the same options (declared once in :mod:`kvmagic.options`) and calls the same
+:func:`load_model` and :func:`run_benchmark`. The table goes to stdout; the model summary, notes
+and progress go to stderr, so ``--format csv`` or ``json`` can be piped.
+
+Exit status: 0 on success; 2 on bad input (an unknown flag, a bad value, an empty prompt, a model
+that cannot be loaded), with one line ``kvbench: error: ...`` on stderr; 130 on Ctrl-C before any
+row was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+from .errors import KVMagicError
+from .options import BENCH_OPTIONS, LOAD_OPTIONS, add_arguments, benchmark_kwargs, defaults, finish, load_kwargs, prepare
+
+if TYPE_CHECKING:
+    from .compare import Comparison
+    from .results import BenchmarkResult
+
+__all__ = ["FORMATS", "main", "parser"]
+
+FORMATS = ("table", "markdown", "csv", "json")
+PROG = "kvbench"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line on stderr rather than the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    cli = _Parser(
+        prog=PROG,
+        description="Time greedy generation of a prompt with the KV cache off and on, as %%kvbench does.",
+        epilog="examples:\n  kvbench -m tiny -n 16 'The KV cache'\n  echo 'The KV cache' | kvbench -m tiny -n 16,64 "
+        "--format csv\n  kvbench -m tiny -r 3 --save before.json 'The KV cache'\n"
+        "  kvbench -m tiny -r 3 --compare before.json 'The KV cache'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cli.add_argument("prompt", nargs="?", help="The prompt; without it, --prompt-file or stdin.")
+    cli.add_argument("--prompt-file", metavar="FILE", help="Read the prompt from FILE ('-': stdin).")
+    cli.add_argument("--format", choices=FORMATS, default="table", help="How to print the result (default: table).")
+    add_arguments(cli.add_argument_group("model (as %kvload)"), LOAD_OPTIONS, "cli")
+    add_arguments(cli.add_argument_group("benchmark (as %%kvbench)"), BENCH_OPTIONS, "cli")
+    return cli
+
+
+def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
+    """The prompt from exactly one place: the argument, the file, or piped stdin."""
+    if args.prompt is not None and args.prompt_file is not None:
+        raise KVMagicError("give the prompt once: as an argument or with --prompt-file, not both")
+    if args.prompt is not None:
+        prompt = args.prompt
+    elif args.prompt_file not in (None, "-"):
+        try:
+            with open(args.prompt_file, encoding="utf-8") as file:
+                prompt = file.read()
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise KVMagicError(f"cannot read the prompt from {args.prompt_file!r}: {reason}") from None
+    elif args.prompt_file is None and stdin.isatty():
+        raise KVMagicError("no prompt: give it as an argument, with --prompt-file FILE, or on stdin")
+    else:
+        prompt = stdin.read()
+    if not prompt.strip():  # found before a model loads for nothing
+        raise KVMagicError("the prompt is empty: give the text to generate from")
+    return prompt
+
+
+def render(shown: BenchmarkResult | Comparison, kind: str) -> str:
+    """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes."""
+    if kind == "json":
+        from .compare import Comparison
+
+        if isinstance(shown, Comparison):  # still loadable with --compare: the comparison rides along
+            import json
+
+            data = shown.result.to_dict()
+            data["comparison"] = {"rows": shown.rows(), "notes": shown.notes()}
+            return json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n"
+        return shown.to_json() + "\n"
+    frame = shown.to_dataframe()
+    if kind == "csv":
+        return frame.to_csv(index=False)
+    if kind == "markdown":
+        from .results import markdown_table
+
+        return markdown_table(frame, shown.notes())
+    return "\n".join([frame.to_string(index=False), *shown.notes()]) + "\n"
+
+
+def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
+    """Run the command; returns the exit status."""
+    cli = parser()
+    args = cli.parse_args(argv)
+    try:
+        return _run(args, sys.stdin if stdin is None else stdin)
+    except KVMagicError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace, stdin: TextIO) -> int:
+    from .bench import run_benchmark
+    from .loading import load_model
+
+    prompt = read_prompt(args, stdin)
+    configured = defaults()
+    baseline = prepare(args)
+    loaded = load_model(**load_kwargs(args, configured))
+    _say(loaded.summary(), args)
+    result = run_benchmark(loaded, prompt.strip(), **benchmark_kwargs(args, configured), progress=not args.quiet)
+    shown: Any = finish(args, result, baseline)
+    if args.quiet:
+        return 0
+    sys.stdout.write(render(shown, args.format))
+    if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it
+        for note in shown.notes():
+            _say(note, args)
+    return 0
+
+
+def _say(text: str, args: argparse.Namespace) -> None:
+    if not args.quiet:
+        print(text, file=sys.stderr)

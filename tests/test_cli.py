@@ -1,0 +1,134 @@
+"""The ``kvbench`` command as a user runs it: a subprocess on tiny, its formats, and its exit status."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from importlib import import_module
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kvmagic.options import BENCH_OPTIONS, LOAD_OPTIONS
+from kvmagic.results import COLUMNS, BenchmarkResult
+
+from .conftest import PROMPT
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def kvbench(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-m", "kvmagic", *args], input=stdin, capture_output=True, text=True, env=env,
+        cwd=ROOT, timeout=300, stdin=None if stdin is not None else subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_table_from_an_argument():
+    run = kvbench("-m", "tiny", "-n", "3", "-w", "1", PROMPT)
+    assert run.returncode == 0, run.stderr
+    header, row = run.stdout.splitlines()[:2]
+    assert header.split() == list(COLUMNS)
+    prompt_tokens, new_tokens, uncached, cached, speedup, identical = row.split()
+    assert (int(prompt_tokens), int(new_tokens), identical) == (len(PROMPT.encode()), 3, "True")
+    assert float(speedup) == pytest.approx(float(uncached) / float(cached), rel=1e-3)
+    assert "tiny: Exaone4ForCausalLM, 3.87 M parameters, float32 on cpu" in run.stderr  # the summary stays off stdout
+
+
+def test_csv_from_stdin_sweeps():
+    run = kvbench("-m", "tiny", "-n", "2,3", "-w", "0", "--format", "csv", stdin="hello\n")
+    assert run.returncode == 0, run.stderr
+    frame = pd.read_csv(io.StringIO(run.stdout))
+    assert list(frame.columns) == list(COLUMNS)
+    assert frame.prompt_tokens.tolist() == [5, 5] and frame.new_tokens.tolist() == [2, 3]
+
+
+def test_json_from_a_file_equals_what_save_wrote(tmp_path):
+    (tmp_path / "prompt.txt").write_text(PROMPT, encoding="utf-8")
+    saved = tmp_path / "run.json"
+    run = kvbench("-m", "tiny", "-n", "2", "-w", "0", "-r", "2", "--chat", "--format", "json",
+                  "--prompt-file", str(tmp_path / "prompt.txt"), "--save", str(saved))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    printed = BenchmarkResult.from_json(run.stdout)
+    assert printed == BenchmarkResult.read_json(saved)
+    assert printed.model == "tiny" and printed.metadata["chat"] is True and printed.metadata["repeat"] == 2
+    assert printed.measurements[0].runs == ("uncached", "cached", "uncached", "cached")
+
+
+def test_compare_adds_the_change_and_names_the_changed_setting(tmp_path):
+    saved = tmp_path / "before.json"
+    assert kvbench("-m", "tiny", "-n", "2", "-w", "1", "-r", "2", "-q", "--save", str(saved), "hi").returncode == 0
+    assert saved.is_file()
+    run = kvbench("-m", "tiny", "-n", "2", "-w", "0", "-r", "2", "--format", "json", "--compare", str(saved), "hi")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert BenchmarkResult.from_dict(data).new_tokens == 2  # still loadable as a baseline itself
+    (row,) = data["comparison"]["rows"]
+    before = BenchmarkResult.read_json(saved)
+    assert row["speedup_was"] == pytest.approx(before.speedup)
+    assert row["speedup_change"] == pytest.approx(row["speedup"] / before.speedup - 1)
+    assert isinstance(row["significant"], bool)
+    assert "differs from the saved run: warmup_tokens: 1 saved, 0 now" in data["comparison"]["notes"]
+    assert "differs from the saved run: warmup_tokens: 1 saved, 0 now" in run.stderr
+
+
+ERRORS = [  # each message whole, except where argparse words it differently across Python versions
+    (["--fast", "x"], None, "kvbench: error: unrecognized arguments: --fast (see kvbench --help)"),
+    (["-n", "0", "x"], None, "kvbench: error: argument -n/--new-tokens: lengths must be >= 1, got 0 in '0' (see kvbench --help)"),
+    (["--format", "xml", "x"], None, "kvbench: error: argument --format: invalid choice: 'xml' (choose from "),
+    (["-m", "tiny"], " \n\t", "kvbench: error: the prompt is empty: give the text to generate from"),
+    (["-m", "tiny", "--prompt-file", "/no/such/file"], None,
+     "kvbench: error: cannot read the prompt from '/no/such/file': No such file or directory"),
+    (["-m", "tiny", "--prompt-file", "-", "x"], None,
+     "kvbench: error: give the prompt once: as an argument or with --prompt-file, not both"),
+    (["-m", "tiny", "--save", "out.txt", "x"], None,
+     "kvbench: error: cannot tell a format from the name 'out.txt': end it with .csv, .json or .md"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "stdin", "message"), ERRORS)
+def test_bad_input_is_one_line_and_exit_status_2(args, stdin, message):
+    run = kvbench(*args, stdin=stdin)
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr.startswith(message) and run.stderr.count("\n") == 1, run.stderr
+
+
+def test_a_model_that_cannot_load_is_one_line_and_exit_status_2():
+    run = kvbench("-m", "no-such-org/no-such-model", "x")
+    assert run.returncode == 2 and run.stdout == ""
+    assert "Traceback" not in run.stderr
+    assert run.stderr.splitlines()[-1].startswith("kvbench: error: cannot download 'no-such-org/no-such-model': ")
+
+
+def test_the_console_script_is_the_same_main():
+    import kvmagic.cli
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, name = scripts["kvbench"].partition(":")
+    assert getattr(import_module(module), name) is kvmagic.cli.main
+
+
+def test_command_and_magics_take_the_same_options(shell):
+    """Every shared option has the same spelling and meaning in both; only host-specific ones differ."""
+    from kvmagic.cli import parser
+
+    def options(actions):
+        return {flag: (a.dest, a.type, a.default) for a in actions for flag in a.option_strings}
+
+    command = options(parser()._actions)
+    for name, kind, declared in (("kvbench", "cell", BENCH_OPTIONS), ("kvload", "line", LOAD_OPTIONS)):
+        magic = options(shell.find_magic(name, kind).parser._actions)
+        shared = {f for o in declared if o.hosts == ("magic", "cli") and not o.cli_flags for f in o.flags}
+        shared |= {f"--no-{f[2:]}" for f in shared if f"--no-{f[2:]}" in magic}
+        assert shared and {f: magic[f] for f in shared} == {f: command[f] for f in shared}
+        for option in declared:
+            doc = shell.find_magic(name, kind).__doc__
+            assert ("magic" in option.hosts) == (option.flags[-1] in doc)
+    for option in (*LOAD_OPTIONS, *BENCH_OPTIONS):
+        assert ("cli" in option.hosts) == (option.spelling("cli")[-1] in command)

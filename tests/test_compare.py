@@ -1,0 +1,103 @@
+"""--compare: per-row change against a saved run, judged against both runs' spread; metadata differences shown."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from IPython.core.error import UsageError
+
+from kvmagic.compare import COMPARE_COLUMNS, compare, speedup_range
+from kvmagic.results import COLUMNS, BenchmarkResult, Measurement
+
+from .conftest import PROMPT
+
+
+def _measurement(pairs: list[tuple[float, float]], new_tokens: int = 16) -> Measurement:
+    return Measurement(
+        prompt_tokens=8,
+        new_tokens=new_tokens,
+        runs=("uncached", "cached") * len(pairs),
+        seconds=tuple(s for pair in pairs for s in pair),
+        generated_ids=tuple(range(new_tokens)),
+        generated_text="x" * new_tokens,
+    )
+
+
+def _result(*measurements: Measurement, **metadata: object) -> BenchmarkResult:
+    return BenchmarkResult(model="tiny", measurements=list(measurements), metadata={"chat": False, **metadata})
+
+
+def test_speedup_range_is_per_round():
+    assert speedup_range(_measurement([(2.0, 1.0), (3.0, 1.0), (2.0, 0.5)])) == (2.0, 4.0)
+    assert speedup_range(_measurement([(2.0, 1.0)])) is None
+
+
+def test_change_and_significance_against_hand_computed_numbers():
+    was = _result(_measurement([(2.0, 1.0), (2.2, 1.0)]), _measurement([(2.0, 1.0), (2.2, 1.0)], new_tokens=32))
+    now = _result(_measurement([(3.0, 1.0), (3.2, 1.0)]), _measurement([(2.1, 1.0), (2.4, 1.0)], new_tokens=32))
+    frame = compare(now, was).to_dataframe()
+    assert list(frame.columns) == [*COLUMNS, *COMPARE_COLUMNS]
+    assert frame.speedup_was.tolist() == pytest.approx([2.1, 2.1])
+    assert frame.speedup_change.tolist() == pytest.approx([3.1 / 2.1 - 1, 2.25 / 2.1 - 1])
+    assert frame.significant.tolist() == [True, False]  # 3.0..3.2 clears 2.0..2.2; 2.1..2.4 overlaps it
+    assert compare(now, was).notes() == []
+
+
+def test_single_round_has_no_verdict_and_says_why():
+    was = _result(_measurement([(2.0, 1.0)]))
+    now = _result(_measurement([(4.0, 1.0), (4.0, 1.0)]))
+    comparison = compare(now, was)
+    row = comparison.rows()[0]
+    assert row["significant"] is None and row["speedup_change"] == pytest.approx(1.0)
+    assert comparison.notes() == [
+        "significant is empty where a run timed a single round: with -r 2 or more in both runs, "
+        "a change counts when the runs' ranges of per-round speed-ups do not overlap"
+    ]
+
+
+def test_metadata_differences_and_unmatched_rows_are_notes():
+    was = _result(_measurement([(2.0, 1.0)] * 2), _measurement([(2.0, 1.0)] * 2, new_tokens=64), dtype="float32",
+                  torch="2.13.0", device="cpu", prompt_sha256="a" * 64, estimated_s=1.0)  # fmt: skip
+    was.partial = True
+    now = _result(_measurement([(2.0, 1.0)] * 2), _measurement([(2.0, 1.0)] * 2, new_tokens=32), dtype="bfloat16",
+                  torch="2.13.0", transformers="5.24.0", prompt_sha256="b" * 64, estimated_s=2.0)  # fmt: skip
+    now.model = "other"
+    comparison = compare(now, was)
+    assert comparison.notes() == [
+        "differs from the saved run: model: 'tiny' saved, 'other' now",
+        "differs from the saved run: dtype: 'float32' saved, 'bfloat16' now",
+        "differs from the saved run: the prompt differs (its SHA-256 does not match)",
+        "differs from the saved run: device: 'cpu' saved, not recorded now",
+        "differs from the saved run: transformers: not recorded in the saved run, '5.24.0' now",
+        "no saved row to compare with for 8+32 tokens (prompt+new)",
+        "saved rows not measured now: 8+64 tokens (prompt+new)",
+        "the saved run was interrupted: it has only the rows it finished",
+    ]
+    unmatched = comparison.rows()[1]
+    assert math.isnan(unmatched["speedup_was"]) and unmatched["significant"] is None
+
+
+def test_magic_compares_two_saved_runs(shell, tmp_path, capsys):
+    base = tmp_path / "base.json"
+    shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 -q --save {base}", PROMPT)
+    saved = BenchmarkResult.read_json(base)
+    same = shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 --compare {base}", PROMPT)
+    assert list(same.columns) == [*COLUMNS, *COMPARE_COLUMNS]
+    assert same.speedup_was[0] == pytest.approx(saved.speedup)
+    assert same.speedup_change[0] == pytest.approx(same.speedup[0] / saved.speedup - 1)
+    assert "differs" not in capsys.readouterr().out  # same settings, same prompt: nothing to report
+    changed = shell.run_cell_magic("kvbench", f"-n 3 -w 0 -r 2 -o --compare {base}", PROMPT)
+    assert changed.notes() == ["differs from the saved run: warmup_tokens: 1 saved, 0 now"]
+    assert changed.baseline == saved and changed.result.new_tokens == 3
+
+
+def test_magic_reads_the_baseline_before_running(shell, tmp_path):
+    (tmp_path / "table.json").write_text('{"rows": []}')
+    for path, message in [
+        (tmp_path / "missing.json", f"cannot read '{tmp_path / 'missing.json'}': No such file or directory"),
+        (tmp_path / "table.json", "this is not a kvmagic benchmark: save one with `%%kvbench --save NAME.json`"),
+    ]:
+        with pytest.raises(UsageError) as caught:
+            shell.run_cell_magic("kvbench", f"-n 2000 --compare {path}", PROMPT)  # -n 2000 would fail later
+        assert str(caught.value) == message

@@ -1,0 +1,100 @@
+"""Configurable defaults: %config and an IPython profile set them, bad values are refused, flags override."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from traitlets import TraitError
+
+from .conftest import PROMPT
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def magics(shell):
+    return shell.magics_manager.registry["KVMagics"]
+
+
+def test_chat_default_and_no_chat_override(shell):
+    plain = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", "hello")
+    shell.run_line_magic("config", "KVMagics.chat = True")
+    try:
+        chat = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", "hello")
+        unchat = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o --no-chat", "hello")
+    finally:
+        shell.run_line_magic("config", "KVMagics.chat = False")
+    assert chat.prompt_tokens == plain.prompt_tokens + 12 and chat.metadata["chat"] is True
+    assert unchat.prompt_tokens == plain.prompt_tokens
+
+
+def test_model_and_dtype_defaults_feed_kvload(shell, capsys):
+    shell.run_line_magic("config", "KVMagics.model = 'tiny'")
+    shell.run_line_magic("config", "KVMagics.dtype = 'bfloat16'")
+    try:
+        shell.run_line_magic("kvload", "")
+        assert magics(shell).loaded.name == "tiny" and str(magics(shell).loaded.dtype) == "torch.bfloat16"
+        shell.run_line_magic("kvload", "--dtype float32")
+        assert str(magics(shell).loaded.dtype) == "torch.float32"
+    finally:
+        shell.run_line_magic("config", "KVMagics.dtype = 'auto'")
+        shell.run_line_magic("config", "KVMagics.model = 'LGAI-EXAONE/EXAONE-4.0-1.2B'")
+    assert capsys.readouterr().out.count("tiny: Exaone4ForCausalLM") == 2
+
+
+BAD = [
+    ("new_tokens", 0, "KVMagics.new_tokens must be >= 1, got 0"),
+    ("warmup_tokens", -1, "KVMagics.warmup_tokens must be >= 0, got -1"),
+    ("repeat", 0, "KVMagics.repeat must be >= 1, got 0"),
+    ("max_seconds", -1.0, "KVMagics.max_seconds must be >= 0, got -1.0"),
+    ("dtype", "float8", "KVMagics.dtype must be one of auto, float16, bfloat16, float32, got 'float8'"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD)
+def test_bad_defaults_are_refused_and_the_old_value_kept(shell, name, value, message):
+    before = getattr(magics(shell), name)
+    with pytest.raises(TraitError) as caught:
+        setattr(magics(shell), name, value)
+    assert str(caught.value) == message
+    assert getattr(magics(shell), name) == before
+
+
+def test_wrong_type_is_refused(shell):
+    with pytest.raises(TraitError, match="new_tokens"):
+        magics(shell).new_tokens = "many"
+
+
+def test_help_names_the_config_setting(shell):
+    doc = shell.find_magic("kvbench", "cell").__doc__
+    for name in ("new_tokens", "warmup_tokens", "repeat", "chat", "expand", "max_seconds"):
+        assert f"%config KVMagics.{name}" in " ".join(doc.split())
+
+
+def _ipython(profile: Path, code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "IPython", "--colors=nocolor", f"--profile-dir={profile}", "-c", code]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+
+
+def test_profile_config_sets_the_defaults(tmp_path):
+    (tmp_path / "ipython_config.py").write_text(
+        "c.KVMagics.model = 'tiny'\nc.KVMagics.new_tokens = 3\nc.KVMagics.warmup_tokens = 0\n"
+    )
+    code = (
+        "ip = get_ipython(); ip.run_line_magic('load_ext', 'kvmagic'); ip.run_line_magic('kvload', ''); "
+        f"r = ip.run_cell_magic('kvbench', '-o', {PROMPT!r}); print('RESULT', r.model, r.new_tokens, r.metadata['warmup_tokens'])"
+    )
+    run = _ipython(tmp_path, code)
+    assert "RESULT tiny 3 0" in run.stdout, run.stdout + run.stderr
+
+
+def test_bad_profile_value_is_one_clear_line(tmp_path):
+    (tmp_path / "ipython_config.py").write_text("c.KVMagics.repeat = 0\n")
+    run = _ipython(tmp_path, "get_ipython().run_line_magic('load_ext', 'kvmagic')")
+    out = run.stdout + run.stderr
+    assert "UsageError: KVMagics.repeat must be >= 1, got 0: fix it in the IPython profile's ipython_config.py" in out
+    assert "Traceback" not in out

@@ -1,0 +1,57 @@
+"""Rich display: styled HTML with the metadata folded away in Jupyter, plain text elsewhere."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from kvmagic.compare import compare
+from kvmagic.display import StyledTable, styled_table, to_html
+from kvmagic.results import BenchmarkResult, Measurement, Mismatch
+
+
+def _styles(page: str) -> dict[str, str]:
+    """Each cell's CSS, from the <style> block the Styler writes (it groups cells sharing a style)."""
+    found: dict[str, str] = {}
+    for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", page.split("</style>")[0].split(">", 1)[1]):
+        for selector in selectors.split(","):
+            found[selector.strip().rsplit("_", 2)[-2] + "_" + selector.strip().rsplit("_", 1)[-1]] = " ".join(body.split())
+    return found
+
+
+def _result() -> BenchmarkResult:
+    rows = [
+        Measurement(8, n, ("uncached", "cached") * 2, (2.0, 1.0, 2.2, 1.1), tuple(range(n)), "x" * n)
+        for n in (4, 8)
+    ]
+    rows[1].mismatch = Mismatch(run=1, position=2, expected_id=1, actual_id=2)
+    return BenchmarkResult("tiny", rows, {"prompt_sha256": "f" * 64, "dtype": "float32"})
+
+
+def test_html_emphasises_speedup_flags_differing_tokens_and_folds_metadata():
+    result = _result()
+    page = to_html(result.to_dataframe(), {"model": "tiny", **result.metadata}, ["a <note>"])
+    assert "<caption><details><summary>how this was measured</summary>" in page
+    assert "<th style='text-align:left'>dtype</th><td style='text-align:left'>float32</td>" in page
+    styles = _styles(page)
+    assert styles["row0_col4"] == styles["row1_col4"] == "font-weight: bold;"  # speedup
+    assert styles["row1_col5"].startswith("background-color: #f8d7da;") and "row0_col5" not in styles  # identical
+    assert "<p>a &lt;note&gt;</p>" in page
+
+
+def test_significant_change_is_marked():
+    result = _result()
+    faster = BenchmarkResult("tiny", [Measurement(8, 4, ("uncached", "cached") * 2, (4.0, 1.0, 4.4, 1.1), (), "")])
+    page = compare(faster, result)._repr_html_()
+    assert "+100.0%" in page and _styles(page)["row0_col7"].startswith("background-color: #fff3cd;")
+
+
+def test_styled_table_is_a_dataframe_with_plain_text_and_plain_derivatives():
+    result = _result()
+    table = styled_table(result.to_dataframe(), result.metadata)
+    assert isinstance(table, StyledTable) and isinstance(table, pd.DataFrame)
+    assert repr(table) == repr(result.to_dataframe())
+    assert "<details>" in table._repr_html_()
+    assert type(table[["speedup"]]) is pd.DataFrame and type(table.head(1)) is pd.DataFrame
+    assert "<details>" in result._repr_html_() and "generated tokens differ from position 2" in result._repr_html_()
