@@ -73,7 +73,9 @@ def predicted_kv_nbytes(config: PretrainedConfig, tokens: int, dtype: torch.dtyp
     """Bytes a full-precision cache needs for ``tokens`` positions, from the model config alone.
 
     Keys and values, per layer: KV heads x head_dim x positions x element size. Sliding-window
-    layers hold at most their window.
+    layers are counted at their window, which is what transformers 5's dynamic cache holds once
+    decoding has begun; transformers 4.55's dynamic cache keeps them whole, so there the count
+    from the cache object exceeds this prediction for models with sliding layers.
     """
     import torch
 

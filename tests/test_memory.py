@@ -102,3 +102,26 @@ def test_cuda_peak_is_the_allocator_peak() -> None:
         block = torch.empty(64 * MIB, dtype=torch.uint8, device=device)
         del block
     assert peak.peak_bytes >= before + 64 * MIB
+
+
+def test_sliding_layers_against_what_each_transformers_line_keeps() -> None:
+    from transformers import Exaone4Config, Exaone4ForCausalLM, GenerationConfig
+
+    config = Exaone4Config(
+        vocab_size=300, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+        num_hidden_layers=4, sliding_window=8, layer_types=["sliding_attention"] * 3 + ["full_attention"],
+        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = Exaone4ForCausalLM(config).eval()
+    ids = torch.randint(10, 300, (1, 20))
+    generation_config = GenerationConfig(
+        do_sample=False, min_new_tokens=10, max_new_tokens=10, use_cache=True, pad_token_id=0, eos_token_id=2
+    )
+    run = profiled_generate(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, generation_config, [])
+    counted, positions = cache_nbytes(run.cache), 20 + 10 - 1
+    if TRANSFORMERS_5:  # sliding layers keep their window (plus one position counter each)
+        predicted = predicted_kv_nbytes(config, positions, torch.float32)
+        assert 0 <= counted - predicted <= 8 * 3
+    else:  # 4.55's dynamic cache keeps every layer whole
+        assert counted == 4 * 2 * 2 * 16 * 4 * positions

@@ -7,7 +7,7 @@ import random
 import statistics
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmagic import stats
@@ -28,6 +28,7 @@ def test_relative_spread_is_iqr_over_median() -> None:
     assert stats.relative_spread([3.0, 1.0, 2.0]) == 0.5
 
 
+@settings(deadline=None)
 @given(st.lists(st.floats(min_value=1e-6, max_value=1e3), min_size=2, max_size=30))
 def test_quartiles_agree_with_the_standard_library(values: list[float]) -> None:
     low, mid, high = statistics.quantiles(values, n=4, method="inclusive")
