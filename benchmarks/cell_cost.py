@@ -51,7 +51,8 @@ def main() -> None:
         ratios.append(wall / sum(inside))
         calls = len(inside)
     print(f"{args.model}, %%kvbench {args.flags}: {calls} generate calls per cell, {args.cells} cells")
-    print(f"cell wall / sum of generate = {statistics.median(ratios):.3f}  (each: {', '.join(f'{r:.3f}' for r in ratios)})")
+    each = ", ".join(f"{r:.3f}" for r in ratios)
+    print(f"cell wall / sum of generate = {statistics.median(ratios):.3f}  (each: {each})")
 
 
 if __name__ == "__main__":

@@ -56,13 +56,15 @@ def main() -> None:
 
     def bare_round() -> None:
         for condition, use_cache in CONDITIONS.items():
-            times["bare", condition].append(bare_recipe(loaded.model, inputs, args.new_tokens, use_cache, loaded.devices))
+            seconds = bare_recipe(loaded.model, inputs, args.new_tokens, use_cache, loaded.devices)
+            times["bare", condition].append(seconds)
 
     for index in range(args.pairs):
         for step in (kvmagic_round, bare_round) if index % 2 == 0 else (bare_round, kvmagic_round):
             step()
 
-    print(f"{args.model}, {inputs['input_ids'].shape[-1]}+{args.new_tokens} tokens, {args.pairs} pairs, {loaded.devices}")
+    tokens = f"{inputs['input_ids'].shape[-1]}+{args.new_tokens} tokens"
+    print(f"{args.model}, {tokens}, {args.pairs} pairs, on {', '.join(map(str, loaded.devices))}")
     for condition in CONDITIONS:
         ours, bare = times["kvmagic", condition], times["bare", condition]
         per_round = statistics.median(o / b for o, b in zip(ours, bare))

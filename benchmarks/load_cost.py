@@ -30,7 +30,8 @@ def bare_load() -> float:
     gc.collect()  # the last round's model, freed outside the timed region
     start = perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir())
-    model = AutoModelForCausalLM.from_pretrained(tiny_dir(), device_map="auto", **{_dtype_keyword(): resolve_dtype("auto")})
+    dtype = {_dtype_keyword(): resolve_dtype("auto")}
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir(), device_map="auto", **dtype)
     elapsed = perf_counter() - start
     del tokenizer, model
     return elapsed
@@ -56,7 +57,8 @@ def main() -> None:
     kvload(), bare_load()  # build tiny if needed; import everything once
     times: dict[str, list[float]] = {"kvload": [], "bare": [], "replace": []}
     for index in range(args.rounds):
-        for name, load in (("kvload", kvload), ("bare", bare_load)) if index % 2 == 0 else (("bare", bare_load), ("kvload", kvload)):
+        order = [("kvload", kvload), ("bare", bare_load)]
+        for name, load in order if index % 2 == 0 else reversed(order):
             times[name].append(load())
         times["replace"].append(kvload(replace=True))
     ours, bare, replace = (statistics.median(times[name]) for name in ("kvload", "bare", "replace"))

@@ -15,7 +15,16 @@ from .memory import MIB
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COLUMNS", "MIN_REPEAT_FOR_SPREAD", "BenchmarkResult", "Measurement", "Mismatch", "StepProfile", "first_mismatch"]
+__all__ = [
+    "COLUMNS",
+    "MIN_REPEAT_FOR_SPREAD",
+    "NEAR_TIE",
+    "BenchmarkResult",
+    "Measurement",
+    "Mismatch",
+    "StepProfile",
+    "first_mismatch",
+]
 
 COLUMNS = (
     "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical",

@@ -69,7 +69,9 @@ def test_first_mismatch_on_constructed_sequences() -> None:
     assert first_mismatch([1, 2, 3, 4], [[1, 2, 3, 4], [1, 2, 9, 4]]) == (1, 2)
     assert first_mismatch([1, 2, 3], [[1, 2]]) == (0, 2)  # a shorter run differs where it stops
     assert first_mismatch([1, 2], [[1, 2]]) is None
-    mismatch = Mismatch(run=1, position=2, expected_id=3, actual_id=9, expected_token="c", actual_token="x", margin=0.01)
+    mismatch = Mismatch(
+        run=1, position=2, expected_id=3, actual_id=9, expected_token="c", actual_token="x", margin=0.01
+    )
     note = BenchmarkResult("m", [_measurement([1.0], [0.5], mismatch=mismatch)]).notes()
     assert note == [
         "3+2 tokens: generated tokens differ from position 2: 'c' (id 3, first uncached run) vs 'x' "

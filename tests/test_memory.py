@@ -66,7 +66,7 @@ def test_views_count_their_storage_once() -> None:
 def test_prediction_counts_sliding_layers_at_their_window() -> None:
     config = transformers.Exaone4Config(
         hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
-        sliding_window=16, layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        sliding_window=16, layer_types=["sliding_attention"] * 3 + ["full_attention"],
     )  # fmt: skip
     head_dim = 64 // 4
     assert predicted_kv_nbytes(config, 100, torch.float16) == 2 * 2 * head_dim * 2 * (3 * 16 + 100)
