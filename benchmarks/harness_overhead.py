@@ -6,7 +6,7 @@ Each round flips which goes first, so drift and order hit both alike. Prints kvm
 condition, as a ratio of medians and as the median of each round's ratio (rounds are adjacent in
 time, so that one is less exposed to slow drift); the target is within 2%.
 
-    PYTHONPATH=. python benchmarks/harness_overhead.py [--pairs 11] [-n 16] [--model tiny]
+    PYTHONPATH=. python benchmarks/harness_overhead.py [--pairs 11] [-n 16] [--threads T] [--model tiny]
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def main() -> None:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--pairs", type=int, default=11)
     parser.add_argument("-n", "--new-tokens", type=int, default=16)
+    parser.add_argument("--threads", type=int, help="torch CPU threads; 1 steadies timings on a busy machine")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     loaded = load_model(args.model)
     inputs = encode_prompt(loaded, PROMPT)
@@ -64,7 +67,8 @@ def main() -> None:
             step()
 
     tokens = f"{inputs['input_ids'].shape[-1]}+{args.new_tokens} tokens"
-    print(f"{args.model}, {tokens}, {args.pairs} pairs, on {', '.join(map(str, loaded.devices))}")
+    devices = ", ".join(map(str, loaded.devices))
+    print(f"{args.model}, {tokens}, {args.pairs} pairs, on {devices}, {torch.get_num_threads()} torch threads")
     for condition in CONDITIONS:
         ours, bare = times["kvmagic", condition], times["bare", condition]
         per_round = statistics.median(o / b for o, b in zip(ours, bare))

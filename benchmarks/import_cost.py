@@ -3,7 +3,7 @@
 Each round starts ``ipython -c "%load_ext kvmagic"`` and ``ipython -c "pass"`` in fresh processes
 (alternating which goes first) and prints the difference of the median wall times; target < 0.15 s.
 
-    PYTHONPATH=. python benchmarks/import_cost.py [--rounds 7]
+    PYTHONPATH=. python benchmarks/import_cost.py [--rounds 11]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def start_ipython(code: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args()
     start_ipython("pass")  # fill the file cache first
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}

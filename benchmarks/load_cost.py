@@ -6,7 +6,7 @@ timed region on both sides: prints %kvload/bare as a ratio of medians; target <=
 It also times %kvload replacing a model that is still loaded: then %kvload itself frees the old
 model (a full garbage collection) before the new weights take memory, and that cost is printed apart.
 
-    PYTHONPATH=. python benchmarks/load_cost.py [--rounds 7]
+    PYTHONPATH=. python benchmarks/load_cost.py [--rounds 15]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def bare_load() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "kvmagic")
