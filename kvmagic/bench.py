@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .environment import environment
 from .errors import KVMagicError
 from .guards import with_memory_advice
-from .results import BenchmarkResult, Measurement, Mismatch, first_mismatch
+from .memory import cache_nbytes, predicted_kv_nbytes
+from .results import BenchmarkResult, Measurement, Mismatch, StepProfile, first_mismatch
 from .sweep import StepCost, check_budget, configurations, estimate_seconds, generate_seconds, parse_lengths, stretch_ids
-from .timing import greedy_config, timed_generate
+from .timing import greedy_config, profiled_generate, timed_generate
 
 if TYPE_CHECKING:
-    from transformers import BatchEncoding
+    from transformers import BatchEncoding, GenerationConfig
 
     from .loading import LoadedModel
 
@@ -136,6 +139,7 @@ def _benchmark(
         model=loaded.name,
         measurements=[],
         metadata={
+            **environment(loaded),
             "prompt_sha256": hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
             "chat": chat,
             "warmup_tokens": warmup_tokens,
@@ -237,7 +241,12 @@ def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int) -> None:
 
 
 def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repeat: int) -> Measurement:
-    """Time ``repeat`` interleaved rounds (uncached, cached) and check every run's tokens agree."""
+    """Time ``repeat`` interleaved rounds (uncached, cached) and check every run's tokens agree.
+
+    The headline runs are bare ``generate`` calls. After them comes one extra hooked run per
+    condition (two in all, whatever ``repeat`` is) for what needs hooks: per-step times, top-2
+    margins, peak memory and the returned cache. Their cost never reaches the headline times.
+    """
     model, tokenizer, devices = loaded.model, loaded.tokenizer, loaded.devices
     prompt_tokens = inputs["input_ids"].shape[-1]
     configs = {name: greedy_config(model, tokenizer, new_tokens, use_cache) for name, use_cache in CONDITIONS.items()}
@@ -250,7 +259,12 @@ def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repe
             runs.append(name)
             seconds.append(elapsed)
             generated.append(output[0, prompt_tokens:].tolist())
+    profiles = {name: _profile(loaded, inputs, config, prompt_tokens) for name, config in configs.items()}
     reference = generated[0]
+    mismatch = _mismatch(tokenizer, reference, generated[1:])
+    if mismatch is not None:
+        margin = _margin_at(profiles[runs[mismatch.run]], generated[mismatch.run], mismatch.position)
+        mismatch = dataclasses.replace(mismatch, margin=margin)
     return Measurement(
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
@@ -258,8 +272,29 @@ def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repe
         seconds=tuple(seconds),
         generated_ids=tuple(reference),
         generated_text=tokenizer.decode(reference),
-        mismatch=_mismatch(tokenizer, reference, generated[1:]),
+        mismatch=mismatch,
+        profiles=profiles,
+        # generate computes keys and values for every position but the last generated token's.
+        kv_predicted_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
     )
+
+
+def _profile(loaded: LoadedModel, inputs: BatchEncoding, config: GenerationConfig, prompt_tokens: int) -> StepProfile:
+    run = profiled_generate(loaded.model, inputs, config, loaded.devices)
+    return StepProfile(
+        step_s=tuple(run.step_seconds),
+        margins=tuple(run.margins),
+        generated_ids=tuple(run.output[0, prompt_tokens:].tolist()),
+        peak_bytes=run.peak_bytes,
+        kv_bytes=0 if run.cache is None else cache_nbytes(run.cache),
+    )
+
+
+def _margin_at(profile: StepProfile, ids: list[int], position: int) -> float | None:
+    """The hooked run's top-2 gap at ``position``, if it took the same path as the differing run."""
+    if position >= len(profile.margins) or list(profile.generated_ids[: position + 1]) != ids[: position + 1]:
+        return None
+    return profile.margins[position]
 
 
 def _check_count(name: str, value: int, *, minimum: int, flag: str) -> None:

@@ -131,7 +131,13 @@ class KVMagics(Magics):
 
         The whole cell body is the prompt. kvmagic tokenizes it once, warms up, then times
         `generate` with use_cache=False and use_cache=True (device-synchronized) and returns a
-        DataFrame: prompt_tokens, new_tokens, uncached_s, cached_s, speedup, identical.
+        DataFrame: prompt_tokens, new_tokens, uncached_s, cached_s, speedup, identical; then
+        time to first token and decode tokens/s per condition (*_ttft_s, *_tok_s), the KV cache
+        counted from the returned cache and predicted from the config (kv_cache_mib,
+        kv_predicted_mib), peak memory per condition (*_peak_mib: CUDA allocator peak on CUDA,
+        process peak RSS otherwise), and with -r 3 or more the spread (*_min_s, *_iqr_s,
+        speedup_ci_low/high: 95% bootstrap interval). Those extra figures come from one extra
+        hooked run per condition after the timed ones; the headline times stay bare.
 
         -n and -p take lists and ranges (16,64,256; 16-256*4; 32-128+32): the benchmark then sweeps
         their cross product, one row each, with a progress bar. Ctrl-C stops a sweep and returns the

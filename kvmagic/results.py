@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import stats
 from .errors import KVMagicError
+from .memory import MIB
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,15 +22,25 @@ if TYPE_CHECKING:
 __all__ = [
     "COLUMNS",
     "EXPORTS",
+    "MIN_REPEAT_FOR_SPREAD",
+    "NEAR_TIE",
     "BenchmarkResult",
     "Measurement",
     "Mismatch",
+    "StepProfile",
     "export_format",
     "first_mismatch",
     "markdown_table",
 ]
 
-COLUMNS = ("prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical")
+COLUMNS = (
+    "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical",
+    "uncached_ttft_s", "cached_ttft_s", "uncached_tok_s", "cached_tok_s",
+    "kv_cache_mib", "kv_predicted_mib", "uncached_peak_mib", "cached_peak_mib",
+    "uncached_min_s", "cached_min_s", "uncached_iqr_s", "cached_iqr_s", "speedup_ci_low", "speedup_ci_high",
+)  # fmt: skip
+MIN_REPEAT_FOR_SPREAD = 3  # fewer runs give no meaningful IQR or interval
+NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
 JSON_FORMAT = "kvmagic-benchmark"
 JSON_VERSION = 1
@@ -52,13 +64,46 @@ class Mismatch:
     actual_id: int
     expected_token: str = ""
     actual_token: str = ""
+    margin: float | None = None  # top-2 score gap of the differing run's condition at that step
 
     def describe(self, runs: Sequence[str]) -> str:
-        return (
+        text = (
             f"generated tokens differ from position {self.position}: {self.expected_token!r} "
             f"(id {self.expected_id}, first uncached run) vs {self.actual_token!r} "
             f"(id {self.actual_id}, {runs[self.run]} run)"
         )
+        if self.margin is not None:
+            text += f"; there the {runs[self.run]} run's top two logits were {self.margin:.4g} apart"
+            if self.margin < NEAR_TIE:
+                text += " (a near tie: rounding in float16/bfloat16 can flip it)"
+        return text
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """One extra, hooked run of a condition: what the headline timings cannot show.
+
+    ``step_s[0]`` is the time to first token (prefill, measured from the ``generate`` call);
+    ``step_s[i]`` the time from token ``i - 1`` to token ``i``. ``margins[i]`` is the gap
+    between the two highest scores at step ``i``. ``peak_bytes`` is the peak memory during
+    the run (see :class:`kvmagic.memory.PeakMemory`); ``kv_bytes`` what the returned cache held.
+    """
+
+    step_s: tuple[float, ...]
+    margins: tuple[float, ...]
+    generated_ids: tuple[int, ...]
+    peak_bytes: int
+    kv_bytes: int
+
+    @property
+    def ttft_s(self) -> float:
+        return self.step_s[0]
+
+    @property
+    def tok_s(self) -> float:
+        """Decode speed: tokens after the first per second of decoding (NaN for one token)."""
+        decode = self.step_s[1:]
+        return len(decode) / sum(decode) if decode else math.nan
 
 
 def first_mismatch(reference: Sequence[int], others: Sequence[Sequence[int]]) -> tuple[int, int] | None:
@@ -87,9 +132,42 @@ class Measurement:
     generated_ids: tuple[int, ...]
     generated_text: str
     mismatch: Mismatch | None = None
+    profiles: dict[str, StepProfile] = field(default_factory=dict)  # condition -> its extra hooked run
+    kv_predicted_bytes: int | None = None
 
     def times(self, condition: str) -> list[float]:
         return [s for run, s in zip(self.runs, self.seconds) if run == condition]
+
+    def spread(self, condition: str) -> float:
+        """IQR/median of a condition's timed runs; NaN below MIN_REPEAT_FOR_SPREAD runs."""
+        times = self.times(condition)
+        return stats.relative_spread(times) if len(times) >= MIN_REPEAT_FOR_SPREAD else math.nan
+
+    def iqr_s(self, condition: str) -> float:
+        times = self.times(condition)
+        return stats.iqr(times) if len(times) >= MIN_REPEAT_FOR_SPREAD else math.nan
+
+    @property
+    def speedup_ci(self) -> tuple[float, float]:
+        """95% bootstrap interval of the speed-up over the interleaved pairs; NaNs with too few."""
+        uncached, cached = self.times("uncached"), self.times("cached")
+        pairs = min(len(uncached), len(cached))
+        if pairs < MIN_REPEAT_FOR_SPREAD:
+            return math.nan, math.nan
+        return stats.bootstrap_ratio_ci(uncached[:pairs], cached[:pairs])
+
+    def steps(self) -> pd.DataFrame:
+        """Per-step seconds of each condition's hooked run, indexed by the position of the new token:
+        uncached grows with position (it recomputes the whole prefix), cached stays flat."""
+        import pandas as pd
+
+        columns = {f"{name}_s": list(profile.step_s) for name, profile in self.profiles.items()}
+        index = pd.RangeIndex(self.prompt_tokens, self.prompt_tokens + self.new_tokens, name="position")
+        return pd.DataFrame(columns, index=index)
+
+    def _profiled(self, condition: str, value: str, scale: float = 1.0) -> float:
+        profile = self.profiles.get(condition)
+        return getattr(profile, value) / scale if profile is not None else math.nan
 
     @property
     def uncached_s(self) -> float:
@@ -109,6 +187,7 @@ class Measurement:
         return self.mismatch is None
 
     def row(self) -> dict[str, Any]:
+        ci_low, ci_high = self.speedup_ci
         return {
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,
@@ -116,6 +195,20 @@ class Measurement:
             "cached_s": self.cached_s,
             "speedup": self.speedup,
             "identical": self.identical,
+            "uncached_ttft_s": self._profiled("uncached", "ttft_s"),
+            "cached_ttft_s": self._profiled("cached", "ttft_s"),
+            "uncached_tok_s": self._profiled("uncached", "tok_s"),
+            "cached_tok_s": self._profiled("cached", "tok_s"),
+            "kv_cache_mib": self._profiled("cached", "kv_bytes", MIB),
+            "kv_predicted_mib": math.nan if self.kv_predicted_bytes is None else self.kv_predicted_bytes / MIB,
+            "uncached_peak_mib": self._profiled("uncached", "peak_bytes", MIB),
+            "cached_peak_mib": self._profiled("cached", "peak_bytes", MIB),
+            "uncached_min_s": min(self.times("uncached")),
+            "cached_min_s": min(self.times("cached")),
+            "uncached_iqr_s": self.iqr_s("uncached"),
+            "cached_iqr_s": self.iqr_s("cached"),
+            "speedup_ci_low": ci_low,
+            "speedup_ci_high": ci_high,
         }
 
 
@@ -147,11 +240,19 @@ class BenchmarkResult:
 
     def notes(self) -> list[str]:
         """Plain-language remarks a reader of the table should not miss."""
-        return self._sweep_notes() + [
-            f"{m.prompt_tokens}+{m.new_tokens} tokens: {m.mismatch.describe(m.runs)}"
-            for m in self.measurements
-            if m.mismatch is not None
-        ]
+        notes = self._sweep_notes()
+        for m in self.measurements:
+            where = f"{m.prompt_tokens}+{m.new_tokens} tokens"
+            if m.mismatch is not None:
+                notes.append(f"{where}: {m.mismatch.describe(m.runs)}")
+            for condition in ("uncached", "cached"):
+                spread = m.spread(condition)
+                if spread > stats.SPREAD_WARNING:
+                    notes.append(
+                        f"{where}: warning: {condition} times vary (IQR is {spread:.0%} of the median, over "
+                        f"{stats.SPREAD_WARNING:.0%}): close other work or raise -r before trusting the speed-up"
+                    )
+        return notes
 
     def __str__(self) -> str:
         return "\n".join([self.to_dataframe().to_string(index=False), *self.notes()])
@@ -266,6 +367,10 @@ def _measurement_from_dict(data: dict[str, Any]) -> Measurement:
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
     if values.get("mismatch") is not None:
         values["mismatch"] = Mismatch(**values["mismatch"])
+    values["profiles"] = {
+        condition: StepProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in profile.items()})
+        for condition, profile in values.get("profiles", {}).items()
+    }
     try:
         return Measurement(**values)
     except TypeError as error:

@@ -1,0 +1,173 @@
+"""What the KV cache holds, counted from the cache object and predicted from the model config,
+and the peak memory of one generate run."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import types
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
+
+__all__ = ["MIB", "PeakMemory", "cache_nbytes", "predicted_kv_nbytes", "track_peak"]
+
+MIB = 2**20
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
+
+
+def cache_nbytes(cache: Any) -> int:
+    """Bytes of every tensor a cache object holds, each storage once.
+
+    The walk follows attributes, lists, tuples and dicts, so it needs no knowledge of the cache
+    class: dynamic, static and quantized caches of either transformers line keep their tensors in
+    different places (``layers[i].keys``, ``cache_processor``, ``layer._quantized_keys``). Views of
+    one storage (a sliding window sliced from a larger tensor) count the storage once, at its full
+    size, because that is what stays allocated.
+    """
+    import torch
+
+    seen_objects: set[int] = set()
+    seen_storages: set[tuple[str, int]] = set()
+    total = 0
+    stack: list[Any] = [cache]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen_objects:
+            continue
+        seen_objects.add(id(item))
+        if isinstance(item, torch.Tensor):
+            storage = item.untyped_storage()
+            key = (str(item.device), storage.data_ptr())
+            if storage.nbytes() and key not in seen_storages:
+                seen_storages.add(key)
+                total += storage.nbytes()
+        elif isinstance(item, (torch.nn.Module, types.ModuleType)):
+            continue  # a cache never owns weights; a reference to a model is not its size
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        else:
+            stack.extend(_attributes(item))
+    return total
+
+
+def _attributes(item: Any) -> Iterator[Any]:
+    if isinstance(item, (str, bytes, int, float, complex, bool, type)) or item is None:
+        return
+    yield from getattr(item, "__dict__", {}).values()
+    for cls in type(item).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if hasattr(item, slot):
+                yield getattr(item, slot)
+
+
+def predicted_kv_nbytes(config: PretrainedConfig, tokens: int, dtype: torch.dtype) -> int:
+    """Bytes a full-precision cache needs for ``tokens`` positions, from the model config alone.
+
+    Keys and values, per layer: KV heads x head_dim x positions x element size. Sliding-window
+    layers are counted at their window, which is what transformers 5's dynamic cache holds once
+    decoding has begun; transformers 4.55's dynamic cache keeps them whole, so there the count
+    from the cache object exceeds this prediction for models with sliding layers.
+    """
+    import torch
+
+    text = config.get_text_config()
+    layers = text.num_hidden_layers
+    kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    window = getattr(text, "sliding_window", None)
+    layer_types = getattr(text, "layer_types", None) or ["full_attention"] * layers
+    element = torch.empty((), dtype=dtype).element_size()
+    positions = sum(
+        min(tokens, window) if kind == "sliding_attention" and window else tokens for kind in layer_types[:layers]
+    )
+    return 2 * kv_heads * head_dim * positions * element
+
+
+class PeakMemory:
+    """Peak memory during one run: CUDA's allocator peak on CUDA, the process's peak RSS otherwise.
+
+    On CUDA it is ``torch.cuda.max_memory_allocated`` summed over the model's CUDA devices, reset
+    at the start: tensors only (weights, cache, activations), not the allocator's reserve. Elsewhere
+    it is the peak resident set size of the whole process: exact on Linux (the kernel's high-water
+    mark, reset at the start), else sampled every ``interval`` seconds by a thread.
+    """
+
+    def __init__(self, devices: Iterable[torch.device], *, interval: float = 0.001, sample: bool | None = None) -> None:
+        self.cuda = tuple(d for d in devices if d.type == "cuda")
+        self.interval = interval
+        self.sample = (not _kernel_peak_available()) if sample is None else sample
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import torch
+
+        if self.cuda:
+            for device in self.cuda:
+                torch.cuda.reset_peak_memory_stats(device)
+        elif self.sample:
+            import psutil
+
+            process = psutil.Process()
+            self.peak_bytes = process.memory_info().rss
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._poll, args=(process,), daemon=True)
+            self._thread.start()
+        else:
+            _CLEAR_REFS.write_text("5")  # resets VmHWM, the kernel's peak RSS
+
+    def stop(self) -> int:
+        import torch
+
+        if self.cuda:
+            self.peak_bytes = sum(torch.cuda.max_memory_allocated(device) for device in self.cuda)
+        elif self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        else:
+            self.peak_bytes = _status_kib("VmHWM") * 1024
+        return self.peak_bytes
+
+    def _poll(self, process: Any) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak_bytes = max(self.peak_bytes, process.memory_info().rss)
+        self.peak_bytes = max(self.peak_bytes, process.memory_info().rss)
+
+
+@contextmanager
+def track_peak(devices: Iterable[torch.device], **kwargs: Any) -> Iterator[PeakMemory]:
+    """``with track_peak(devices) as peak: ...``; ``peak.peak_bytes`` is set on exit."""
+    tracker = PeakMemory(devices, **kwargs)
+    tracker.start()
+    try:
+        yield tracker
+    finally:
+        tracker.stop()
+
+
+@functools.cache
+def _kernel_peak_available() -> bool:
+    """Linux lets a process reset its own peak RSS (``clear_refs`` 5, since 4.0); containers may forbid it."""
+    try:
+        _CLEAR_REFS.write_text("5")
+        return _status_kib("VmHWM") > 0
+    except OSError:
+        return False
+
+
+def _status_kib(field: str) -> int:
+    for line in _STATUS.read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"{_STATUS} has no {field}")
