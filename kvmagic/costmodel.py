@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from . import stats
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -31,7 +30,7 @@ __all__ = ["PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial", "break_ev
 
 MAX_DEGREE = 2
 PROBE_LENGTHS = 5  # distinct lengths per curve: enough to tell a line from a parabola, held out one at a time
-PROBE_REPEAT = 5  # timings per length; their median is the point fitted
+PROBE_REPEAT = 5  # timings per length; the fastest is the point fitted (interference on a shared machine only adds time)
 OVERHEAD_TOKENS = (2, 10)  # lengths of the two cached generates that measure G (their difference) and C
 
 
@@ -216,7 +215,8 @@ def probe(
     that a prefill of L tokens built, and then at L + 1, L + 2 on the cache each step grew (each
     a decode step a cached generate takes). Each probe is timed between device synchronizations
     under ``torch.inference_mode``; the model computes only the last position's logits, as
-    ``generate`` asks it to.
+    ``generate`` asks it to. The fastest of ``repeat`` timings counts: the model's own cost, to
+    which interference from other work on the machine can only add.
     """
     import torch
 
@@ -243,7 +243,7 @@ def probe(
             window = source[:, :length]
             mask = torch.ones_like(window)
             times = [timed(input_ids=window, attention_mask=mask, use_cache=False)[1] for _ in range(repeat)]
-            prefill_points.append((length, stats.median(times)))
+            prefill_points.append((length, min(times)))
             cache = getattr(model(input_ids=window, attention_mask=mask, use_cache=True, **extra), cache_name)
             steps = []
             for step in range(repeat):
@@ -256,7 +256,7 @@ def probe(
                 output, seconds = timed(**kwargs)
                 cache = getattr(output, cache_name)
                 steps.append(seconds)
-            decode_points.append((length + (repeat - 1) / 2, stats.median(steps)))
+            decode_points.append((length + (repeat - 1) / 2, min(steps)))
             del cache
     forwards = CostModel(fit_polynomial(prefill_points), fit_polynomial(decode_points))
     step, call = _generate_overhead(loaded, source[:, :shortest], forwards, repeat)
@@ -276,7 +276,7 @@ def _generate_overhead(loaded: LoadedModel, ids: Any, forwards: CostModel, repea
     excess = []
     for tokens in OVERHEAD_TOKENS:
         config = greedy_config(loaded.model, loaded.tokenizer, tokens, use_cache=True)
-        seconds = stats.median([timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(repeat)])
+        seconds = min(timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(repeat))
         excess.append(seconds - forwards.forward_seconds(ids.shape[-1], tokens, use_cache=True))
     (short, short_excess), (long, long_excess) = zip(OVERHEAD_TOKENS, excess)
     step = max((long_excess - short_excess) / (long - short), 0.0)

@@ -22,7 +22,8 @@ def test_probe_fits_positive_curves_on_a_real_model(tiny) -> None:
 
 
 def test_predictions_sit_beside_measurements_within_a_loose_bound(tiny) -> None:
-    result = run_benchmark(tiny, PROMPT, new_tokens=[8, 16], prompt_tokens=[8], warmup_tokens=2, repeat=2, predict=True)
+    # long enough runs, and medians of 3, so a burst of load on a shared machine cannot decide the comparison
+    result = run_benchmark(tiny, PROMPT, new_tokens=[16, 32], prompt_tokens=[8], warmup_tokens=2, repeat=3, predict=True)
     frame = result.to_dataframe()
     assert list(frame.columns[-4:]) == list(PREDICTED_COLUMNS)
     assert list(frame["measured"]) == [True, True]
@@ -33,7 +34,7 @@ def test_predictions_sit_beside_measurements_within_a_loose_bound(tiny) -> None:
         assert row["predicted_speedup"] == pytest.approx(row["predicted_uncached_s"] / row["predicted_cached_s"])
     notes = result.notes()
     assert notes[0].startswith("prompt stretched: ") and notes[1].startswith("cost model: prefill F(L) = ")
-    assert any(n.startswith("KV cache at 23 tokens: ") for n in notes)
+    assert any(n.startswith("KV cache at 39 tokens: ") for n in notes)
     assert result.metadata["weight_bytes"] == sum(p.numel() * p.element_size() for p in tiny.model.parameters())
     again = BenchmarkResult.from_json(result.to_json())
     assert again.predictions == result.predictions and again.cost_model == result.cost_model
