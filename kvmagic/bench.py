@@ -7,14 +7,16 @@ import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Literal
 
+from . import costmodel, stats
 from .environment import environment
 from .errors import KVMagicError
 from .guards import with_memory_advice
 from .memory import cache_nbytes, predicted_kv_nbytes
-from .results import BenchmarkResult, Measurement, Mismatch, StepProfile, first_mismatch
-from .sweep import StepCost, check_budget, configurations, estimate_seconds, generate_seconds, parse_lengths, stretch_ids
+from .results import BenchmarkResult, Measurement, Mismatch, Prediction, StepProfile, first_mismatch
+from .sweep import check_budget, configurations, estimate_seconds, pair_seconds, parse_lengths, plan_within_budget, stretch_ids
 from .timing import greedy_config, profiled_generate, timed_generate
 
 if TYPE_CHECKING:
@@ -22,9 +24,11 @@ if TYPE_CHECKING:
 
     from .loading import LoadedModel
 
-__all__ = ["CONDITIONS", "encode_prompt", "measure", "probe_cost", "run_benchmark", "stretch_prompt", "warm_up"]
+__all__ = ["CONDITIONS", "MIN_AUTO_PAIRS", "Repeat", "encode_prompt", "enough_pairs", "measure", "run_benchmark", "stretch_prompt", "warm_up"]
 
 CONDITIONS = {"uncached": False, "cached": True}  # name -> use_cache
+MIN_AUTO_PAIRS = 5  # a bootstrap over 3 pairs has 10 distinct resamples and looks tighter than it is
+Repeat = int | Literal["auto"]
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
@@ -74,10 +78,13 @@ def run_benchmark(
     new_tokens: int | Sequence[int] = 64,
     prompt_tokens: int | Sequence[int] | None = None,
     warmup_tokens: int = 4,
-    repeat: int = 1,
+    repeat: Repeat = 1,
     chat: bool = False,
     max_seconds: float = 0,
     progress: bool = False,
+    predict: bool = False,
+    ci_target: float = 0.05,
+    auto_cap: float = 60.0,
 ) -> BenchmarkResult:
     """Time greedy generation of ``new_tokens`` tokens with the KV cache off and on.
 
@@ -92,12 +99,23 @@ def run_benchmark(
     no limit), a short probe estimates a sweep's whole cost first and a costlier sweep is refused.
     ``progress`` shows a progress bar over a sweep's configurations. A KeyboardInterrupt ends
     a sweep early: the configurations finished so far come back, with ``partial=True``.
+
+    ``predict`` probes the cost model (:mod:`kvmagic.costmodel`) first and adds its predictions
+    beside the measured columns; configurations that would pass ``max_seconds`` are then
+    predicted only, not refused. ``repeat="auto"`` takes pairs until the 95% interval of the
+    speed-up lies within ``ci_target`` of it (at least 5 pairs), or ``auto_cap`` seconds of
+    measuring a configuration have passed.
     """
     new_lengths = _lengths("new_tokens", new_tokens, flag="-n")
     _check_count("warmup_tokens", warmup_tokens, minimum=0, flag="-w")
-    _check_count("repeat", repeat, minimum=1, flag="-r")
-    if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or not max_seconds >= 0:
-        raise KVMagicError(f"max_seconds (--max-seconds) must be a number of seconds >= 0 (0: no limit), got {max_seconds!r}")
+    if isinstance(repeat, str) and repeat != "auto":
+        raise KVMagicError(f"repeat (-r) must be a whole number >= 1 or 'auto', got {repeat!r}")
+    if repeat != "auto":
+        _check_count("repeat", repeat, minimum=1, flag="-r")
+    _check_seconds("max_seconds", max_seconds, "--max-seconds", "(0: no limit)")
+    _check_seconds("auto_cap", auto_cap, "--auto-cap")
+    if isinstance(ci_target, bool) or not isinstance(ci_target, (int, float)) or not 0 < ci_target < 1:
+        raise KVMagicError(f"ci_target (--ci-target) must be a fraction between 0 and 1, e.g. 0.05 for ±5%, got {ci_target!r}")
     advice = (
         f"out of accelerator memory generating {'' if len(new_lengths) == 1 else 'up to '}{max(new_lengths)} tokens: "
         "lower -n, shorten the prompt, "
@@ -106,7 +124,8 @@ def run_benchmark(
     # A partial, not a lambda: a closure would keep ``loaded`` alive in the frames of a failed run.
     run = partial(
         _benchmark, loaded, prompt, new_lengths, prompt_tokens=prompt_tokens, warmup_tokens=warmup_tokens,
-        repeat=repeat, chat=chat, max_seconds=max_seconds, progress=progress,
+        repeat=repeat, chat=chat, max_seconds=max_seconds, progress=progress, predict=predict,
+        ci_target=ci_target, auto_cap=auto_cap,
     )  # fmt: skip
     return with_memory_advice(run, advice)
 
@@ -118,10 +137,13 @@ def _benchmark(
     *,
     prompt_tokens: int | Sequence[int] | None,
     warmup_tokens: int,
-    repeat: int,
+    repeat: Repeat,
     chat: bool,
     max_seconds: float,
     progress: bool,
+    predict: bool,
+    ci_target: float,
+    auto_cap: float,
 ) -> BenchmarkResult:
     natural = encode_prompt(loaded, prompt, chat=chat)
     natural_tokens = natural["input_ids"].shape[-1]
@@ -147,11 +169,13 @@ def _benchmark(
             "natural_prompt_tokens": natural_tokens,
             "prompt_stretched": prompt_tokens is not None and any(n != natural_tokens for n in inputs),
             "configurations": len(configs),
+            **({"ci_target": ci_target, "auto_cap": auto_cap} if repeat == "auto" else {}),
+            **({"max_seconds": max_seconds, "weight_bytes": _weight_bytes(loaded)} if predict else {}),
         },
     )
     try:
-        _sweep(loaded, inputs, configs, result, warmup_tokens=warmup_tokens, repeat=repeat,
-               max_seconds=max_seconds, progress=progress)  # fmt: skip
+        _sweep(loaded, inputs, configs, result, warmup_tokens=warmup_tokens, repeat=repeat, max_seconds=max_seconds,
+               progress=progress, predict=predict, ci_target=ci_target, auto_cap=auto_cap)  # fmt: skip
     except KeyboardInterrupt:
         if len(configs) == 1:  # nothing finished to return: the user asked to stop
             raise
@@ -166,32 +190,62 @@ def _sweep(
     result: BenchmarkResult,
     *,
     warmup_tokens: int,
-    repeat: int,
+    repeat: Repeat,
     max_seconds: float,
     progress: bool,
+    predict: bool,
+    ci_target: float,
+    auto_cap: float,
 ) -> None:
-    """Warm up, check the budget, then measure each configuration into ``result`` as it finishes."""
+    """Warm up, check the budget, then measure each configuration into ``result`` as it finishes.
+
+    The budget's estimate counts ``-r auto`` at its minimum of pairs: ``auto_cap`` bounds the rest.
+    """
     first = configs[0][0]
     warm_up(loaded, inputs[first], warmup_tokens)
     warmed = {first}
     cost = None
-    if max_seconds and len(configs) > 1:  # a single configuration is the experiment itself: no probe
-        cost = probe_cost(loaded, inputs[first], max(p + n for p, n in configs))
-        estimate = estimate_seconds(cost, configs, repeat=repeat, warmup_tokens=warmup_tokens)
+    planned_repeat = MIN_AUTO_PAIRS if repeat == "auto" else repeat
+    plan = [True] * len(configs)
+    if predict or max_seconds and len(configs) > 1:  # a single configuration is the experiment itself: no probe
+        shortest, longest = min(p for p, _ in configs), max(p + n - 1 for p, n in configs)
+        cost = costmodel.probe(loaded, inputs[first], shortest, longest)
+        estimate = estimate_seconds(cost, configs, repeat=planned_repeat, warmup_tokens=warmup_tokens)
         result.metadata["estimated_s"] = estimate
-        check_budget(estimate, max_seconds)
-    weights = [
-        1.0 if cost is None else repeat * sum(generate_seconds(cost, p, n, use_cache=c) for c in (False, True))
-        for p, n in configs
-    ]
-    with _progress_bar(sum(weights), enabled=progress and len(configs) > 1) as bar:
-        for index, ((prompt_length, new_length), weight) in enumerate(zip(configs, weights)):
-            bar.set_description_str(f"kvbench {index + 1}/{len(configs)}: prompt {prompt_length}, new {new_length}")
+        if predict:
+            result.cost_model = cost
+            result.predictions = [_prediction(loaded, cost, p, n) for p, n in configs]
+            plan = plan_within_budget(cost, configs, repeat=planned_repeat, warmup_tokens=warmup_tokens,
+                                      max_seconds=max_seconds)  # fmt: skip
+        else:
+            check_budget(estimate, max_seconds)
+    todo = [config for config, measured in zip(configs, plan) if measured]
+    weights = [1.0 if cost is None else planned_repeat * pair_seconds(cost, p, n) for p, n in todo]
+    with _progress_bar(sum(weights), enabled=progress and len(todo) > 1) as bar:
+        for index, ((prompt_length, new_length), weight) in enumerate(zip(todo, weights)):
+            bar.set_description_str(f"kvbench {index + 1}/{len(todo)}: prompt {prompt_length}, new {new_length}")
             if prompt_length not in warmed:
                 warm_up(loaded, inputs[prompt_length], warmup_tokens)
                 warmed.add(prompt_length)
-            result.measurements.append(measure(loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat))
+            result.measurements.append(measure(loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat,
+                                               ci_target=ci_target, auto_cap=auto_cap))  # fmt: skip
             bar.update(weight)
+
+
+def _prediction(loaded: LoadedModel, cost: costmodel.CostModel, prompt_tokens: int, new_tokens: int) -> Prediction:
+    model = loaded.model
+    return Prediction(
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        uncached_s=cost.generate_seconds(prompt_tokens, new_tokens, use_cache=False),
+        cached_s=cost.generate_seconds(prompt_tokens, new_tokens, use_cache=True),
+        kv_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
+    )
+
+
+def _weight_bytes(loaded: LoadedModel) -> int:
+    """What the weights occupy: the memory the cache's bytes are set against."""
+    return sum(p.numel() * p.element_size() for p in loaded.model.parameters())
 
 
 @contextmanager
@@ -202,22 +256,6 @@ def _progress_bar(total: float, *, enabled: bool) -> Iterator[Any]:
     bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
     with tqdm(total=total, bar_format=bar_format, disable=not enabled, leave=False) as bar:
         yield bar
-
-
-def probe_cost(loaded: LoadedModel, inputs: BatchEncoding, longest: int) -> StepCost:
-    """Time one uncached forward step at the prompt's length and at ``longest`` tokens, and fit a line."""
-    import torch
-
-    ids = inputs["input_ids"]
-    short = ids.shape[-1]
-    config = greedy_config(loaded.model, loaded.tokenizer, 1, use_cache=False)
-    points = []
-    for length in dict.fromkeys((short, longest)):
-        probe_ids = ids.repeat(1, -(-length // short))[:, :length]
-        probe = {"input_ids": probe_ids, "attention_mask": torch.ones_like(probe_ids)}
-        _, seconds = timed_generate(loaded.model, probe, config, loaded.devices)
-        points.append((length, seconds))
-    return StepCost.fit(*points)
 
 
 def _lengths(name: str, value: int | Sequence[int], *, flag: str) -> list[int]:
@@ -240,8 +278,19 @@ def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int) -> None:
         timed_generate(loaded.model, inputs, config, loaded.devices)
 
 
-def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repeat: int) -> Measurement:
+def measure(
+    loaded: LoadedModel,
+    inputs: BatchEncoding,
+    *,
+    new_tokens: int,
+    repeat: Repeat,
+    ci_target: float = 0.05,
+    auto_cap: float = 60.0,
+) -> Measurement:
     """Time ``repeat`` interleaved rounds (uncached, cached) and check every run's tokens agree.
+
+    ``repeat="auto"`` keeps taking rounds until :func:`enough_pairs` says the speed-up is known
+    well enough or ``auto_cap`` seconds have passed (checked between rounds, outside any timing).
 
     The headline runs are bare ``generate`` calls. After them comes one extra hooked run per
     condition (two in all, whatever ``repeat`` is) for what needs hooks: per-step times, top-2
@@ -253,12 +302,22 @@ def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repe
     runs: list[str] = []
     seconds: list[float] = []
     generated: list[list[int]] = []
-    for _ in range(repeat):
+    started = perf_counter()
+    pairs = 0
+    while True:
         for name, config in configs.items():
             output, elapsed = timed_generate(model, inputs, config, devices)
             runs.append(name)
             seconds.append(elapsed)
             generated.append(output[0, prompt_tokens:].tolist())
+        pairs += 1
+        if repeat != "auto":
+            if pairs == repeat:
+                break
+        elif pairs >= MIN_AUTO_PAIRS and (
+            perf_counter() - started >= auto_cap or enough_pairs(_of(runs, seconds, "uncached"), _of(runs, seconds, "cached"), ci_target)
+        ):
+            break
     profiles = {name: _profile(loaded, inputs, config, prompt_tokens) for name, config in configs.items()}
     reference = generated[0]
     mismatch = _mismatch(tokenizer, reference, generated[1:])
@@ -277,6 +336,17 @@ def measure(loaded: LoadedModel, inputs: BatchEncoding, *, new_tokens: int, repe
         # generate computes keys and values for every position but the last generated token's.
         kv_predicted_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
     )
+
+
+def _of(runs: list[str], seconds: list[float], condition: str) -> list[float]:
+    return [s for run, s in zip(runs, seconds) if run == condition]
+
+
+def enough_pairs(uncached: list[float], cached: list[float], target: float) -> bool:
+    """Whether the 95% bootstrap interval of the speed-up lies within ``target`` (a fraction) of it."""
+    speedup = stats.median(uncached) / stats.median(cached)
+    low, high = stats.bootstrap_ratio_ci(uncached, cached)
+    return stats.relative_half_width(speedup, low, high) <= target
 
 
 def _profile(loaded: LoadedModel, inputs: BatchEncoding, config: GenerationConfig, prompt_tokens: int) -> StepProfile:
@@ -300,6 +370,11 @@ def _margin_at(profile: StepProfile, ids: list[int], position: int) -> float | N
 def _check_count(name: str, value: int, *, minimum: int, flag: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise KVMagicError(f"{name} ({flag}) must be a whole number >= {minimum}, got {value!r}")
+
+
+def _check_seconds(name: str, value: float, flag: str, zero: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise KVMagicError(f"{name} ({flag}) must be a number of seconds >= 0{' ' + zero if zero else ''}, got {value!r}")
 
 
 def _check_encodable(prompt: str) -> None:

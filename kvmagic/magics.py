@@ -89,6 +89,8 @@ class KVMagics(Magics):
     chat = _trait("chat")
     expand = _trait("expand")
     max_seconds = _trait("max_seconds")
+    ci_target = _trait("ci_target")
+    auto_cap = _trait("auto_cap")
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -146,6 +148,14 @@ class KVMagics(Magics):
         --expand fills {name} fields from the notebook (nothing is evaluated). Defaults are
         settings: %config KVMagics.new_tokens = 128.
 
+        --predict first probes a cost model (one forward without cache, F(L), and one cached decode
+        step, D(L), at a few lengths) and adds predicted_uncached_s, predicted_cached_s and
+        predicted_speedup beside the measured columns, with notes on why: the fitted curves, where
+        the cache breaks even, which per-step cost dominates, KV bytes against weight bytes. Rows
+        that would pass --max-seconds are then predicted only (measured=False). -r auto takes
+        interleaved pairs (at least 5) until the speed-up's 95% interval is within --ci-target
+        (0.05: ±5%) of it, or --auto-cap seconds pass for that row, and says how many it took.
+
         Examples::
 
             %%kvbench -n 64 -r 3
@@ -156,6 +166,9 @@ class KVMagics(Magics):
 
             %%kvbench -r 5 --compare sweep.json --expand
             {prompt}
+
+            %%kvbench -n 16,64,1024 -r auto --predict --max-seconds 60
+            The KV cache stores each token's keys and values so that
         """
         args = _parse(self.kvbench, line)
         if self.loaded is None:

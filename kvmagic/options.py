@@ -46,6 +46,11 @@ def whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
+def repeat_count(text: str) -> int | str:
+    """A whole number of pairs, or ``auto``: as many as the speed-up's interval needs."""
+    return "auto" if text.strip().lower() == "auto" else whole_number(text)
+
+
 def lengths(text: str) -> list[int]:
     try:
         return parse_lengths(text)
@@ -130,8 +135,13 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "lengths as for -n.", "prompt_tokens", type=lengths),
     Option(("-w", "--warmup-tokens"), "Tokens per untimed warm-up run.", "warmup_tokens", 4, type=whole_number,
            configurable=True, minimum=0),
-    Option(("-r", "--repeat"), "Interleaved uncached/cached pairs; medians are reported.", "repeat", 1,
-           type=whole_number, configurable=True, minimum=1),
+    Option(("-r", "--repeat"), "Interleaved uncached/cached pairs; medians are reported. auto: take pairs (at least 5) "
+           "until the 95-percent interval of the speed-up is within --ci-target of it, or --auto-cap seconds pass.", "repeat", 1,
+           type=repeat_count, configurable=True, minimum=1),
+    Option(("--ci-target",), "With -r auto: the interval's half-width to reach, as a fraction of the speed-up.",
+           "ci_target", 0.05, type=float, configurable=True, minimum=0),
+    Option(("--auto-cap",), "With -r auto: stop taking pairs for a configuration after this many seconds.",
+           "auto_cap", 60.0, type=float, configurable=True, minimum=0),
     Option(("--chat",), "Wrap the prompt in the tokenizer's chat template (--no-chat: do not).", "chat", False,
            action=argparse.BooleanOptionalAction, configurable=True),
     Option(("--expand",), "Replace {name} and {name.attr} in the cell with values from the notebook; {{ and }} "
@@ -148,8 +158,12 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH"),
     Option(("--compare",), "Compare with a run saved by --save PATH.json: the change in speed-up per row, whether "
            "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH"),
-    Option(("--max-seconds",), "Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit.",
+    Option(("--max-seconds",), "Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit. "
+           "With --predict, only the rows that would pass it are left unmeasured.",
            "max_seconds", 600.0, type=float, configurable=True, minimum=0),
+    Option(("--predict",), "Probe a cost model first (one forward without cache and one cached step at a few "
+           "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
+           "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true"),
 )  # fmt: skip
 
 
@@ -183,7 +197,8 @@ def load_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict
 
 def benchmark_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of :func:`run_benchmark` the parsed benchmark options ask for."""
-    names = ("new_tokens", "prompt_tokens", "warmup_tokens", "repeat", "chat", "max_seconds")
+    names = ("new_tokens", "prompt_tokens", "warmup_tokens", "repeat", "chat", "max_seconds", "predict", "ci_target",
+             "auto_cap")
     return {name: resolved(args, configured, name) for name in names}
 
 

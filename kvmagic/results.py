@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import stats
+from .costmodel import CostModel
 from .errors import KVMagicError
 from .memory import MIB
 
@@ -27,6 +28,8 @@ __all__ = [
     "BenchmarkResult",
     "Measurement",
     "Mismatch",
+    "PREDICTED_COLUMNS",
+    "Prediction",
     "StepProfile",
     "export_format",
     "first_mismatch",
@@ -39,6 +42,7 @@ COLUMNS = (
     "kv_cache_mib", "kv_predicted_mib", "uncached_peak_mib", "cached_peak_mib",
     "uncached_min_s", "cached_min_s", "uncached_iqr_s", "cached_iqr_s", "speedup_ci_low", "speedup_ci_high",
 )  # fmt: skip
+PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_speedup", "measured")
 MIN_REPEAT_FOR_SPREAD = 3  # fewer runs give no meaningful IQR or interval
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
@@ -212,14 +216,35 @@ class Measurement:
         }
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """What the cost model expects of one configuration, measured or not (``--predict``)."""
+
+    prompt_tokens: int
+    new_tokens: int
+    uncached_s: float
+    cached_s: float
+    kv_bytes: int | None = None  # the cache at its longest, predicted from the config
+
+    @property
+    def speedup(self) -> float:
+        return self.uncached_s / self.cached_s if self.cached_s > 0 else math.nan
+
+
 @dataclass
 class BenchmarkResult:
-    """What ``%%kvbench`` found: one :class:`Measurement` per configuration, plus metadata."""
+    """What ``%%kvbench`` found: one :class:`Measurement` per configuration, plus metadata.
+
+    With ``--predict``, ``predictions`` holds the cost model's figures for every configuration,
+    including those left unmeasured because measuring them would break the time budget.
+    """
 
     model: str
     measurements: list[Measurement]
     metadata: dict[str, Any] = field(default_factory=dict)
     partial: bool = False  # a sweep interrupted before its last configuration: the rows here are complete
+    predictions: list[Prediction] = field(default_factory=list)
+    cost_model: CostModel | None = None
 
     def __getattr__(self, name: str) -> Any:
         # A single-configuration result reads like its one measurement: result.speedup.
@@ -236,11 +261,20 @@ class BenchmarkResult:
     def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame([m.row() for m in self.measurements], columns=list(COLUMNS))
+        if not self.predictions:
+            return pd.DataFrame([m.row() for m in self.measurements], columns=list(COLUMNS))
+        measured = {(m.prompt_tokens, m.new_tokens): m for m in self.measurements}
+        rows = []
+        for p in self.predictions:
+            found = measured.get((p.prompt_tokens, p.new_tokens))
+            row = found.row() if found is not None else {"prompt_tokens": p.prompt_tokens, "new_tokens": p.new_tokens}
+            row.update(zip(PREDICTED_COLUMNS, (p.uncached_s, p.cached_s, p.speedup, found is not None)))
+            rows.append(row)
+        return pd.DataFrame(rows, columns=[*COLUMNS, *PREDICTED_COLUMNS])
 
     def notes(self) -> list[str]:
         """Plain-language remarks a reader of the table should not miss."""
-        notes = self._sweep_notes()
+        notes = [*self._sweep_notes(), *self._prediction_notes(), *self._auto_repeat_notes()]
         for m in self.measurements:
             where = f"{m.prompt_tokens}+{m.new_tokens} tokens"
             if m.mismatch is not None:
@@ -286,6 +320,35 @@ class BenchmarkResult:
             notes.append(f"prompt stretched: the cell's {natural} tokens repeated (or cut) to {lengths} tokens")
         return notes
 
+    def _prediction_notes(self) -> list[str]:
+        if not self.predictions or self.cost_model is None:
+            return []
+        notes = []
+        measured = {(m.prompt_tokens, m.new_tokens) for m in self.measurements}
+        skipped = [p for p in self.predictions if (p.prompt_tokens, p.new_tokens) not in measured]
+        if skipped and not self.partial:
+            where = ", ".join(f"{p.prompt_tokens}+{p.new_tokens}" for p in skipped)
+            budget = self.metadata.get("max_seconds", 0)
+            notes.append(f"predicted only (measured=False): {where} tokens; measuring them would pass the {budget:g} s "
+                         "budget (--max-seconds)")  # fmt: skip
+        largest = max(self.predictions, key=lambda p: p.prompt_tokens + p.new_tokens)
+        notes += self.cost_model.explain(largest.prompt_tokens, largest.new_tokens, kv_bytes=largest.kv_bytes,
+                                         weight_bytes=self.metadata.get("weight_bytes"))  # fmt: skip
+        return notes
+
+    def _auto_repeat_notes(self) -> list[str]:
+        if self.metadata.get("repeat") != "auto":
+            return []
+        target, cap = self.metadata["ci_target"], self.metadata["auto_cap"]
+        notes = []
+        for m in self.measurements:
+            low, high = m.speedup_ci
+            width = stats.relative_half_width(m.speedup, low, high)
+            verdict = f"within the ±{target:.0%} target" if width <= target else f"the {cap:g} s cap (--auto-cap) came first"
+            notes.append(f"-r auto: {m.prompt_tokens}+{m.new_tokens} tokens took {len(m.times('cached'))} pairs; "
+                         f"95% interval {low:.3g}-{high:.3g}x is ±{width:.1%} of {m.speedup:.3g}x: {verdict}")  # fmt: skip
+        return notes
+
     def plot(self) -> Figure:
         """Time and speed-up against length, and per-step latency when measured; ``.savefig(path)`` saves it."""
         from .plot import plot_result
@@ -301,6 +364,8 @@ class BenchmarkResult:
             "partial": self.partial,
             "metadata": self.metadata,
             "measurements": [dataclasses.asdict(m) for m in self.measurements],
+            "predictions": [dataclasses.asdict(p) for p in self.predictions],
+            "cost_model": None if self.cost_model is None else self.cost_model.to_dict(),
         }
 
     @classmethod
@@ -314,6 +379,8 @@ class BenchmarkResult:
             measurements=[_measurement_from_dict(m) for m in data["measurements"]],
             metadata=dict(data.get("metadata", {})),
             partial=bool(data.get("partial", False)),
+            predictions=[Prediction(**p) for p in data.get("predictions", [])],
+            cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
         )
 
     def to_json(self, path: str | Path | None = None) -> str | None:

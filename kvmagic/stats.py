@@ -6,7 +6,9 @@ import math
 import random
 from collections.abc import Sequence
 
-__all__ = ["SPREAD_WARNING", "bootstrap_ratio_ci", "iqr", "median", "percentile", "relative_spread"]
+__all__ = [
+    "SPREAD_WARNING", "bootstrap_ratio_ci", "iqr", "median", "percentile", "relative_half_width", "relative_spread",
+]
 
 SPREAD_WARNING = 0.10  # IQR/median past which timings are too noisy to trust (as torch.utils.benchmark warns)
 
@@ -64,3 +66,8 @@ def bootstrap_ratio_ci(
         ratios.append(median([numerators[i] for i in picks]) / median([denominators[i] for i in picks]))
     tail = (1 - confidence) / 2 * 100
     return percentile(ratios, tail), percentile(ratios, 100 - tail)
+
+
+def relative_half_width(estimate: float, low: float, high: float) -> float:
+    """How far an interval reaches from its estimate, as a fraction of it (the wider side counts)."""
+    return max(estimate - low, high - estimate) / estimate

@@ -9,20 +9,23 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import KVMagicError
+
+if TYPE_CHECKING:
+    from .costmodel import CostModel
 
 __all__ = [
     "LENGTH_FORMS",
     "MAX_LENGTHS",
-    "StepCost",
     "check_budget",
     "configurations",
     "estimate_seconds",
     "format_seconds",
-    "generate_seconds",
+    "pair_seconds",
     "parse_lengths",
+    "plan_within_budget",
     "stretch_ids",
 ]
 
@@ -95,55 +98,40 @@ def stretch_ids(prefix: Sequence[int], body: Sequence[int], suffix: Sequence[int
     return [*prefix, *(list(body) * repeats)[:room], *suffix]
 
 
-@dataclass(frozen=True)
-class StepCost:
-    """What one forward pass over ``length`` tokens costs: ``overhead_s + per_token_s * length``.
-
-    Fitted from two probe runs; a model's step cost is close to linear in the tokens it processes,
-    so the uncached cost of a whole generation grows with the square of its length.
-    """
-
-    overhead_s: float
-    per_token_s: float
-
-    @classmethod
-    def fit(cls, short: tuple[int, float], long: tuple[int, float] | None = None) -> StepCost:
-        """From ``(length, seconds)`` probes; noise never makes a cost negative."""
-        (n1, t1) = short
-        if long is None or long[0] == n1:
-            return cls(0.0, max(t1, 0.0) / max(n1, 1))
-        (n2, t2) = long
-        per_token = max((t2 - t1) / (n2 - n1), 0.0)
-        return cls(max(t1 - per_token * n1, 0.0), per_token)
-
-    def forward(self, length: int) -> float:
-        return self.overhead_s + self.per_token_s * length
-
-
-def generate_seconds(cost: StepCost, prompt_tokens: int, new_tokens: int, *, use_cache: bool) -> float:
-    """Estimated time of one greedy generate.
-
-    Uncached, step i reprocesses all ``prompt_tokens + i`` tokens; cached, only the first step
-    processes the prompt and each later step one token.
-    """
-    if use_cache:
-        return cost.forward(prompt_tokens) + (new_tokens - 1) * cost.forward(1)
-    n = new_tokens
-    return n * cost.overhead_s + cost.per_token_s * (n * prompt_tokens + n * (n - 1) / 2)
+def pair_seconds(cost: CostModel, prompt_tokens: int, new_tokens: int) -> float:
+    """One uncached and one cached generate, as the cost model predicts them."""
+    return sum(cost.generate_seconds(prompt_tokens, new_tokens, use_cache=c) for c in (False, True))
 
 
 def estimate_seconds(
-    cost: StepCost, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int
+    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int
 ) -> float:
     """The whole sweep: ``repeat`` pairs per configuration plus one warm-up pair per prompt length."""
-    total = 0.0
-    for prompt_tokens, new_tokens in configs:
-        pair = sum(generate_seconds(cost, prompt_tokens, new_tokens, use_cache=c) for c in (False, True))
-        total += repeat * pair
+    total = sum(repeat * pair_seconds(cost, p, n) for p, n in configs)
     if warmup_tokens:
-        for prompt_tokens in dict.fromkeys(p for p, _ in configs):
-            total += sum(generate_seconds(cost, prompt_tokens, warmup_tokens, use_cache=c) for c in (False, True))
+        total += sum(pair_seconds(cost, p, warmup_tokens) for p in dict.fromkeys(p for p, _ in configs))
     return total
+
+
+def plan_within_budget(
+    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int, max_seconds: float
+) -> list[bool]:
+    """Which configurations to measure (in order) so the predicted total stays within ``max_seconds``.
+
+    A configuration that would pass the budget is skipped, and a later, cheaper one may still fit;
+    a prompt length's warm-up is charged with its first measured configuration. 0: measure all.
+    """
+    plan, spent, warmed = [], 0.0, set()
+    for prompt_tokens, new_tokens in configs:
+        cost_s = repeat * pair_seconds(cost, prompt_tokens, new_tokens)
+        if warmup_tokens and prompt_tokens not in warmed:
+            cost_s += pair_seconds(cost, prompt_tokens, warmup_tokens)
+        fits = not max_seconds or spent + cost_s <= max_seconds
+        if fits:
+            spent += cost_s
+            warmed.add(prompt_tokens)
+        plan.append(fits)
+    return plan
 
 
 def check_budget(estimate_s: float, max_seconds: float) -> None:

@@ -1,20 +1,20 @@
-"""The sweep's pure parts: the length grammar, prompt stretching of ids, the cost model and budget."""
+"""The sweep's pure parts: the length grammar, prompt stretching of ids, and the budget."""
 
 from __future__ import annotations
 
 import pytest
 
 from kvmagic import KVMagicError
+from kvmagic.costmodel import CostModel, Polynomial
 from kvmagic.sweep import (
     LENGTH_FORMS,
     MAX_LENGTHS,
-    StepCost,
     check_budget,
     configurations,
     estimate_seconds,
     format_seconds,
-    generate_seconds,
     parse_lengths,
+    plan_within_budget,
     stretch_ids,
 )
 
@@ -86,32 +86,22 @@ def test_stretch_ids_refuses_a_length_with_no_room_for_text() -> None:
     )
 
 
-def test_step_cost_fits_a_line_and_never_goes_negative() -> None:
-    cost = StepCost.fit((10, 0.2), (110, 1.2))
-    assert cost.per_token_s == pytest.approx(0.01)
-    assert cost.overhead_s == pytest.approx(0.1)
-    assert StepCost.fit((10, 0.5), (110, 0.4)) == StepCost(0.5, 0.0)  # noise: a longer probe ran faster
-    assert StepCost.fit((10, 0.5)) == StepCost(0.0, 0.05)
-
-
-def test_generate_seconds_uncached_grows_with_the_square_cached_linearly() -> None:
-    cost = StepCost(overhead_s=0.5, per_token_s=0.01)
-    # uncached: 4 steps over 10, 11, 12, 13 tokens -> 4 * 0.5 + 0.01 * 46
-    assert generate_seconds(cost, 10, 4, use_cache=False) == pytest.approx(2.46)
-    # cached: the prompt once, then 3 one-token steps
-    assert generate_seconds(cost, 10, 4, use_cache=True) == pytest.approx(0.6 + 3 * 0.51)
-    flat = StepCost(0.0, 1.0)
-    assert generate_seconds(flat, 0, 200, use_cache=False) / generate_seconds(flat, 0, 100, use_cache=False) == (
-        pytest.approx(19900 / 4950)
-    )
+# F(L) = 0.5 + 0.01 L, D = 0.51: at 10 + 4 tokens, uncached 0.6 + 0.61 + 0.62 + 0.63 = 2.46 s and cached
+# 0.6 + 3 * 0.51 = 2.13 s, a pair 4.59 s; a 2-token warm-up pair (1.21 + 1.11) 2.32 s.
+COST = CostModel(prefill=Polynomial((0.5, 0.01)), decode=Polynomial((0.51,)))
 
 
 def test_estimate_counts_repeats_and_one_warm_up_per_prompt_length() -> None:
-    cost = StepCost(overhead_s=0.5, per_token_s=0.01)
-    pair = generate_seconds(cost, 10, 4, use_cache=False) + generate_seconds(cost, 10, 4, use_cache=True)
-    warm = generate_seconds(cost, 10, 2, use_cache=False) + generate_seconds(cost, 10, 2, use_cache=True)
-    assert estimate_seconds(cost, [(10, 4), (10, 4)], repeat=3, warmup_tokens=2) == pytest.approx(6 * pair + warm)
-    assert estimate_seconds(cost, [(10, 4)], repeat=1, warmup_tokens=0) == pytest.approx(pair)
+    assert estimate_seconds(COST, [(10, 4), (10, 4)], repeat=3, warmup_tokens=2) == pytest.approx(6 * 4.59 + 2.32)
+    assert estimate_seconds(COST, [(10, 4)], repeat=1, warmup_tokens=0) == pytest.approx(4.59)
+
+
+def test_plan_skips_what_passes_the_budget_and_keeps_later_cheaper_rows() -> None:
+    configs = [(10, 4), (10, 1), (20, 1)]  # pairs: 4.59 s, 1.2 s, 1.4 s; warm-ups at 10 and 20: 2.32 s, 2.62 s
+    assert plan_within_budget(COST, configs, repeat=1, warmup_tokens=0, max_seconds=3) == [False, True, True]
+    assert plan_within_budget(COST, configs, repeat=1, warmup_tokens=2, max_seconds=4.1) == [False, True, False]
+    assert plan_within_budget(COST, configs, repeat=2, warmup_tokens=0, max_seconds=2) == [False, False, False]
+    assert plan_within_budget(COST, configs, repeat=9, warmup_tokens=2, max_seconds=0) == [True, True, True]
 
 
 def test_check_budget_names_the_estimate_and_the_setting() -> None:

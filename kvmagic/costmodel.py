@@ -1,0 +1,283 @@
+"""A cost model of both conditions from a few short probes: why the cache buys what it buys.
+
+Two curves explain a greedy generation: F(L), one forward pass over L tokens without a cache
+(what every uncached step and the cached prefill cost), and D(L), one cached decode step with L
+tokens already cached. Uncached generation of N tokens after P costs about sum_{i<N} F(P+i);
+cached about F(P) + sum_{1<=i<N} D(P+i). Each curve is the lowest-degree polynomial in L that the
+probes support. ``generate`` adds its own work around every forward (input preparation, logits
+processing, stopping checks), the same in both conditions: a constant G per step and C per call,
+found from two short cached ``generate`` calls against what their forwards alone predict. The fitting and summation are pure Python (exactly checkable by hand); only the
+probes import torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+
+if TYPE_CHECKING:
+    from transformers import BatchEncoding
+
+    from .loading import LoadedModel
+
+__all__ = ["PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial", "break_even", "fit_polynomial", "probe"]
+
+MAX_DEGREE = 2
+PROBE_LENGTHS = 5  # distinct lengths per curve: enough to tell a line from a parabola, held out one at a time
+PROBE_REPEAT = 5  # timings per length; the fastest is the point fitted (interference on a shared machine only adds time)
+OVERHEAD_TOKENS = (2, 10)  # lengths of the two cached generates that measure G (their difference) and C
+
+
+@dataclass(frozen=True)
+class Polynomial:
+    """``coefficients[k] * L**k`` summed: seconds as a function of a length."""
+
+    coefficients: tuple[float, ...]
+
+    @property
+    def degree(self) -> int:
+        return len(self.coefficients) - 1
+
+    def __call__(self, length: float) -> float:
+        return sum(c * length**k for k, c in enumerate(self.coefficients))
+
+    def describe(self) -> str:
+        terms = [f"{c:.3g}" if k == 0 else f"{c:+.3g}*L" + ("" if k == 1 else f"^{k}") for k, c in enumerate(self.coefficients)]
+        return " ".join(terms) + " s"
+
+
+def _least_squares(points: Sequence[tuple[float, float]], degree: int) -> Polynomial:
+    """Ordinary least squares through the normal equations, with lengths scaled to [0, 1] to stay well conditioned."""
+    scale = max(abs(x) for x, _ in points) or 1.0
+    size = degree + 1
+    matrix = [[sum((x / scale) ** (i + j) for x, _ in points) for j in range(size)] for i in range(size)]
+    vector = [sum(y * (x / scale) ** i for x, y in points) for i in range(size)]
+    solution = _solve(matrix, vector)
+    return Polynomial(tuple(c / scale**k for k, c in enumerate(solution)))
+
+
+def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (at most 3 x 3 here)."""
+    size = len(vector)
+    rows = [[*row, value] for row, value in zip(matrix, vector)]
+    for col in range(size):
+        pivot = max(range(col, size), key=lambda r: abs(rows[r][col]))
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        if rows[col][col] == 0:
+            raise ValueError("singular system: the lengths do not determine this degree")
+        for r in range(col + 1, size):
+            factor = rows[r][col] / rows[col][col]
+            rows[r] = [a - factor * b for a, b in zip(rows[r], rows[col])]
+    solution = [0.0] * size
+    for r in reversed(range(size)):
+        solution[r] = (rows[r][size] - sum(rows[r][c] * solution[c] for c in range(r + 1, size))) / rows[r][r]
+    return solution
+
+
+def _held_out_error(points: Sequence[tuple[float, float]], degree: int) -> float:
+    """Mean squared error predicting each point from a fit to the others (leave-one-out)."""
+    errors = []
+    for index, (x, y) in enumerate(points):
+        rest = [p for i, p in enumerate(points) if i != index]
+        errors.append((_least_squares(rest, degree)(x) - y) ** 2)
+    return sum(errors) / len(errors)
+
+
+def fit_polynomial(points: Sequence[tuple[float, float]], max_degree: int = MAX_DEGREE) -> Polynomial:
+    """The polynomial of degree 0..``max_degree`` that best predicts held-out points.
+
+    A degree is a candidate only with two points more than its coefficients' count of distinct
+    lengths, so that leaving one out still leaves it determined with a point to spare; a higher
+    degree must cut the held-out error by 10% to be chosen, so noise alone rarely buys a curve.
+    """
+    if not points:
+        raise ValueError("no points to fit")
+    distinct = len({x for x, _ in points})
+    best_degree, best_error = 0, math.inf
+    for degree in range(max_degree + 1):
+        if distinct < degree + 2:
+            break
+        error = _held_out_error(points, degree)
+        if error < 0.9 * best_error:
+            best_degree, best_error = degree, error
+    return _least_squares(points, best_degree)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Fitted prefill and decode curves, and what a generation costs under each condition."""
+
+    prefill: Polynomial  # F(L): one uncached forward over L tokens
+    decode: Polynomial  # D(L): one cached decode step with L tokens cached
+    step_overhead_s: float = 0.0  # G: what generate adds around each forward, in both conditions
+    call_overhead_s: float = 0.0  # C: what generate adds once per call (set-up, checks), in both conditions
+    probe_s: float = 0.0  # what probing cost
+
+    def generate_seconds(self, prompt_tokens: int, new_tokens: int, *, use_cache: bool) -> float:
+        """Predicted time of one greedy generate of ``new_tokens`` after ``prompt_tokens``.
+
+        Uncached, step i reprocesses all ``prompt_tokens + i`` tokens; cached, the first step is
+        the prefill and each later one a decode step; every step also pays G, every call C.
+        Negative stretches of a noisy fit count as 0.
+        """
+        forwards = self.forward_seconds(prompt_tokens, new_tokens, use_cache=use_cache)
+        return self.call_overhead_s + forwards + new_tokens * self.step_overhead_s
+
+    def forward_seconds(self, prompt_tokens: int, new_tokens: int, *, use_cache: bool) -> float:
+        """The forwards alone: sum of F(P+i), or F(P) plus the sum of D(P+i)."""
+        if use_cache:
+            steps = [self.prefill(prompt_tokens), *(self.decode(prompt_tokens + i) for i in range(1, new_tokens))]
+        else:
+            steps = [self.prefill(prompt_tokens + i) for i in range(new_tokens)]
+        return sum(max(step, 0.0) for step in steps)
+
+    def speedup(self, prompt_tokens: int, new_tokens: int) -> float:
+        cached = self.generate_seconds(prompt_tokens, new_tokens, use_cache=True)
+        return self.generate_seconds(prompt_tokens, new_tokens, use_cache=False) / cached if cached > 0 else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prefill": list(self.prefill.coefficients), "decode": list(self.decode.coefficients),
+                "step_overhead_s": self.step_overhead_s, "call_overhead_s": self.call_overhead_s,
+                "probe_s": self.probe_s}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CostModel:
+        return cls(Polynomial(tuple(data["prefill"])), Polynomial(tuple(data["decode"])),
+                   float(data.get("step_overhead_s", 0.0)), float(data.get("call_overhead_s", 0.0)),
+                   float(data.get("probe_s", 0.0)))  # fmt: skip
+
+    def explain(self, prompt_tokens: int, new_tokens: int, *, kv_bytes: int | None, weight_bytes: int | None) -> list[str]:
+        """Plain-language reasons for the speed-up at this size, from the fitted curves alone."""
+        mib = 1024 * 1024
+        notes = [f"cost model: prefill F(L) = {self.prefill.describe()}; decode step D(L) = {self.decode.describe()}; "
+                 f"generate's own work G = {self.step_overhead_s * 1e3:.3g} ms per step and "
+                 f"C = {self.call_overhead_s * 1e3:.3g} ms per call"]  # fmt: skip
+        speedup = self.speedup(prompt_tokens, new_tokens)
+        notes.append(f"predicted speed-up {speedup:.2f}x at {prompt_tokens}+{new_tokens} tokens; {_break_even_text(self, prompt_tokens)}")
+        length = prompt_tokens + new_tokens - 1
+        for name, curve in (("uncached step F", self.prefill), ("cached step D", self.decode)):
+            total = curve(length) + self.step_overhead_s
+            fixed = curve.coefficients[0] + self.step_overhead_s
+            if total > 0:
+                share = min(max(fixed / total, 0.0), 1.0)
+                kind = "the fixed per-step cost" if share >= 0.5 else "the cost growing with length"
+                notes.append(f"at {length} tokens the {name}({length}) + G = {total * 1e3:.3g} ms is {share:.0%} fixed "
+                             f"per-step cost: {kind} dominates")
+        notes.append(
+            "the cache saves only what grows with length: where the fixed per-step cost dominates, both conditions "
+            "pay about the same per token and the speed-up stays small; longer prompts and generations raise it"
+        )
+        if kv_bytes is not None and weight_bytes:
+            notes.append(f"KV cache at {length} tokens: {kv_bytes / mib:.3g} MiB against {weight_bytes / mib:.3g} MiB of weights "
+                         f"({kv_bytes / weight_bytes:.1%}): the memory the cache trades for time")
+        return notes
+
+
+def break_even(model: CostModel, prompt_tokens: int, target: float = 1.0, limit: int = 1 << 16) -> int | None:
+    """The fewest new tokens for which the predicted speed-up exceeds ``target`` (None within ``limit``)."""
+    uncached = cached = model.call_overhead_s
+    for i in range(limit):
+        step = max(model.prefill(prompt_tokens + i), 0.0) + model.step_overhead_s
+        uncached += step
+        cached += step if i == 0 else max(model.decode(prompt_tokens + i), 0.0) + model.step_overhead_s
+        if cached > 0 and uncached / cached > target:
+            return i + 1
+    return None
+
+
+def _break_even_text(model: CostModel, prompt_tokens: int) -> str:
+    even, double = break_even(model, prompt_tokens), break_even(model, prompt_tokens, 2.0)
+    text = (f"the cache breaks even from {even} new tokens on" if even is not None else "the cache never breaks even")
+    text += f" and passes 2x from {double}" if double is not None else " and never reaches 2x"
+    return text + f" (prompt of {prompt_tokens})"
+
+
+def probe_lengths(low: int, high: int, count: int = PROBE_LENGTHS) -> list[int]:
+    """``count`` lengths spread geometrically from ``low`` to ``high``, both included, duplicates dropped."""
+    if high <= low:
+        return [low]
+    ratio = high / low
+    return list(dict.fromkeys(round(low * ratio ** (k / (count - 1))) for k in range(count)))
+
+
+def probe(
+    loaded: LoadedModel, inputs: BatchEncoding, shortest: int, longest: int, *, repeat: int = PROBE_REPEAT
+) -> CostModel:
+    """Time F(L) and D(L) over lengths from ``shortest`` to ``longest`` and fit both curves.
+
+    F(L) is one forward with ``use_cache=False``; D(L) one forward of a single token on a cache
+    that a prefill of L tokens built, and then at L + 1, L + 2 on the cache each step grew (each
+    a decode step a cached generate takes). Each probe is timed between device synchronizations
+    under ``torch.inference_mode``; the model computes only the last position's logits, as
+    ``generate`` asks it to. The fastest of ``repeat`` timings counts: the model's own cost, to
+    which interference from other work on the machine can only add.
+    """
+    import torch
+
+    from .timing import synchronize
+
+    model, devices = loaded.model, loaded.devices
+    ids = inputs["input_ids"]
+    source = ids.repeat(1, -(-(longest + repeat) // ids.shape[-1]))
+    accepted = inspect.signature(model.forward).parameters
+    extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+    cache_name = "cache" if "cache" in accepted else "past_key_values"  # transformers 5 renamed it
+
+    def timed(**kwargs: Any) -> tuple[Any, float]:
+        synchronize(devices)
+        start = perf_counter()
+        output = model(**kwargs, **extra)
+        synchronize(devices)
+        return output, perf_counter() - start
+
+    started = perf_counter()
+    prefill_points, decode_points = [], []
+    with torch.inference_mode():
+        for length in probe_lengths(shortest, longest):
+            window = source[:, :length]
+            mask = torch.ones_like(window)
+            times = [timed(input_ids=window, attention_mask=mask, use_cache=False)[1] for _ in range(repeat)]
+            prefill_points.append((length, min(times)))
+            cache = getattr(model(input_ids=window, attention_mask=mask, use_cache=True, **extra), cache_name)
+            steps = []
+            for step in range(repeat):
+                position = length + step
+                token = source[:, position : position + 1]
+                kwargs: dict[str, Any] = {"input_ids": token, cache_name: cache, "use_cache": True,
+                                          "attention_mask": torch.ones_like(source[:, : position + 1])}  # fmt: skip
+                if "cache_position" in accepted:
+                    kwargs["cache_position"] = torch.tensor([position], device=token.device)
+                output, seconds = timed(**kwargs)
+                cache = getattr(output, cache_name)
+                steps.append(seconds)
+            decode_points.append((length + (repeat - 1) / 2, min(steps)))
+            del cache
+    forwards = CostModel(fit_polynomial(prefill_points), fit_polynomial(decode_points))
+    step, call = _generate_overhead(loaded, source[:, :shortest], forwards, repeat)
+    return dataclasses.replace(forwards, step_overhead_s=step, call_overhead_s=call, probe_s=perf_counter() - started)
+
+
+def _generate_overhead(loaded: LoadedModel, ids: Any, forwards: CostModel, repeat: int) -> tuple[float, float]:
+    """G and C: what two short cached generates take beyond their forwards, split into per step and per call.
+
+    The excess grows by G per extra token; what is left at the shorter length is C. Neither is negative.
+    """
+    import torch
+
+    from .timing import greedy_config, timed_generate
+
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    excess = []
+    for tokens in OVERHEAD_TOKENS:
+        config = greedy_config(loaded.model, loaded.tokenizer, tokens, use_cache=True)
+        seconds = min(timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(repeat))
+        excess.append(seconds - forwards.forward_seconds(ids.shape[-1], tokens, use_cache=True))
+    (short, short_excess), (long, long_excess) = zip(OVERHEAD_TOKENS, excess)
+    step = max((long_excess - short_excess) / (long - short), 0.0)
+    return step, max(short_excess - short * step, 0.0)

@@ -1,0 +1,122 @@
+"""The cost model and -r auto on the tiny model: predictions beside measurements, predicted-only rows, auto repeats."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from IPython.core.error import UsageError
+
+from kvmagic import KVMagicError, bench, costmodel, run_benchmark, stats
+from kvmagic.results import PREDICTED_COLUMNS, BenchmarkResult
+
+from .conftest import PROMPT
+
+
+def test_probe_fits_positive_curves_on_a_real_model(tiny) -> None:
+    inputs = bench.stretch_prompt(tiny, PROMPT, 8)
+    model = costmodel.probe(tiny, inputs, 8, 40, repeat=2)
+    assert model.prefill(8) > 0 and model.prefill(40) > 0 and model.decode(20) > 0
+    assert model.step_overhead_s >= 0 and model.probe_s > 0
+    assert run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0).identical  # the probes left the model as it was
+
+
+def test_predictions_sit_beside_measurements_within_a_loose_bound(tiny) -> None:
+    # long enough runs, and medians of 3, so a burst of load on a shared machine cannot decide the comparison
+    result = run_benchmark(tiny, PROMPT, new_tokens=[16, 32], prompt_tokens=[8], warmup_tokens=2, repeat=3, predict=True)
+    frame = result.to_dataframe()
+    assert list(frame.columns[-4:]) == list(PREDICTED_COLUMNS)
+    assert list(frame["measured"]) == [True, True]
+    for _, row in frame.iterrows():
+        # a sanity bound, not a timing claim: benchmarks/cost_model.py measures the accuracy
+        assert 0.5 < row["predicted_uncached_s"] / row["uncached_s"] < 2, row
+        assert 0.5 < row["predicted_cached_s"] / row["cached_s"] < 2, row
+        assert row["predicted_speedup"] == pytest.approx(row["predicted_uncached_s"] / row["predicted_cached_s"])
+    notes = result.notes()
+    assert notes[0].startswith("prompt stretched: ") and notes[1].startswith("cost model: prefill F(L) = ")
+    assert any(n.startswith("KV cache at 39 tokens: ") for n in notes)
+    assert result.metadata["weight_bytes"] == sum(p.numel() * p.element_size() for p in tiny.model.parameters())
+    again = BenchmarkResult.from_json(result.to_json())
+    assert again.predictions == result.predictions and again.cost_model == result.cost_model
+    assert again.to_dataframe().equals(frame)
+
+
+def test_rows_past_the_budget_are_predicted_only(tiny, monkeypatch) -> None:
+    measured: list[int] = []
+    real = bench.measure
+    monkeypatch.setattr(bench, "measure", lambda *a, **k: measured.append(k["new_tokens"]) or real(*a, **k))
+    result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=1e-9, predict=True)
+    assert measured == [] and result.measurements == []
+    frame = result.to_dataframe()
+    assert list(frame["measured"]) == [False, False]
+    assert frame["uncached_s"].isna().all() and (frame["predicted_speedup"] > 0).all()
+    natural = frame["prompt_tokens"][0]
+    assert result.notes()[0] == (
+        f"predicted only (measured=False): {natural}+2, {natural}+3 tokens; measuring them would pass the 1e-09 s "
+        "budget (--max-seconds)"
+    )
+
+
+def test_without_predict_there_are_no_prediction_columns(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0)
+    assert result.predictions == [] and result.cost_model is None
+    assert not set(PREDICTED_COLUMNS) & set(result.to_dataframe().columns)
+
+
+def _auto_note(result: BenchmarkResult) -> str:
+    (note,) = [n for n in result.notes() if n.startswith("-r auto: ")]
+    return note
+
+
+def test_auto_repeat_stops_at_the_minimum_when_the_cap_is_zero(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, repeat="auto", ci_target=1e-9, auto_cap=0)
+    assert len(result.times("cached")) == len(result.times("uncached")) == bench.MIN_AUTO_PAIRS
+    assert result.metadata["repeat"] == "auto" and result.metadata["auto_cap"] == 0
+    assert _auto_note(result).endswith("the 0 s cap (--auto-cap) came first")
+
+
+def test_auto_repeat_stops_at_the_minimum_when_the_target_is_loose(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, repeat="auto", ci_target=0.99, auto_cap=60)
+    assert len(result.times("cached")) == bench.MIN_AUTO_PAIRS
+    assert _auto_note(result).endswith("within the ±99% target")
+
+
+def test_auto_repeat_terminates_with_the_target_met_or_the_cap_hit(tiny, monkeypatch) -> None:
+    checks: list[bool] = []
+    real = bench.enough_pairs
+    monkeypatch.setattr(bench, "enough_pairs", lambda *a: checks.append(real(*a)) or checks[-1])
+    result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, repeat="auto", ci_target=0.05, auto_cap=3)
+    pairs = len(result.times("cached"))
+    assert pairs >= bench.MIN_AUTO_PAIRS and pairs == len(result.times("uncached"))
+    low, high = result.speedup_ci
+    width = stats.relative_half_width(result.speedup, low, high)
+    note = _auto_note(result)
+    assert note.startswith(f"-r auto: {result.prompt_tokens}+4 tokens took {pairs} pairs; ")
+    # The cap is checked first, so the stopping rule ran at most once per pair past the minimum and said yes at most last.
+    assert len(checks) <= pairs - bench.MIN_AUTO_PAIRS + 1 and not any(checks[:-1])
+    if checks and checks[-1]:
+        assert width <= 0.05 and note.endswith("within the ±5% target")
+    elif width > 0.05:
+        assert note.endswith("the 3 s cap (--auto-cap) came first")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"repeat": "often"}, "repeat (-r) must be a whole number >= 1 or 'auto', got 'often'"),
+        ({"ci_target": 0}, "ci_target (--ci-target) must be a fraction between 0 and 1, e.g. 0.05 for ±5%, got 0"),
+        ({"auto_cap": -1}, "auto_cap (--auto-cap) must be a number of seconds >= 0, got -1"),
+    ],
+)
+def test_bad_auto_arguments_are_refused(tiny, kwargs: dict, message: str) -> None:
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=2, **kwargs)
+    assert str(caught.value) == message
+
+
+def test_the_magic_takes_auto_and_predict(shell, capsys) -> None:
+    result = shell.run_cell_magic("kvbench", "-n 2 -w 0 -r AUTO --ci-target 0.99 --auto-cap 5 --predict -o", PROMPT)
+    assert result.metadata["repeat"] == "auto" and result.metadata["ci_target"] == 0.99
+    assert len(result.predictions) == 1 and not math.isnan(result.to_dataframe()["predicted_speedup"][0])
+    with pytest.raises(UsageError, match="expected a whole number, got 'sometimes'"):
+        shell.run_cell_magic("kvbench", "-r sometimes", PROMPT)
