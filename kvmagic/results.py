@@ -24,6 +24,7 @@ __all__ = [
     "EXPORTS",
     "MIN_REPEAT_FOR_SPREAD",
     "NEAR_TIE",
+    "STRATEGY_COLUMNS",
     "BenchmarkResult",
     "Measurement",
     "Mismatch",
@@ -38,6 +39,11 @@ COLUMNS = (
     "uncached_ttft_s", "cached_ttft_s", "uncached_tok_s", "cached_tok_s",
     "kv_cache_mib", "kv_predicted_mib", "uncached_peak_mib", "cached_peak_mib",
     "uncached_min_s", "cached_min_s", "uncached_iqr_s", "cached_iqr_s", "speedup_ci_low", "speedup_ci_high",
+)  # fmt: skip
+# With --cache: one row per (prompt_tokens, new_tokens, strategy), each strategy against the "off" runs.
+STRATEGY_COLUMNS = (
+    "prompt_tokens", "new_tokens", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
+    "kv_cache_mib", "peak_mib", "compile_s", "note",
 )  # fmt: skip
 MIN_REPEAT_FOR_SPREAD = 3  # fewer runs give no meaningful IQR or interval
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
@@ -66,10 +72,14 @@ class Mismatch:
     actual_token: str = ""
     margin: float | None = None  # top-2 score gap of the differing run's condition at that step
 
+    def short(self) -> str:
+        """Where, and which tokens, for a table cell."""
+        return f"{self.position}: {self.expected_token!r} (id {self.expected_id}) vs {self.actual_token!r} (id {self.actual_id})"
+
     def describe(self, runs: Sequence[str]) -> str:
         text = (
             f"generated tokens differ from position {self.position}: {self.expected_token!r} "
-            f"(id {self.expected_id}, first uncached run) vs {self.actual_token!r} "
+            f"(id {self.expected_id}, first {runs[0]} run) vs {self.actual_token!r} "
             f"(id {self.actual_id}, {runs[self.run]} run)"
         )
         if self.margin is not None:
@@ -134,6 +144,8 @@ class Measurement:
     mismatch: Mismatch | None = None
     profiles: dict[str, StepProfile] = field(default_factory=dict)  # condition -> its extra hooked run
     kv_predicted_bytes: int | None = None
+    mismatches: dict[str, Mismatch] = field(default_factory=dict)  # condition -> where it left the first run
+    compile_s: dict[str, float] = field(default_factory=dict)  # compiled condition -> its first call's extra
 
     def times(self, condition: str) -> list[float]:
         return [s for run, s in zip(self.runs, self.seconds) if run == condition]
@@ -186,6 +198,26 @@ class Measurement:
     def identical(self) -> bool:
         return self.mismatch is None
 
+    def strategy_row(self, name: str, note: str = "") -> dict[str, Any]:
+        """One strategy's line of the --cache table; a strategy with no runs here is its ``note`` alone."""
+        row: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens, "strategy": name}
+        times, reference = self.times(name), self.times(self.runs[0])
+        if not times:
+            return {**row, **dict.fromkeys(STRATEGY_COLUMNS[3:], math.nan), "identical": None, "first_mismatch": "", "note": note}
+        mismatch = self.mismatches.get(name)
+        return {
+            **row,
+            "seconds": statistics.median(times),
+            "tok_s": self._profiled(name, "tok_s"),
+            "speedup": statistics.median(reference) / statistics.median(times),
+            "identical": mismatch is None,
+            "first_mismatch": "" if mismatch is None else mismatch.short(),
+            "kv_cache_mib": self._profiled(name, "kv_bytes", MIB),
+            "peak_mib": self._profiled(name, "peak_bytes", MIB),
+            "compile_s": self.compile_s.get(name, math.nan),
+            "note": "",
+        }
+
     def row(self) -> dict[str, Any]:
         ci_low, ci_high = self.speedup_ci
         return {
@@ -233,19 +265,28 @@ class BenchmarkResult:
     def identical(self) -> bool:
         return all(m.identical for m in self.measurements)
 
+    @property
+    def strategies(self) -> list[str]:
+        """The --cache strategies compared, in order; empty for the plain two-condition run."""
+        return list(self.metadata.get("strategies", ()))
+
     def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame([m.row() for m in self.measurements], columns=list(COLUMNS))
+        if not self.strategies:
+            return pd.DataFrame([m.row() for m in self.measurements], columns=list(COLUMNS))
+        skipped = self.metadata.get("skipped", {})
+        rows = [m.strategy_row(name, skipped.get(name, "")) for m in self.measurements for name in self.strategies]
+        return pd.DataFrame(rows, columns=list(STRATEGY_COLUMNS))
 
     def notes(self) -> list[str]:
         """Plain-language remarks a reader of the table should not miss."""
         notes = self._sweep_notes()
         for m in self.measurements:
             where = f"{m.prompt_tokens}+{m.new_tokens} tokens"
-            if m.mismatch is not None:
+            if m.mismatch is not None and not self.strategies:  # with --cache, first_mismatch says it per strategy
                 notes.append(f"{where}: {m.mismatch.describe(m.runs)}")
-            for condition in ("uncached", "cached"):
+            for condition in dict.fromkeys(m.runs):
                 spread = m.spread(condition)
                 if spread > stats.SPREAD_WARNING:
                     notes.append(
@@ -258,9 +299,10 @@ class BenchmarkResult:
         return "\n".join([self.to_dataframe().to_string(index=False), *self.notes()])
 
     def __repr__(self) -> str:
-        rows = ", ".join(
-            f"{m.prompt_tokens}+{m.new_tokens} tokens: {m.speedup:.2f}x" for m in self.measurements
-        )
+        if self.strategies:
+            rows = f"{len(self.measurements)} configurations x strategies {', '.join(self.strategies)}"
+        else:
+            rows = ", ".join(f"{m.prompt_tokens}+{m.new_tokens} tokens: {m.speedup:.2f}x" for m in self.measurements)
         partial = "; partial" if self.partial else ""
         return f"<BenchmarkResult {self.model}: {rows}; identical={self.identical}{partial}>"
 
@@ -367,6 +409,7 @@ def _measurement_from_dict(data: dict[str, Any]) -> Measurement:
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
     if values.get("mismatch") is not None:
         values["mismatch"] = Mismatch(**values["mismatch"])
+    values["mismatches"] = {name: Mismatch(**m) for name, m in values.get("mismatches", {}).items()}
     values["profiles"] = {
         condition: StepProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in profile.items()})
         for condition, profile in values.get("profiles", {}).items()
