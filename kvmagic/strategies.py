@@ -33,7 +33,6 @@ _BACKENDS: dict[str, tuple[str | None, str | None, str | None]] = {
 _BACKEND_MODULES = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
 _BITS = {"quanto": (2, 4), "hqq": (1, 2, 3, 4, 8)}  # the nbits each backend accepts; fp8 has no choice
 _STATIC = ("static", "offloaded_static")  # the caches torch.compile can work with
-_ACCELERATED = ("offloaded", "offloaded_static")
 KNOWN = ("off", "dynamic", "static", "offloaded", "offloaded_static", *(f"{QUANTIZED}:{b}" for b in _BACKENDS))
 
 
@@ -103,7 +102,7 @@ def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
     spelling = legacy if _major() < 5 else current
     if spelling is None:
         return Strategy(name, reason=f"transformers {_version()} has no {backend} quantized cache (5.x has): upgrade transformers")
-    if package is not None and importlib.util.find_spec(_BACKEND_MODULES[package]) is None:
+    if package is not None and not _installed(package):
         return Strategy(name, reason=f"needs {package}: pip install 'kvmagic[quantized]'")
     config: dict[str, Any] = {"backend": spelling}
     if kv_bits is not None and backend in _BITS:
@@ -111,10 +110,14 @@ def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
     return Strategy(name, {"use_cache": True, "cache_implementation": QUANTIZED, "cache_config": config})
 
 
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(_BACKEND_MODULES[package]) is not None
+
+
 def _implementation_reason(loaded: LoadedModel, implementation: str) -> str:
     if implementation not in _installed_implementations():
         return f"transformers {_version()} has no cache_implementation={implementation!r}"
-    if implementation in _ACCELERATED and not any(d.type in ("cuda", "xpu") for d in loaded.devices):
+    if implementation.startswith("offloaded") and not any(d.type in ("cuda", "xpu") for d in loaded.devices):
         return "needs a GPU (CUDA or XPU): it offloads the cache from the accelerator to CPU memory"
     if implementation == "sliding_window" and _major() < 5 and "full_attention" in _layer_types(loaded):
         return (
