@@ -207,3 +207,26 @@ def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, m
     assert row["strategy"] == "static" and row["note"].startswith("failed: ") and "nope" in row["note"]
     assert result.measurements[0].runs == ("off",)
     assert snapshot(tiny.model) == before
+
+
+def test_the_magic_returns_the_strategy_table(shell) -> None:
+    frame = shell.run_cell_magic("kvbench", "-n 2 -w 1 --cache dynamic -q -v found", PROMPT)
+    assert frame is None  # -q
+    result = shell.user_ns["found"]
+    assert result.strategies == ["off", "dynamic"]
+    assert list(result.to_dataframe()["strategy"]) == ["off", "dynamic"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("-n 2 --kv-bits 4", "--kv-bits and --compile choose how a --cache strategy runs"),
+        ("-n 2 --cache off --plot", "--compare and --plot work on the two-condition run"),
+        ("-n 2 --cache off,dynamc", "unknown cache strategy 'dynamc'"),
+    ],
+)
+def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, message: str) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="^" + message):
+        shell.run_cell_magic("kvbench", line, PROMPT)
