@@ -181,6 +181,7 @@ def profiled_generate(
             generation_config=config,
             stopping_criteria=StoppingCriteriaList([timer]),
             logits_processor=LogitsProcessorList([tops]),
+            **_GENERATE_KWARGS,
         )
         synchronize(devices)
     # transformers 5 returns the cache as ``cache``; 4.x as ``past_key_values`` (deprecated in 5).
