@@ -230,3 +230,19 @@ def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, messa
 
     with pytest.raises(UsageError, match="^" + message):
         shell.run_cell_magic("kvbench", line, PROMPT)
+
+
+@pytest.mark.skipif(not strategies._installed("optimum-quanto"), reason="needs optimum-quanto (the test extra)")
+def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
+    from kvmagic.bench import condition_config, encode_prompt
+    from kvmagic.memory import cache_nbytes, predicted_kv_nbytes
+    from kvmagic.timing import profiled_generate
+
+    inputs = encode_prompt(tiny, PROMPT)
+    prompt_tokens = inputs["input_ids"].shape[-1]
+    config = condition_config(tiny, 12, resolve(tiny, "quantized:quanto", kv_bits=2).settings)
+    cache = profiled_generate(tiny.model, inputs, config, tiny.devices).cache
+    # Full-precision leftovers (the residual of recent tokens) are only part of what the cache holds.
+    residual = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values) if t is not None)
+    counted = cache_nbytes(cache)
+    assert residual < counted < predicted_kv_nbytes(tiny.model.config, prompt_tokens + 11, torch.float32)
