@@ -32,7 +32,9 @@ def first_use(loaded, names: list[str]) -> dict[str, tuple[float, float]]:
     for strategy in strategies(loaded, names):
         if not strategy.reason:
             config = condition_config(loaded, 1, strategy.settings)
-            calls[strategy.name] = tuple(timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(2))
+            calls[strategy.name] = tuple(
+                timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(2)
+            )
     return calls
 
 

@@ -17,7 +17,15 @@ from .guards import is_out_of_memory, with_memory_advice
 from .memory import cache_nbytes, predicted_kv_nbytes
 from .results import BenchmarkResult, Measurement, Mismatch, StepProfile, first_mismatch
 from .strategies import parse_names, strategies
-from .sweep import StepCost, check_budget, configurations, estimate_seconds, generate_seconds, parse_lengths, stretch_ids
+from .sweep import (
+    StepCost,
+    check_budget,
+    configurations,
+    estimate_seconds,
+    generate_seconds,
+    parse_lengths,
+    stretch_ids,
+)
 from .timing import greedy_config, profiled_generate, timed_generate
 
 if TYPE_CHECKING:
@@ -112,7 +120,9 @@ def run_benchmark(
     _check_count("warmup_tokens", warmup_tokens, minimum=0, flag="-w")
     _check_count("repeat", repeat, minimum=1, flag="-r")
     if cache is None and (kv_bits is not None or compile):
-        raise KVMagicError("--kv-bits and --compile choose how a --cache strategy runs: add --cache (e.g. --cache off,dynamic,static)")
+        raise KVMagicError(
+            "--kv-bits and --compile choose how a --cache strategy runs: add --cache (e.g. --cache off,dynamic,static)"
+        )
     names = None if cache is None else parse_names(cache)
     if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or not max_seconds >= 0:
         raise KVMagicError(f"max_seconds (--max-seconds) must be a number of seconds >= 0 (0: no limit), got {max_seconds!r}")
@@ -224,7 +234,9 @@ def _sweep(
                 _warm(loaded, inputs[prompt_length], warmup_tokens, conditions, result)
                 warmed.add(prompt_length)
             first_calls = _first_calls(loaded, inputs[prompt_length], new_length, conditions, result)
-            measurement = measure(loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat, conditions=conditions)
+            measurement = measure(
+                loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat, conditions=conditions
+            )
             measurement.compile_s = {
                 name: seconds - statistics.median(measurement.times(name)) for name, seconds in first_calls.items()
             }
@@ -288,7 +300,11 @@ def warm_up(
 
 
 def _warm(
-    loaded: LoadedModel, inputs: BatchEncoding, tokens: int, conditions: dict[str, dict[str, Any]], result: BenchmarkResult
+    loaded: LoadedModel,
+    inputs: BatchEncoding,
+    tokens: int,
+    conditions: dict[str, dict[str, Any]],
+    result: BenchmarkResult,
 ) -> None:
     """Warm up; with --cache, every strategy runs at least one token (a backend builds its kernels on
     first use), and one that fails here is dropped with the error as its reason instead of ending the run."""
@@ -298,7 +314,7 @@ def _warm(
     for name, settings in list(conditions.items()):
         try:
             warm_up(loaded, inputs, max(tokens, 1), {name: settings})
-        except Exception as error:  # noqa: BLE001 - any failure of one strategy is that strategy's note
+        except Exception as error:
             if is_out_of_memory(error):
                 raise
             del conditions[name]
@@ -310,11 +326,12 @@ def _first_calls(
 ) -> dict[str, float]:
     """One untimed run of each compiled strategy at this configuration's exact shape: a static cache is
     sized by the whole length, so each new length compiles anew, and that compile belongs here."""
-    return {
-        name: timed_generate(loaded.model, inputs, condition_config(loaded, new_tokens, conditions[name]), loaded.devices)[1]
-        for name in result.metadata.get("compiled", ())
-        if name in conditions
-    }
+    first_calls = {}
+    for name in result.metadata.get("compiled", ()):
+        if name in conditions:
+            config = condition_config(loaded, new_tokens, conditions[name])
+            first_calls[name] = timed_generate(loaded.model, inputs, config, loaded.devices)[1]
+    return first_calls
 
 
 def measure(

@@ -190,7 +190,9 @@ def load_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict
 
 def benchmark_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of :func:`run_benchmark` the parsed benchmark options ask for."""
-    names = ("new_tokens", "prompt_tokens", "warmup_tokens", "repeat", "chat", "max_seconds", "cache", "kv_bits", "compile")
+    names = (
+        "new_tokens", "prompt_tokens", "warmup_tokens", "repeat", "chat", "max_seconds", "cache", "kv_bits", "compile",
+    )  # fmt: skip
     return {name: resolved(args, configured, name) for name in names}
 
 

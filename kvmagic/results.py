@@ -74,7 +74,8 @@ class Mismatch:
 
     def short(self) -> str:
         """Where, and which tokens, for a table cell."""
-        return f"{self.position}: {self.expected_token!r} (id {self.expected_id}) vs {self.actual_token!r} (id {self.actual_id})"
+        expected = f"{self.expected_token!r} (id {self.expected_id})"
+        return f"{self.position}: {expected} vs {self.actual_token!r} (id {self.actual_id})"
 
     def describe(self, runs: Sequence[str]) -> str:
         text = (
@@ -203,7 +204,8 @@ class Measurement:
         row: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens, "strategy": name}
         times, reference = self.times(name), self.times(self.runs[0])
         if not times:
-            return {**row, **dict.fromkeys(STRATEGY_COLUMNS[3:], math.nan), "identical": None, "first_mismatch": "", "note": note}
+            empty = dict.fromkeys(STRATEGY_COLUMNS[3:], math.nan)
+            return {**row, **empty, "identical": None, "first_mismatch": "", "note": note}
         mismatch = self.mismatches.get(name)
         return {
             **row,

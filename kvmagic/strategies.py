@@ -74,7 +74,9 @@ def strategies(
     if compile:
         plain = [n for n in wanted if n in _STATIC]
         if not plain:
-            raise KVMagicError("--compile compiles a static cache: add static to --cache (e.g. --cache off,dynamic,static)")
+            raise KVMagicError(
+                "--compile compiles a static cache: add static to --cache (e.g. --cache off,dynamic,static)"
+            )
         wanted += [n + COMPILE_SUFFIX for n in plain]
     return [resolve(loaded, name, kv_bits=kv_bits) for name in dict.fromkeys(wanted)]
 
@@ -101,7 +103,9 @@ def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
     legacy, current, package = _BACKENDS[backend]
     spelling = legacy if _major() < 5 else current
     if spelling is None:
-        return Strategy(name, reason=f"transformers {_version()} has no {backend} quantized cache (5.x has): upgrade transformers")
+        return Strategy(
+            name, reason=f"transformers {_version()} has no {backend} quantized cache (5.x has): upgrade transformers"
+        )
     if package is not None and not _installed(package):
         return Strategy(name, reason=f"needs {package}: pip install 'kvmagic[quantized]'")
     config: dict[str, Any] = {"backend": spelling}
@@ -151,9 +155,13 @@ def _check_bits(names: Sequence[str], kv_bits: int) -> None:
         backend = name.removesuffix(COMPILE_SUFFIX).partition(QUANTIZED + ":")[2]
         allowed = _BITS.get(backend)
         if allowed is not None and kv_bits not in allowed:
-            raise KVMagicError(f"--kv-bits {kv_bits} is not a width {backend} takes: use one of {', '.join(map(str, allowed))}")
+            raise KVMagicError(
+                f"--kv-bits {kv_bits} is not a width {backend} takes: use one of {', '.join(map(str, allowed))}"
+            )
     if not any(n.startswith(QUANTIZED + ":") for n in names):
-        raise KVMagicError("--kv-bits sets the width of a quantized cache: add quantized:quanto or quantized:hqq to --cache")
+        raise KVMagicError(
+            "--kv-bits sets the width of a quantized cache: add quantized:quanto or quantized:hqq to --cache"
+        )
 
 
 def _layer_types(loaded: LoadedModel) -> list[str]:

@@ -9,8 +9,7 @@ import torch
 import transformers
 from packaging.version import Version
 
-from kvmagic import run_benchmark
-from kvmagic import bench, strategies
+from kvmagic import bench, run_benchmark, strategies
 from kvmagic.errors import KVMagicError
 from kvmagic.results import COLUMNS, STRATEGY_COLUMNS, BenchmarkResult
 from kvmagic.strategies import Strategy, parse_names, resolve
@@ -63,7 +62,10 @@ def test_fp8_exists_only_in_transformers_5(tiny) -> None:
         assert fp8.reason == ""
         assert fp8.settings["cache_config"] == {"backend": "fp8"}
     else:
-        assert fp8.reason == f"transformers {transformers.__version__} has no fp8 quantized cache (5.x has): upgrade transformers"
+        assert (
+            fp8.reason
+            == f"transformers {transformers.__version__} has no fp8 quantized cache (5.x has): upgrade transformers"
+        )
 
 
 @pytest.mark.parametrize("package_there", [True, False])
@@ -103,7 +105,9 @@ def test_compile_adds_a_static_twin_that_says_why_it_is_not_compiled_on_cpu(tiny
     chosen = strategies.strategies(tiny, ["off", "static"], compile=True)
     assert [s.name for s in chosen] == ["off", "static", "static+compile"]
     compiled = chosen[-1]
-    assert compiled.compiled and compiled.reason.startswith(f"transformers {transformers.__version__} compiles generate only on cuda")
+    assert compiled.compiled and compiled.reason.startswith(
+        f"transformers {transformers.__version__} compiles generate only on cuda"
+    )
     assert compiled.reason.endswith("not on cpu: not compiled")
 
 
@@ -142,7 +146,11 @@ def test_one_row_per_configuration_and_strategy_with_the_reason_for_those_that_c
     skipped = compared.metadata["skipped"]
     for _, row in frame.iterrows():
         if row["strategy"] in skipped:
-            assert row["note"] == skipped[row["strategy"]] != "" and math.isnan(row["seconds"]) and row["identical"] is None
+            assert (
+                row["note"] == skipped[row["strategy"]] != ""
+                and math.isnan(row["seconds"])
+                and row["identical"] is None
+            )
         else:
             assert row["note"] == "" and row["seconds"] > 0 and row["tok_s"] > 0 and row["peak_mib"] > 0
     if not ON_GPU:
@@ -200,7 +208,9 @@ def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> N
 
 def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, monkeypatch) -> None:
     before = snapshot(tiny.model)
-    broken = Strategy("static", {"use_cache": True, "cache_implementation": "quantized", "cache_config": {"backend": "nope"}})
+    broken = Strategy(
+        "static", {"use_cache": True, "cache_implementation": "quantized", "cache_config": {"backend": "nope"}}
+    )
     monkeypatch.setattr(bench, "strategies", lambda loaded, names, **kwargs: [resolve(loaded, "off"), broken])
     result = run_benchmark(tiny, PROMPT, new_tokens=2, cache="static")
     row = result.to_dataframe().iloc[1]
