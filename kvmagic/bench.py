@@ -17,15 +17,7 @@ from .guards import is_out_of_memory, with_memory_advice
 from .memory import cache_nbytes, predicted_kv_nbytes
 from .results import BenchmarkResult, Measurement, Mismatch, StepProfile, first_mismatch
 from .strategies import parse_names, strategies
-from .sweep import (
-    StepCost,
-    check_budget,
-    configurations,
-    estimate_seconds,
-    generate_seconds,
-    parse_lengths,
-    stretch_ids,
-)
+from .sweep import StepCost, check_budget, configurations, estimate_seconds, generate_seconds, parse_lengths, stretch_ids
 from .timing import greedy_config, profiled_generate, timed_generate
 
 if TYPE_CHECKING:
