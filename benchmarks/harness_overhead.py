@@ -58,8 +58,8 @@ def main() -> None:
             times["kvmagic", condition] += m.times(condition)
 
     def bare_round() -> None:
-        for condition, use_cache in CONDITIONS.items():
-            seconds = bare_recipe(loaded.model, inputs, args.new_tokens, use_cache, loaded.devices)
+        for condition, settings in CONDITIONS.items():
+            seconds = bare_recipe(loaded.model, inputs, args.new_tokens, settings["use_cache"], loaded.devices)
             times["bare", condition].append(seconds)
 
     for index in range(args.pairs):

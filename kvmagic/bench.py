@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
+import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -13,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import costmodel, stats
 from .environment import environment
 from .errors import KVMagicError
-from .guards import with_memory_advice
+from .guards import is_out_of_memory, with_memory_advice
 from .memory import cache_nbytes, predicted_kv_nbytes
 from .results import BenchmarkResult, Measurement, Mismatch, Prediction, StepProfile, first_mismatch
+from .strategies import parse_names, strategies
 from .sweep import check_budget, configurations, estimate_seconds, pair_seconds, parse_lengths, plan_within_budget, stretch_ids
 from .timing import greedy_config, profiled_generate, timed_generate
 
@@ -24,9 +27,13 @@ if TYPE_CHECKING:
 
     from .loading import LoadedModel
 
-__all__ = ["CONDITIONS", "MIN_AUTO_PAIRS", "Repeat", "encode_prompt", "enough_pairs", "measure", "run_benchmark", "stretch_prompt", "warm_up"]
+__all__ = [
+    "CONDITIONS", "MIN_AUTO_PAIRS", "Repeat", "condition_config", "encode_prompt", "enough_pairs", "measure",
+    "run_benchmark", "stretch_prompt", "warm_up",
+]  # fmt: skip
 
-CONDITIONS = {"uncached": False, "cached": True}  # name -> use_cache
+# name -> the generation-config settings that make the condition; --cache replaces these with strategies.
+CONDITIONS: dict[str, dict[str, Any]] = {"uncached": {"use_cache": False}, "cached": {"use_cache": True}}
 MIN_AUTO_PAIRS = 5  # a bootstrap over 3 pairs has 10 distinct resamples and looks tighter than it is
 Repeat = int | Literal["auto"]
 
@@ -85,6 +92,9 @@ def run_benchmark(
     predict: bool = False,
     ci_target: float = 0.05,
     auto_cap: float = 60.0,
+    cache: str | Sequence[str] | None = None,
+    kv_bits: int | None = None,
+    compile: bool = False,
 ) -> BenchmarkResult:
     """Time greedy generation of ``new_tokens`` tokens with the KV cache off and on.
 
@@ -105,6 +115,11 @@ def run_benchmark(
     predicted only, not refused. ``repeat="auto"`` takes pairs until the 95% interval of the
     speed-up lies within ``ci_target`` of it (at least 5 pairs), or ``auto_cap`` seconds of
     measuring a configuration have passed.
+
+    ``cache`` (``"off,dynamic,static,quantized:fp8"``) compares those KV-cache strategies instead,
+    under the same protocol, against ``off``; one that cannot run here is kept with its reason
+    (see :mod:`kvmagic.strategies`). ``kv_bits`` sets a quantized cache's width; ``compile`` adds
+    a torch.compile'd static cache, compiled during an untimed run of each configuration's shape.
     """
     new_lengths = _lengths("new_tokens", new_tokens, flag="-n")
     _check_count("warmup_tokens", warmup_tokens, minimum=0, flag="-w")
@@ -116,6 +131,13 @@ def run_benchmark(
     _check_seconds("auto_cap", auto_cap, "--auto-cap")
     if isinstance(ci_target, bool) or not isinstance(ci_target, (int, float)) or not 0 < ci_target < 1:
         raise KVMagicError(f"ci_target (--ci-target) must be a fraction between 0 and 1, e.g. 0.05 for ±5%, got {ci_target!r}")
+    if cache is None and (kv_bits is not None or compile):
+        raise KVMagicError(
+            "--kv-bits and --compile choose how a --cache strategy runs: add --cache (e.g. --cache off,dynamic,static)"
+        )
+    names = None if cache is None else parse_names(cache)
+    if names is not None and (predict or repeat == "auto"):
+        raise KVMagicError("--predict and -r auto are about the cache off against on: drop them, or drop --cache")
     advice = (
         f"out of accelerator memory generating {'' if len(new_lengths) == 1 else 'up to '}{max(new_lengths)} tokens: "
         "lower -n, shorten the prompt, "
@@ -125,7 +147,7 @@ def run_benchmark(
     run = partial(
         _benchmark, loaded, prompt, new_lengths, prompt_tokens=prompt_tokens, warmup_tokens=warmup_tokens,
         repeat=repeat, chat=chat, max_seconds=max_seconds, progress=progress, predict=predict,
-        ci_target=ci_target, auto_cap=auto_cap,
+        ci_target=ci_target, auto_cap=auto_cap, names=names, kv_bits=kv_bits, compile=compile,
     )  # fmt: skip
     return with_memory_advice(run, advice)
 
@@ -144,7 +166,11 @@ def _benchmark(
     predict: bool,
     ci_target: float,
     auto_cap: float,
+    names: list[str] | None,
+    kv_bits: int | None,
+    compile: bool,
 ) -> BenchmarkResult:
+    chosen = None if names is None else strategies(loaded, names, kv_bits=kv_bits, compile=compile)
     natural = encode_prompt(loaded, prompt, chat=chat)
     natural_tokens = natural["input_ids"].shape[-1]
     if prompt_tokens is None:
@@ -173,9 +199,19 @@ def _benchmark(
             **({"max_seconds": max_seconds, "weight_bytes": _weight_bytes(loaded)} if predict else {}),
         },
     )
+    conditions = CONDITIONS
+    if chosen is not None:
+        conditions = {s.name: dict(s.settings) for s in chosen if not s.reason}
+        result.metadata.update(
+            strategies=[s.name for s in chosen],
+            skipped={s.name: s.reason for s in chosen if s.reason},
+            compiled=[s.name for s in chosen if s.compiled and not s.reason],
+            kv_bits=kv_bits,
+        )
     try:
-        _sweep(loaded, inputs, configs, result, warmup_tokens=warmup_tokens, repeat=repeat, max_seconds=max_seconds,
-               progress=progress, predict=predict, ci_target=ci_target, auto_cap=auto_cap)  # fmt: skip
+        _sweep(loaded, inputs, configs, result, conditions, warmup_tokens=warmup_tokens, repeat=repeat,
+               max_seconds=max_seconds, progress=progress, predict=predict, ci_target=ci_target,
+               auto_cap=auto_cap)  # fmt: skip
     except KeyboardInterrupt:
         if len(configs) == 1:  # nothing finished to return: the user asked to stop
             raise
@@ -188,6 +224,7 @@ def _sweep(
     inputs: Mapping[int, BatchEncoding],
     configs: list[tuple[int, int]],
     result: BenchmarkResult,
+    conditions: dict[str, dict[str, Any]],
     *,
     warmup_tokens: int,
     repeat: Repeat,
@@ -202,7 +239,7 @@ def _sweep(
     The budget's estimate counts ``-r auto`` at its minimum of pairs: ``auto_cap`` bounds the rest.
     """
     first = configs[0][0]
-    warm_up(loaded, inputs[first], warmup_tokens)
+    _warm(loaded, inputs[first], warmup_tokens, conditions, result)
     warmed = {first}
     cost = None
     planned_repeat = MIN_AUTO_PAIRS if repeat == "auto" else repeat
@@ -225,10 +262,17 @@ def _sweep(
         for index, ((prompt_length, new_length), weight) in enumerate(zip(todo, weights)):
             bar.set_description_str(f"kvbench {index + 1}/{len(todo)}: prompt {prompt_length}, new {new_length}")
             if prompt_length not in warmed:
-                warm_up(loaded, inputs[prompt_length], warmup_tokens)
+                _warm(loaded, inputs[prompt_length], warmup_tokens, conditions, result)
                 warmed.add(prompt_length)
-            result.measurements.append(measure(loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat,
-                                               ci_target=ci_target, auto_cap=auto_cap))  # fmt: skip
+            first_calls = _first_calls(loaded, inputs[prompt_length], new_length, conditions, result)
+            measurement = measure(
+                loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat, conditions=conditions,
+                ci_target=ci_target, auto_cap=auto_cap,
+            )
+            measurement.compile_s = {
+                name: seconds - statistics.median(measurement.times(name)) for name, seconds in first_calls.items()
+            }
+            result.measurements.append(measurement)
             bar.update(weight)
 
 
@@ -269,13 +313,57 @@ def _lengths(name: str, value: int | Sequence[int], *, flag: str) -> list[int]:
     return list(dict.fromkeys(values))
 
 
-def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int) -> None:
+def condition_config(loaded: LoadedModel, new_tokens: int, settings: Mapping[str, Any]) -> GenerationConfig:
+    """The greedy config of one condition: its settings applied to a fresh copy, never to the model's."""
+    config = greedy_config(loaded.model, loaded.tokenizer, new_tokens, settings.get("use_cache", True))
+    for key, value in settings.items():
+        setattr(config, key, copy.deepcopy(value))  # generate may consume a cache_config dict
+    return config
+
+
+def warm_up(
+    loaded: LoadedModel, inputs: BatchEncoding, tokens: int, conditions: Mapping[str, Mapping[str, Any]] = CONDITIONS
+) -> None:
     """One untimed run per condition, so first-call costs stay out of the timed runs."""
     if not tokens:
         return
-    for use_cache in CONDITIONS.values():
-        config = greedy_config(loaded.model, loaded.tokenizer, tokens, use_cache)
-        timed_generate(loaded.model, inputs, config, loaded.devices)
+    for settings in conditions.values():
+        timed_generate(loaded.model, inputs, condition_config(loaded, tokens, settings), loaded.devices)
+
+
+def _warm(
+    loaded: LoadedModel,
+    inputs: BatchEncoding,
+    tokens: int,
+    conditions: dict[str, dict[str, Any]],
+    result: BenchmarkResult,
+) -> None:
+    """Warm up; with --cache, every strategy runs at least one token (a backend builds its kernels on
+    first use), and one that fails here is dropped with the error as its reason instead of ending the run."""
+    if conditions is CONDITIONS:
+        warm_up(loaded, inputs, tokens)
+        return
+    for name, settings in list(conditions.items()):
+        try:
+            warm_up(loaded, inputs, max(tokens, 1), {name: settings})
+        except Exception as error:
+            if is_out_of_memory(error):
+                raise
+            del conditions[name]
+            result.metadata["skipped"][name] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+
+
+def _first_calls(
+    loaded: LoadedModel, inputs: BatchEncoding, new_tokens: int, conditions: Mapping[str, Any], result: BenchmarkResult
+) -> dict[str, float]:
+    """One untimed run of each compiled strategy at this configuration's exact shape: a static cache is
+    sized by the whole length, so each new length compiles anew, and that compile belongs here."""
+    first_calls = {}
+    for name in result.metadata.get("compiled", ()):
+        if name in conditions:
+            config = condition_config(loaded, new_tokens, conditions[name])
+            first_calls[name] = timed_generate(loaded.model, inputs, config, loaded.devices)[1]
+    return first_calls
 
 
 def measure(
@@ -284,6 +372,7 @@ def measure(
     *,
     new_tokens: int,
     repeat: Repeat,
+    conditions: Mapping[str, Mapping[str, Any]] = CONDITIONS,
     ci_target: float = 0.05,
     auto_cap: float = 60.0,
 ) -> Measurement:
@@ -298,7 +387,7 @@ def measure(
     """
     model, tokenizer, devices = loaded.model, loaded.tokenizer, loaded.devices
     prompt_tokens = inputs["input_ids"].shape[-1]
-    configs = {name: greedy_config(model, tokenizer, new_tokens, use_cache) for name, use_cache in CONDITIONS.items()}
+    configs = {name: condition_config(loaded, new_tokens, settings) for name, settings in conditions.items()}
     runs: list[str] = []
     seconds: list[float] = []
     generated: list[list[int]] = []
@@ -320,7 +409,7 @@ def measure(
             break
     profiles = {name: _profile(loaded, inputs, config, prompt_tokens) for name, config in configs.items()}
     reference = generated[0]
-    mismatch = _mismatch(tokenizer, reference, generated[1:])
+    mismatch = _mismatch(tokenizer, reference, generated, range(1, len(generated)))
     if mismatch is not None:
         margin = _margin_at(profiles[runs[mismatch.run]], generated[mismatch.run], mismatch.position)
         mismatch = dataclasses.replace(mismatch, margin=margin)
@@ -332,6 +421,7 @@ def measure(
         generated_ids=tuple(reference),
         generated_text=tokenizer.decode(reference),
         mismatch=mismatch,
+        mismatches=_mismatches(tokenizer, runs, generated),
         profiles=profiles,
         # generate computes keys and values for every position but the last generated token's.
         kv_predicted_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
@@ -402,16 +492,27 @@ def _tokens(count: int, kind: str = "") -> str:
     return f"{count} {kind}token{'' if count == 1 else 's'}"
 
 
-def _mismatch(tokenizer, reference: list[int], others: list[list[int]]) -> Mismatch | None:
-    found = first_mismatch(reference, others)
+def _mismatches(tokenizer, runs: Sequence[str], generated: list[list[int]]) -> dict[str, Mismatch]:
+    """Per condition, where its runs first left the reference run's tokens (conditions that agree are absent)."""
+    found = {}
+    for name in dict.fromkeys(runs):
+        mismatch = _mismatch(tokenizer, generated[0], generated, [i for i, r in enumerate(runs) if r == name and i])
+        if mismatch is not None:
+            found[name] = mismatch
+    return found
+
+
+def _mismatch(tokenizer, reference: list[int], generated: list[list[int]], indices: Sequence[int]) -> Mismatch | None:
+    """The first difference from ``reference`` among the runs at ``indices``; ``run`` indexes ``generated``."""
+    found = first_mismatch(reference, [generated[i] for i in indices])
     if found is None:
         return None
     which, position = found
-    actual = others[which]
+    actual = generated[indices[which]]
     expected_id = reference[position] if position < len(reference) else -1
     actual_id = actual[position] if position < len(actual) else -1
     return Mismatch(
-        run=which + 1,
+        run=indices[which],
         position=position,
         expected_id=expected_id,
         actual_id=actual_id,

@@ -156,6 +156,16 @@ class KVMagics(Magics):
         interleaved pairs (at least 5) until the speed-up's 95% interval is within --ci-target
         (0.05: ±5%) of it, or --auto-cap seconds pass for that row, and says how many it took.
 
+        --cache off,dynamic,static,quantized:fp8 compares KV-cache strategies instead (off is always
+        measured: it is the reference). Each is warmed up (at least one token, so a backend's first-use
+        build or a compile never lands in a timed run), then all are timed interleaved. The table has
+        one row per (prompt_tokens, new_tokens, strategy): seconds (median), tok_s (decode tokens/s),
+        speedup (against off), identical (against off's first run), first_mismatch ("position: token
+        vs token"), kv_cache_mib (counted from the returned cache), peak_mib, compile_s (first call's
+        extra seconds with --compile) and note: why a strategy could not run here (a missing package
+        and its pip extra, no GPU, a spelling the installed transformers lacks). --kv-bits sets the
+        width of quantized:quanto/hqq; --compile adds static+compile.
+
         Examples::
 
             %%kvbench -n 64 -r 3
@@ -168,6 +178,9 @@ class KVMagics(Magics):
             {prompt}
 
             %%kvbench -n 16,64,1024 -r auto --predict --max-seconds 60
+            The KV cache stores each token's keys and values so that
+
+            %%kvbench -n 64,256 -r 3 --cache off,dynamic,static,quantized:quanto --kv-bits 4
             The KV cache stores each token's keys and values so that
         """
         args = _parse(self.kvbench, line)

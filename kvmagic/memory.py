@@ -42,7 +42,10 @@ def cache_nbytes(cache: Any) -> int:
         if id(item) in seen_objects:
             continue
         seen_objects.add(id(item))
-        if isinstance(item, torch.Tensor):
+        if isinstance(item, torch.Tensor) and hasattr(item, "__tensor_flatten__"):
+            names, _ = item.__tensor_flatten__()  # a wrapper (quanto's packed tensors): its storage is not real
+            stack.extend(getattr(item, name) for name in names)
+        elif isinstance(item, torch.Tensor):
             storage = item.untyped_storage()
             key = (str(item.device), storage.data_ptr())
             if storage.nbytes() and key not in seen_storages:

@@ -158,6 +158,13 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH"),
     Option(("--compare",), "Compare with a run saved by --save PATH.json: the change in speed-up per row, whether "
            "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH"),
+    Option(("--cache",), "Compare KV-cache strategies instead, one row each against off: off, dynamic, static, "
+           "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, or any other "
+           "cache_implementation the installed transformers has; comma-separated.", "cache", metavar="LIST"),
+    Option(("--kv-bits",), "Bits per value of a quantized:quanto (2, 4) or quantized:hqq (1, 2, 3, 4, 8) cache.",
+           "kv_bits", type=whole_number),
+    Option(("--compile",), "With --cache, add static+compile: the static cache under torch.compile (where "
+           "transformers compiles generate; the compile is paid by an untimed run).", "compile", action="store_true"),
     Option(("--max-seconds",), "Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit. "
            "With --predict, only the rows that would pass it are left unmeasured.",
            "max_seconds", 600.0, type=float, configurable=True, minimum=0),
@@ -197,8 +204,10 @@ def load_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict
 
 def benchmark_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of :func:`run_benchmark` the parsed benchmark options ask for."""
-    names = ("new_tokens", "prompt_tokens", "warmup_tokens", "repeat", "chat", "max_seconds", "predict", "ci_target",
-             "auto_cap")
+    names = (
+        "new_tokens", "prompt_tokens", "warmup_tokens", "repeat", "chat", "max_seconds", "predict", "ci_target",
+        "auto_cap", "cache", "kv_bits", "compile",
+    )  # fmt: skip
     return {name: resolved(args, configured, name) for name in names}
 
 
@@ -208,6 +217,8 @@ def prepare(args: argparse.Namespace) -> BenchmarkResult | None:
 
     if args.save:
         export_format(args.save)
+    if args.cache and (args.compare or getattr(args, "plot", False)):
+        raise KVMagicError("--compare and --plot work on the two-condition run: drop them or drop --cache")
     if not args.compare:
         return None
     baseline = BenchmarkResult.read_json(args.compare)

@@ -25,6 +25,7 @@ __all__ = [
     "EXPORTS",
     "MIN_REPEAT_FOR_SPREAD",
     "NEAR_TIE",
+    "STRATEGY_COLUMNS",
     "BenchmarkResult",
     "Measurement",
     "Mismatch",
@@ -43,6 +44,11 @@ COLUMNS = (
     "uncached_min_s", "cached_min_s", "uncached_iqr_s", "cached_iqr_s", "speedup_ci_low", "speedup_ci_high",
 )  # fmt: skip
 PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_speedup", "measured")
+# With --cache: one row per (prompt_tokens, new_tokens, strategy), each strategy against the "off" runs.
+STRATEGY_COLUMNS = (
+    "prompt_tokens", "new_tokens", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
+    "kv_cache_mib", "peak_mib", "compile_s", "note",
+)  # fmt: skip
 MIN_REPEAT_FOR_SPREAD = 3  # fewer runs give no meaningful IQR or interval
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
@@ -70,10 +76,15 @@ class Mismatch:
     actual_token: str = ""
     margin: float | None = None  # top-2 score gap of the differing run's condition at that step
 
+    def short(self) -> str:
+        """Where, and which tokens, for a table cell."""
+        expected = f"{self.expected_token!r} (id {self.expected_id})"
+        return f"{self.position}: {expected} vs {self.actual_token!r} (id {self.actual_id})"
+
     def describe(self, runs: Sequence[str]) -> str:
         text = (
             f"generated tokens differ from position {self.position}: {self.expected_token!r} "
-            f"(id {self.expected_id}, first uncached run) vs {self.actual_token!r} "
+            f"(id {self.expected_id}, first {runs[0]} run) vs {self.actual_token!r} "
             f"(id {self.actual_id}, {runs[self.run]} run)"
         )
         if self.margin is not None:
@@ -138,6 +149,8 @@ class Measurement:
     mismatch: Mismatch | None = None
     profiles: dict[str, StepProfile] = field(default_factory=dict)  # condition -> its extra hooked run
     kv_predicted_bytes: int | None = None
+    mismatches: dict[str, Mismatch] = field(default_factory=dict)  # condition -> where it left the first run
+    compile_s: dict[str, float] = field(default_factory=dict)  # compiled condition -> its first call's extra
 
     def times(self, condition: str) -> list[float]:
         return [s for run, s in zip(self.runs, self.seconds) if run == condition]
@@ -189,6 +202,27 @@ class Measurement:
     @property
     def identical(self) -> bool:
         return self.mismatch is None
+
+    def strategy_row(self, name: str, note: str = "") -> dict[str, Any]:
+        """One strategy's line of the --cache table; a strategy with no runs here is its ``note`` alone."""
+        row: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens, "strategy": name}
+        times, reference = self.times(name), self.times(self.runs[0])
+        if not times:
+            empty = dict.fromkeys(STRATEGY_COLUMNS[3:], math.nan)
+            return {**row, **empty, "identical": None, "first_mismatch": "", "note": note}
+        mismatch = self.mismatches.get(name)
+        return {
+            **row,
+            "seconds": statistics.median(times),
+            "tok_s": self._profiled(name, "tok_s"),
+            "speedup": statistics.median(reference) / statistics.median(times),
+            "identical": mismatch is None,
+            "first_mismatch": "" if mismatch is None else mismatch.short(),
+            "kv_cache_mib": self._profiled(name, "kv_bytes", MIB),
+            "peak_mib": self._profiled(name, "peak_bytes", MIB),
+            "compile_s": self.compile_s.get(name, math.nan),
+            "note": "",
+        }
 
     def row(self) -> dict[str, Any]:
         ci_low, ci_high = self.speedup_ci
@@ -258,9 +292,18 @@ class BenchmarkResult:
     def identical(self) -> bool:
         return all(m.identical for m in self.measurements)
 
+    @property
+    def strategies(self) -> list[str]:
+        """The --cache strategies compared, in order; empty for the plain two-condition run."""
+        return list(self.metadata.get("strategies", ()))
+
     def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
+        if self.strategies:
+            skipped = self.metadata.get("skipped", {})
+            rows = [m.strategy_row(name, skipped.get(name, "")) for m in self.measurements for name in self.strategies]
+            return pd.DataFrame(rows, columns=list(STRATEGY_COLUMNS))
         if not self.predictions:
             return pd.DataFrame([m.row() for m in self.measurements], columns=list(COLUMNS))
         measured = {(m.prompt_tokens, m.new_tokens): m for m in self.measurements}
@@ -277,9 +320,9 @@ class BenchmarkResult:
         notes = [*self._sweep_notes(), *self._prediction_notes(), *self._auto_repeat_notes()]
         for m in self.measurements:
             where = f"{m.prompt_tokens}+{m.new_tokens} tokens"
-            if m.mismatch is not None:
+            if m.mismatch is not None and not self.strategies:  # with --cache, first_mismatch says it per strategy
                 notes.append(f"{where}: {m.mismatch.describe(m.runs)}")
-            for condition in ("uncached", "cached"):
+            for condition in dict.fromkeys(m.runs):
                 spread = m.spread(condition)
                 if spread > stats.SPREAD_WARNING:
                     notes.append(
@@ -292,9 +335,10 @@ class BenchmarkResult:
         return "\n".join([self.to_dataframe().to_string(index=False), *self.notes()])
 
     def __repr__(self) -> str:
-        rows = ", ".join(
-            f"{m.prompt_tokens}+{m.new_tokens} tokens: {m.speedup:.2f}x" for m in self.measurements
-        )
+        if self.strategies:
+            rows = f"{len(self.measurements)} configurations x strategies {', '.join(self.strategies)}"
+        else:
+            rows = ", ".join(f"{m.prompt_tokens}+{m.new_tokens} tokens: {m.speedup:.2f}x" for m in self.measurements)
         partial = "; partial" if self.partial else ""
         return f"<BenchmarkResult {self.model}: {rows}; identical={self.identical}{partial}>"
 
@@ -434,6 +478,7 @@ def _measurement_from_dict(data: dict[str, Any]) -> Measurement:
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
     if values.get("mismatch") is not None:
         values["mismatch"] = Mismatch(**values["mismatch"])
+    values["mismatches"] = {name: Mismatch(**m) for name, m in values.get("mismatches", {}).items()}
     values["profiles"] = {
         condition: StepProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in profile.items()})
         for condition, profile in values.get("profiles", {}).items()

@@ -42,7 +42,7 @@ def test_static_cache_counts_its_preallocated_length(tiny) -> None:
     assert 0 <= cache_nbytes(run.cache) - predicted <= 8 * len(run.cache.layers)
 
 
-@pytest.mark.skipif(not TRANSFORMERS_5, reason="4.55's quantized caches need optimum-quanto or hqq")
+@pytest.mark.skipif(not TRANSFORMERS_5, reason="the fp8 cache backend exists only in transformers 5 (quanto's count is tested in test_strategies)")
 def test_quantized_cache_is_counted_where_it_keeps_its_data(tiny) -> None:
     prompt_tokens, run = _cached_run(tiny, 40, cache_implementation="quantized", cache_config={"backend": "fp8"})
     visible = sum(t.nbytes for layer in run.cache.layers for t in (layer.keys, layer.values))

@@ -1,0 +1,191 @@
+"""The KV-cache strategies ``%%kvbench --cache`` compares, and why one cannot run here.
+
+A strategy is a named set of generation-config settings (``use_cache``, ``cache_implementation``,
+``cache_config``, ``compile_config``). transformers 4.55 and 5.x spell some of them differently
+(the HQQ backend is ``"HQQ"`` in 4.55 and ``"hqq"`` in 5.x; ``fp8`` exists only in 5.x), so the
+catalogue resolves a user's name against the installed version. A strategy that cannot run
+comes back with ``reason`` set instead of raising: the benchmark shows it as a row with a note.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import KVMagicError
+
+if TYPE_CHECKING:
+    from .loading import LoadedModel
+
+__all__ = ["COMPILE_SUFFIX", "KNOWN", "REFERENCE", "Strategy", "parse_names", "resolve", "strategies"]
+
+REFERENCE = "off"  # every strategy's speed-up and identity are measured against this one
+COMPILE_SUFFIX = "+compile"
+QUANTIZED = "quantized"
+# Backend as users write it -> (the spelling of each transformers line or None if absent, the pip package).
+_BACKENDS: dict[str, tuple[str | None, str | None, str | None]] = {
+    "quanto": ("quanto", "quanto", "optimum-quanto"),
+    "hqq": ("HQQ", "hqq", "hqq"),
+    "fp8": (None, "fp8", None),
+}
+_BACKEND_MODULES = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
+_BITS = {"quanto": (2, 4), "hqq": (1, 2, 3, 4, 8)}  # the nbits each backend accepts; fp8 has no choice
+_STATIC = ("static", "offloaded_static")  # the caches torch.compile can work with
+KNOWN = ("off", "dynamic", "static", "offloaded", "offloaded_static", *(f"{QUANTIZED}:{b}" for b in _BACKENDS))
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One column of the comparison: how ``generate`` is told to cache, or why it cannot here."""
+
+    name: str
+    settings: Mapping[str, Any] = field(default_factory=dict)  # generation-config attribute -> value
+    reason: str = ""  # why it cannot run here; empty when it can
+    compiled: bool = False
+
+
+def parse_names(text: str | Sequence[str]) -> list[str]:
+    """``off,dynamic,quantized:hqq`` -> the names, de-duplicated, ``off`` first (it is the reference)."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    names = [item.strip() for item in items if item.strip()]
+    if not names:
+        raise KVMagicError(f"--cache needs at least one strategy, e.g. --cache off,dynamic,static ({_choices()})")
+    for name in names:
+        base = name.removesuffix(COMPILE_SUFFIX)
+        if base == QUANTIZED:
+            raise KVMagicError(f"{name!r} needs a backend: write quantized:quanto, quantized:hqq or quantized:fp8")
+        if base.startswith(QUANTIZED + ":") and base not in KNOWN:
+            raise KVMagicError(f"unknown quantization backend in {name!r}: use one of {', '.join(_BACKENDS)}")
+        if base not in KNOWN and base not in _installed_implementations():
+            raise KVMagicError(f"unknown cache strategy {name!r}: use {_choices()}")
+    return list(dict.fromkeys([REFERENCE, *names]))
+
+
+def strategies(
+    loaded: LoadedModel, names: Sequence[str], *, kv_bits: int | None = None, compile: bool = False
+) -> list[Strategy]:
+    """Resolve each name for this model and the installed transformers; ``compile`` adds a compiled
+    twin of each static cache named (``static+compile``) beside the plain one."""
+    if kv_bits is not None:
+        _check_bits(names, kv_bits)
+    wanted = list(names)
+    if compile:
+        plain = [n for n in wanted if n in _STATIC]
+        if not plain:
+            raise KVMagicError(
+                "--compile compiles a static cache: add static to --cache (e.g. --cache off,dynamic,static)"
+            )
+        wanted += [n + COMPILE_SUFFIX for n in plain]
+    return [resolve(loaded, name, kv_bits=kv_bits) for name in dict.fromkeys(wanted)]
+
+
+def resolve(loaded: LoadedModel, name: str, *, kv_bits: int | None = None) -> Strategy:
+    """The settings ``name`` needs under the installed transformers, or the reason it cannot run."""
+    compiled = name.endswith(COMPILE_SUFFIX)
+    base = name.removesuffix(COMPILE_SUFFIX)
+    if base == "off":
+        return Strategy(name, {"use_cache": False})
+    if base == "dynamic":
+        return Strategy(name, {"use_cache": True})
+    if base.startswith(QUANTIZED + ":"):
+        return _quantized(name, base.split(":", 1)[1], kv_bits)
+    settings: dict[str, Any] = {"use_cache": True, "cache_implementation": base}
+    reason = _implementation_reason(loaded, base)
+    if compiled and not reason:
+        reason = _compile_reason(loaded)
+        settings["compile_config"] = _compile_config()
+    return Strategy(name, settings, reason, compiled)
+
+
+def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
+    legacy, current, package = _BACKENDS[backend]
+    spelling = legacy if _major() < 5 else current
+    if spelling is None:
+        return Strategy(
+            name, reason=f"transformers {_version()} has no {backend} quantized cache (5.x has): upgrade transformers"
+        )
+    if package is not None and not _installed(package):
+        return Strategy(name, reason=f"needs {package}: pip install 'kvmagic[quantized]'")
+    config: dict[str, Any] = {"backend": spelling}
+    if kv_bits is not None and backend in _BITS:
+        config["nbits"] = kv_bits
+    return Strategy(name, {"use_cache": True, "cache_implementation": QUANTIZED, "cache_config": config})
+
+
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(_BACKEND_MODULES[package]) is not None
+
+
+def _implementation_reason(loaded: LoadedModel, implementation: str) -> str:
+    if implementation not in _installed_implementations():
+        return f"transformers {_version()} has no cache_implementation={implementation!r}"
+    if implementation.startswith("offloaded") and not any(d.type in ("cuda", "xpu") for d in loaded.devices):
+        return "needs a GPU (CUDA or XPU): it offloads the cache from the accelerator to CPU memory"
+    if implementation == "sliding_window" and _major() < 5 and "full_attention" in _layer_types(loaded):
+        return (
+            f"transformers {_version()} windows every layer with sliding_window, and this model has "
+            "full-attention layers: its output would be wrong"
+        )
+    if implementation in _STATIC and _major() < 5 and not getattr(loaded.model, "_can_compile_fullgraph", True):
+        return f"{type(loaded.model).__name__} does not support a static cache in transformers {_version()}"
+    return ""
+
+
+def _compile_reason(loaded: LoadedModel) -> str:
+    """transformers compiles generate's forward only on some devices (others need a private flag)."""
+    kinds = ("cuda",) if _major() < 5 else ("cuda", "xpu", "neuron", "tpu")
+    if not any(d.type in kinds for d in loaded.devices):
+        devices = ", ".join(sorted({d.type for d in loaded.devices}))
+        return f"transformers {_version()} compiles generate only on {'/'.join(kinds)}, not on {devices}: not compiled"
+    if not getattr(loaded.model, "_can_compile_fullgraph", True):
+        return f"{type(loaded.model).__name__} cannot be compiled as one graph"
+    return ""
+
+
+def _compile_config() -> Any:
+    from transformers import CompileConfig
+
+    return CompileConfig()
+
+
+def _check_bits(names: Sequence[str], kv_bits: int) -> None:
+    for name in names:
+        backend = name.removesuffix(COMPILE_SUFFIX).partition(QUANTIZED + ":")[2]
+        allowed = _BITS.get(backend)
+        if allowed is not None and kv_bits not in allowed:
+            raise KVMagicError(
+                f"--kv-bits {kv_bits} is not a width {backend} takes: use one of {', '.join(map(str, allowed))}"
+            )
+    if not any(n.startswith(QUANTIZED + ":") for n in names):
+        raise KVMagicError(
+            "--kv-bits sets the width of a quantized cache: add quantized:quanto or quantized:hqq to --cache"
+        )
+
+
+def _layer_types(loaded: LoadedModel) -> list[str]:
+    text = loaded.model.config.get_text_config()
+    return list(getattr(text, "layer_types", None) or ["full_attention"])
+
+
+def _installed_implementations() -> tuple[str, ...]:
+    from transformers.generation.configuration_utils import ALL_CACHE_IMPLEMENTATIONS
+
+    return tuple(ALL_CACHE_IMPLEMENTATIONS)
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("transformers")
+
+
+def _major() -> int:
+    from packaging.version import Version
+
+    return Version(_version()).major
+
+
+def _choices() -> str:
+    return ", ".join(KNOWN)

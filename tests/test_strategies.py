@@ -1,0 +1,266 @@
+"""--cache: the strategy catalogue under each transformers line, and the side-by-side benchmark on tiny."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import transformers
+from packaging.version import Version
+
+from kvmagic import bench, run_benchmark, strategies
+from kvmagic.errors import KVMagicError
+from kvmagic.results import COLUMNS, STRATEGY_COLUMNS, BenchmarkResult
+from kvmagic.strategies import Strategy, parse_names, resolve
+
+from .conftest import PROMPT
+from .model_state import snapshot
+
+TF5 = Version(transformers.__version__).major >= 5
+ON_GPU = torch.cuda.is_available()
+# The quantized backend each line can run on CPU in the test environment: fp8 needs no package (5.x only).
+QUANTIZED = "quantized:fp8" if TF5 else "quantized:quanto"
+
+
+def test_names_put_off_first_once_and_keep_the_users_order() -> None:
+    assert parse_names("static, dynamic,static") == ["off", "static", "dynamic"]
+    assert parse_names(["dynamic", "off"]) == ["off", "dynamic"]
+    assert parse_names("hybrid") == ["off", "hybrid"]  # any cache_implementation the installed transformers has
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (" , ", "--cache needs at least one strategy"),
+        ("quantized", "'quantized' needs a backend: write quantized:quanto"),
+        ("quantized:int3", "unknown quantization backend in 'quantized:int3'"),
+        ("dynamc", "unknown cache strategy 'dynamc': use off, dynamic, static"),
+    ],
+)
+def test_mistyped_names_say_what_to_write(text: str, message: str) -> None:
+    with pytest.raises(KVMagicError, match="^" + message.replace("(", r"\(")):
+        parse_names(text)
+
+
+def test_off_dynamic_and_static_run_here_and_set_only_what_they_mean(tiny) -> None:
+    assert resolve(tiny, "off") == Strategy("off", {"use_cache": False})
+    assert resolve(tiny, "dynamic") == Strategy("dynamic", {"use_cache": True})
+    static = resolve(tiny, "static")
+    assert static.reason == "" and static.settings == {"use_cache": True, "cache_implementation": "static"}
+
+
+@pytest.mark.skipif(ON_GPU, reason="the reason shows only without a GPU")
+@pytest.mark.parametrize("name", ["offloaded", "offloaded_static"])
+def test_offloaded_caches_need_a_gpu(tiny, name: str) -> None:
+    assert resolve(tiny, name).reason.startswith("needs a GPU (CUDA or XPU)")
+
+
+def test_fp8_exists_only_in_transformers_5(tiny) -> None:
+    fp8 = resolve(tiny, "quantized:fp8")
+    if TF5:
+        assert fp8.reason == ""
+        assert fp8.settings["cache_config"] == {"backend": "fp8"}
+    else:
+        assert (
+            fp8.reason
+            == f"transformers {transformers.__version__} has no fp8 quantized cache (5.x has): upgrade transformers"
+        )
+
+
+@pytest.mark.parametrize("package_there", [True, False])
+def test_hqq_is_spelled_per_line_and_a_missing_package_names_the_extra(tiny, monkeypatch, package_there: bool) -> None:
+    monkeypatch.setattr(strategies, "_installed", lambda package: package_there)
+    hqq = resolve(tiny, "quantized:hqq", kv_bits=2)
+    if package_there:
+        assert hqq.settings["cache_config"] == {"backend": "hqq" if TF5 else "HQQ", "nbits": 2}
+    else:
+        assert hqq.reason == "needs hqq: pip install 'kvmagic[quantized]'"
+
+
+def test_quanto_is_found_when_installed(tiny) -> None:
+    quanto = resolve(tiny, "quantized:quanto", kv_bits=2)
+    if strategies._installed("optimum-quanto"):
+        assert quanto.reason == "" and quanto.settings["cache_config"] == {"backend": "quanto", "nbits": 2}
+    else:
+        assert quanto.reason == "needs optimum-quanto: pip install 'kvmagic[quantized]'"
+
+
+def test_sliding_window_is_refused_where_it_would_window_full_attention_layers(tiny) -> None:
+    reason = resolve(tiny, "sliding_window").reason
+    if TF5:  # a deprecated alias there, which follows each layer's own type
+        assert reason == ""
+    else:
+        assert "windows every layer with sliding_window" in reason and "full-attention layers" in reason
+
+
+def test_a_cache_the_installed_transformers_lacks_is_a_note(tiny, monkeypatch) -> None:
+    monkeypatch.setattr(strategies, "_installed_implementations", lambda: ("static", "dynamic"))
+    reason = resolve(tiny, "offloaded_static").reason
+    assert reason == f"transformers {transformers.__version__} has no cache_implementation='offloaded_static'"
+
+
+@pytest.mark.skipif(ON_GPU, reason="transformers compiles generate on CUDA")
+def test_compile_adds_a_static_twin_that_says_why_it_is_not_compiled_on_cpu(tiny) -> None:
+    chosen = strategies.strategies(tiny, ["off", "static"], compile=True)
+    assert [s.name for s in chosen] == ["off", "static", "static+compile"]
+    compiled = chosen[-1]
+    assert compiled.compiled and compiled.reason.startswith(
+        f"transformers {transformers.__version__} compiles generate only on cuda"
+    )
+    assert compiled.reason.endswith("not on cpu: not compiled")
+
+
+@pytest.mark.parametrize(
+    ("names", "kwargs", "message"),
+    [
+        (["off", "dynamic"], {"compile": True}, "--compile compiles a static cache: add static to --cache"),
+        (["off", "quantized:quanto"], {"kv_bits": 3}, "--kv-bits 3 is not a width quanto takes: use one of 2, 4"),
+        (["off", "static"], {"kv_bits": 4}, "--kv-bits sets the width of a quantized cache"),
+    ],
+)
+def test_options_that_cannot_apply_say_so(tiny, names: list[str], kwargs: dict, message: str) -> None:
+    with pytest.raises(KVMagicError, match="^" + message):
+        strategies.strategies(tiny, names, **kwargs)
+
+
+def test_kv_bits_and_compile_need_cache(tiny) -> None:
+    with pytest.raises(KVMagicError, match="^--kv-bits and --compile choose how a --cache strategy runs"):
+        run_benchmark(tiny, PROMPT, new_tokens=2, compile=True)
+
+
+@pytest.mark.parametrize("kwargs", [{"predict": True}, {"repeat": "auto"}])
+def test_predict_and_auto_repeat_are_about_off_against_on(tiny, kwargs: dict) -> None:
+    message = "--predict and -r auto are about the cache off against on: drop them, or drop --cache"
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=2, cache="off,dynamic", **kwargs)
+    assert str(caught.value) == message
+
+
+@pytest.fixture(scope="module")
+def compared(tiny) -> BenchmarkResult:
+    return run_benchmark(
+        tiny, PROMPT, new_tokens=[4, 12], warmup_tokens=1, repeat=2,
+        cache=f"dynamic,static,{QUANTIZED},offloaded,quantized:hqq",
+    )  # fmt: skip
+
+
+def test_one_row_per_configuration_and_strategy_with_the_reason_for_those_that_cannot_run(compared) -> None:
+    frame = compared.to_dataframe()
+    names = ["off", "dynamic", "static", QUANTIZED, "offloaded", "quantized:hqq"]
+    assert list(frame.columns) == list(STRATEGY_COLUMNS)
+    assert list(frame["strategy"]) == names * 2
+    assert list(frame["new_tokens"]) == [4] * 6 + [12] * 6
+    skipped = compared.metadata["skipped"]
+    for _, row in frame.iterrows():
+        if row["strategy"] in skipped:
+            assert (
+                row["note"] == skipped[row["strategy"]] != ""
+                and math.isnan(row["seconds"])
+                and row["identical"] is None
+            )
+        else:
+            assert row["note"] == "" and row["seconds"] > 0 and row["tok_s"] > 0 and row["peak_mib"] > 0
+    if not ON_GPU:
+        assert "offloaded" in skipped
+
+
+def test_every_runnable_strategy_is_timed_interleaved_against_off(compared) -> None:
+    runnable = [n for n in compared.strategies if n not in compared.metadata["skipped"]]
+    for m in compared.measurements:
+        assert m.runs == tuple(runnable * 2)
+        rows = {r["strategy"]: r for r in map(m.strategy_row, runnable)}
+        assert rows["off"]["speedup"] == 1.0 and rows["off"]["kv_cache_mib"] == 0
+        for name in runnable:  # two runs each: the median is their mean
+            assert rows[name]["seconds"] == pytest.approx(sum(m.times(name)) / 2)
+            assert rows[name]["speedup"] == pytest.approx(sum(m.times("off")) / sum(m.times(name)))
+
+
+def test_exact_caches_match_off_and_a_quantized_cache_is_smaller(compared) -> None:
+    for m in compared.measurements:
+        rows = {r["strategy"]: r for r in map(m.strategy_row, ["dynamic", "static", QUANTIZED])}
+        assert rows["dynamic"]["identical"] and rows["static"]["identical"]  # float32 on CPU: exact
+        assert 0 < rows[QUANTIZED]["kv_cache_mib"] < rows["dynamic"]["kv_cache_mib"]
+        quantized = m.mismatches.get(QUANTIZED)
+        assert rows[QUANTIZED]["identical"] is (quantized is None)
+        if quantized is not None:
+            assert rows[QUANTIZED]["first_mismatch"].startswith(f"{quantized.position}: ")
+            assert m.runs[quantized.run] == QUANTIZED
+
+
+def test_a_strategy_table_survives_json(compared) -> None:
+    again = BenchmarkResult.from_json(compared.to_json())
+    assert again.to_dataframe().equals(compared.to_dataframe())
+    assert again.measurements[0].mismatches == compared.measurements[0].mismatches
+
+
+def test_without_cache_the_table_is_the_two_condition_one(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1)
+    assert list(result.to_dataframe().columns) == list(COLUMNS)
+    assert result.measurements[0].runs == ("uncached", "cached")
+
+
+def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> None:
+    calls: list[tuple[object, int]] = []
+    real = bench.timed_generate
+
+    def recording(model, inputs, config, devices):
+        calls.append((config.cache_implementation, config.max_new_tokens))
+        return real(model, inputs, config, devices)
+
+    monkeypatch.setattr(bench, "timed_generate", recording)
+    run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, cache=f"static,{QUANTIZED}")
+    # Each strategy's first call is one untimed token; only then come the timed runs, interleaved.
+    assert calls == [(None, 1), ("static", 1), ("quantized", 1), (None, 3), ("static", 3), ("quantized", 3)]
+
+
+def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, monkeypatch) -> None:
+    before = snapshot(tiny.model)
+    broken = Strategy(
+        "static", {"use_cache": True, "cache_implementation": "quantized", "cache_config": {"backend": "nope"}}
+    )
+    monkeypatch.setattr(bench, "strategies", lambda loaded, names, **kwargs: [resolve(loaded, "off"), broken])
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, cache="static")
+    row = result.to_dataframe().iloc[1]
+    assert row["strategy"] == "static" and row["note"].startswith("failed: ") and "nope" in row["note"]
+    assert result.measurements[0].runs == ("off",)
+    assert snapshot(tiny.model) == before
+
+
+def test_the_magic_returns_the_strategy_table(shell) -> None:
+    frame = shell.run_cell_magic("kvbench", "-n 2 -w 1 --cache dynamic -q -v found", PROMPT)
+    assert frame is None  # -q
+    result = shell.user_ns["found"]
+    assert result.strategies == ["off", "dynamic"]
+    assert list(result.to_dataframe()["strategy"]) == ["off", "dynamic"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("-n 2 --kv-bits 4", "--kv-bits and --compile choose how a --cache strategy runs"),
+        ("-n 2 --cache off --plot", "--compare and --plot work on the two-condition run"),
+        ("-n 2 --cache off,dynamc", "unknown cache strategy 'dynamc'"),
+    ],
+)
+def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, message: str) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="^" + message):
+        shell.run_cell_magic("kvbench", line, PROMPT)
+
+
+@pytest.mark.skipif(not strategies._installed("optimum-quanto"), reason="needs optimum-quanto (the test extra)")
+def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
+    from kvmagic.bench import condition_config, encode_prompt
+    from kvmagic.memory import cache_nbytes, predicted_kv_nbytes
+    from kvmagic.timing import profiled_generate
+
+    inputs = encode_prompt(tiny, PROMPT)
+    prompt_tokens = inputs["input_ids"].shape[-1]
+    config = condition_config(tiny, 12, resolve(tiny, "quantized:quanto", kv_bits=2).settings)
+    cache = profiled_generate(tiny.model, inputs, config, tiny.devices).cache
+    # Full-precision leftovers (the residual of recent tokens) are only part of what the cache holds.
+    residual = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values) if t is not None)
+    counted = cache_nbytes(cache)
+    assert residual < counted < predicted_kv_nbytes(tiny.model.config, prompt_tokens + 11, torch.float32)
