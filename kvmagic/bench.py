@@ -40,9 +40,7 @@ Repeat = int | Literal["auto"]
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
     """Tokenize once, on the model's input device; every run reuses these tensors."""
-    if not prompt.strip():
-        raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
-    _check_encodable(prompt)
+    _check_prompt(prompt)
     tokenizer = loaded.tokenizer
     if chat:
         if not getattr(tokenizer, "chat_template", None):
@@ -60,8 +58,7 @@ def stretch_prompt(loaded: LoadedModel, prompt: str, tokens: int) -> BatchEncodi
     """The prompt as exactly ``tokens`` ids: its own tokens repeated (or cut), special tokens kept in place."""
     from transformers import BatchEncoding
 
-    if not prompt.strip():
-        raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
+    _check_prompt(prompt)
     tokenizer = loaded.tokenizer
     full = tokenizer(prompt, return_token_type_ids=False)["input_ids"]
     body = tokenizer(prompt, add_special_tokens=False, return_token_type_ids=False)["input_ids"]
@@ -467,8 +464,11 @@ def _check_seconds(name: str, value: float, flag: str, zero: str = "") -> None:
         raise KVMagicError(f"{name} ({flag}) must be a number of seconds >= 0{' ' + zero if zero else ''}, got {value!r}")
 
 
-def _check_encodable(prompt: str) -> None:
-    """A lone surrogate (from a bad copy or a broken file) is no text: tokenizers reject it with a TypeError."""
+def _check_prompt(prompt: str) -> None:
+    """Text to tokenize: not blank, and no lone surrogate (from a bad copy or a broken file), which
+    tokenizers reject with a TypeError."""
+    if not prompt.strip():
+        raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as error:
