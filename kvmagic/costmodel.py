@@ -6,8 +6,13 @@ tokens already cached. Uncached generation of N tokens after P costs about sum_{
 cached about F(P) + sum_{1<=i<N} D(P+i). Each curve is the lowest-degree polynomial in L that the
 probes support. ``generate`` adds its own work around every forward (input preparation, logits
 processing, stopping checks), the same in both conditions: a constant G per step and C per call,
-found from two short cached ``generate`` calls against what their forwards alone predict. The fitting and summation are pure Python (exactly checkable by hand); only the
-probes import torch.
+read from a short cached ``generate`` whose forwards hooks stamp as they start and end.
+
+The machine that runs the probes may speed up or slow down while they run (other work, clock
+changes). So the probes go in rounds, each visiting every length and the hooked ``generate``, and
+each point is the median of its rounds: a slow stretch then costs every point alike, and the
+curves keep their proportions, which is all a speed-up depends on. The fitting and summation are
+pure Python (exactly checkable by hand); only the probes import torch.
 """
 
 from __future__ import annotations
@@ -15,23 +20,27 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
-
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
 
     from .loading import LoadedModel
 
-__all__ = ["PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial", "break_even", "fit_polynomial", "probe"]
+__all__ = [
+    "PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial",
+    "break_even", "fit_polynomial", "generate_overhead", "probe",
+]  # fmt: skip
 
 MAX_DEGREE = 2
 PROBE_LENGTHS = 5  # distinct lengths per curve: enough to tell a line from a parabola, held out one at a time
-PROBE_REPEAT = 5  # timings per length; the fastest is the point fitted (interference on a shared machine only adds time)
-OVERHEAD_TOKENS = (2, 10)  # lengths of the two cached generates that measure G (their difference) and C
+PROBE_REPEAT = 5  # rounds over all lengths; each point fitted is the median of its rounds
+DECODE_STEPS = 2  # cached decode steps timed per length and round, on the cache a prefill of that length built
+OVERHEAD_TOKENS = 10  # new tokens of the hooked cached generate that measures G and C
 
 
 @dataclass(frozen=True)
@@ -53,11 +62,16 @@ class Polynomial:
 
 
 def _least_squares(points: Sequence[tuple[float, float]], degree: int) -> Polynomial:
-    """Ordinary least squares through the normal equations, with lengths scaled to [0, 1] to stay well conditioned."""
+    """Least squares of the relative residuals ``(p(L) - t) / t``, through the normal equations.
+
+    Relative, because a speed-up is a ratio: a short length's few milliseconds matter as much as a
+    long one's hundred. Lengths are scaled to [0, 1] to keep the system well conditioned.
+    """
     scale = max(abs(x) for x, _ in points) or 1.0
     size = degree + 1
-    matrix = [[sum((x / scale) ** (i + j) for x, _ in points) for j in range(size)] for i in range(size)]
-    vector = [sum(y * (x / scale) ** i for x, y in points) for i in range(size)]
+    weighted = [(x / scale, y, 1 / (y * y)) for x, y in points]
+    matrix = [[sum(w * x ** (i + j) for x, _, w in weighted) for j in range(size)] for i in range(size)]
+    vector = [sum(w * y * x**i for x, y, w in weighted) for i in range(size)]
     solution = _solve(matrix, vector)
     return Polynomial(tuple(c / scale**k for k, c in enumerate(solution)))
 
@@ -81,23 +95,25 @@ def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
 
 
 def _held_out_error(points: Sequence[tuple[float, float]], degree: int) -> float:
-    """Mean squared error predicting each point from a fit to the others (leave-one-out)."""
+    """Mean squared relative error predicting each point from a fit to the others (leave-one-out)."""
     errors = []
     for index, (x, y) in enumerate(points):
         rest = [p for i, p in enumerate(points) if i != index]
-        errors.append((_least_squares(rest, degree)(x) - y) ** 2)
+        errors.append((_least_squares(rest, degree)(x) / y - 1) ** 2)
     return sum(errors) / len(errors)
 
 
 def fit_polynomial(points: Sequence[tuple[float, float]], max_degree: int = MAX_DEGREE) -> Polynomial:
     """The polynomial of degree 0..``max_degree`` that best predicts held-out points.
 
-    A degree is a candidate only with two points more than its coefficients' count of distinct
-    lengths, so that leaving one out still leaves it determined with a point to spare; a higher
-    degree must cut the held-out error by 10% to be chosen, so noise alone rarely buys a curve.
+    A degree is a candidate only with one distinct length more than it has coefficients, so that
+    leaving one out still leaves it determined; a higher degree must cut the held-out error by 10%
+    to be chosen, so noise alone rarely buys a curve. Errors count relative to each timing.
     """
     if not points:
         raise ValueError("no points to fit")
+    if any(y <= 0 for _, y in points):
+        raise ValueError("timings must be positive: residuals count relative to them")
     distinct = len({x for x, _ in points})
     best_degree, best_error = 0, math.inf
     for degree in range(max_degree + 1):
@@ -212,19 +228,19 @@ def probe(
     """Time F(L) and D(L) over lengths from ``shortest`` to ``longest`` and fit both curves.
 
     F(L) is one forward with ``use_cache=False``; D(L) one forward of a single token on a cache
-    that a prefill of L tokens built, and then at L + 1, L + 2 on the cache each step grew (each
-    a decode step a cached generate takes). Each probe is timed between device synchronizations
+    that a prefill of L tokens built, then one more at L + 1 on the cache that step grew (each a
+    decode step a cached generate takes). Each probe is timed between device synchronizations
     under ``torch.inference_mode``; the model computes only the last position's logits, as
-    ``generate`` asks it to. The fastest of ``repeat`` timings counts: the model's own cost, to
-    which interference from other work on the machine can only add.
+    ``generate`` asks it to. ``repeat`` rounds visit every length; a point is the median of its
+    rounds, a typical step as a whole generation sums them.
     """
     import torch
 
-    from .timing import synchronize
+    from .timing import greedy_config, synchronize
 
     model, devices = loaded.model, loaded.devices
     ids = inputs["input_ids"]
-    source = ids.repeat(1, -(-(longest + repeat) // ids.shape[-1]))
+    source = ids.repeat(1, -(-(longest + DECODE_STEPS) // ids.shape[-1]))
     accepted = inspect.signature(model.forward).parameters
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     cache_name = "cache" if "cache" in accepted else "past_key_values"  # transformers 5 renamed it
@@ -237,47 +253,71 @@ def probe(
         return output, perf_counter() - start
 
     started = perf_counter()
-    prefill_points, decode_points = [], []
-    with torch.inference_mode():
-        for length in probe_lengths(shortest, longest):
-            window = source[:, :length]
-            mask = torch.ones_like(window)
-            times = [timed(input_ids=window, attention_mask=mask, use_cache=False)[1] for _ in range(repeat)]
-            prefill_points.append((length, min(times)))
-            cache = getattr(model(input_ids=window, attention_mask=mask, use_cache=True, **extra), cache_name)
-            steps = []
-            for step in range(repeat):
-                position = length + step
-                token = source[:, position : position + 1]
-                kwargs: dict[str, Any] = {"input_ids": token, cache_name: cache, "use_cache": True,
-                                          "attention_mask": torch.ones_like(source[:, : position + 1])}  # fmt: skip
-                if "cache_position" in accepted:
-                    kwargs["cache_position"] = torch.tensor([position], device=token.device)
-                output, seconds = timed(**kwargs)
-                cache = getattr(output, cache_name)
-                steps.append(seconds)
-            decode_points.append((length + (repeat - 1) / 2, min(steps)))
-            del cache
-    forwards = CostModel(fit_polynomial(prefill_points), fit_polynomial(decode_points))
-    step, call = _generate_overhead(loaded, source[:, :shortest], forwards, repeat)
+    lengths = probe_lengths(shortest, longest)
+    prefill: dict[int, list[float]] = {length: [] for length in lengths}
+    decode: dict[int, list[float]] = {length: [] for length in lengths}
+    short_ids = source[:, :shortest]
+    short_inputs = {"input_ids": short_ids, "attention_mask": torch.ones_like(short_ids)}
+    config = greedy_config(model, loaded.tokenizer, OVERHEAD_TOKENS, use_cache=True)
+    overheads: list[tuple[float, float]] = []
+    for _ in range(repeat):
+        with torch.inference_mode():
+            for length in lengths:
+                window = source[:, :length]
+                mask = torch.ones_like(window)
+                prefill[length].append(timed(input_ids=window, attention_mask=mask, use_cache=False)[1])
+                cache = getattr(model(input_ids=window, attention_mask=mask, use_cache=True, **extra), cache_name)
+                for position in range(length, length + DECODE_STEPS):
+                    token = source[:, position : position + 1]
+                    kwargs: dict[str, Any] = {"input_ids": token, cache_name: cache, "use_cache": True,
+                                              "attention_mask": torch.ones_like(source[:, : position + 1])}  # fmt: skip
+                    if "cache_position" in accepted:
+                        kwargs["cache_position"] = torch.tensor([position], device=token.device)
+                    output, seconds = timed(**kwargs)
+                    cache = getattr(output, cache_name)
+                    decode[length].append(seconds)
+                del cache
+        overheads.append(_hooked_overhead(loaded, short_inputs, config))  # in the same rounds: the same machine
+    middle = (DECODE_STEPS - 1) / 2
+    forwards = CostModel(
+        fit_polynomial([(length, statistics.median(times)) for length, times in prefill.items()]),
+        fit_polynomial([(length + middle, statistics.median(times)) for length, times in decode.items()]),
+    )
+    step = statistics.median(step for step, _ in overheads)
+    call = statistics.median(call for _, call in overheads)
     return dataclasses.replace(forwards, step_overhead_s=step, call_overhead_s=call, probe_s=perf_counter() - started)
 
 
-def _generate_overhead(loaded: LoadedModel, ids: Any, forwards: CostModel, repeat: int) -> tuple[float, float]:
-    """G and C: what two short cached generates take beyond their forwards, split into per step and per call.
+def _hooked_overhead(loaded: LoadedModel, inputs: dict[str, Any], config: Any) -> tuple[float, float]:
+    """G and C of one cached generate, from hooks that stamp where each forward starts and ends."""
+    from .timing import synchronize, timed_generate
 
-    The excess grows by G per extra token; what is left at the shorter length is C. Neither is negative.
+    stamps: list[float] = []
+
+    def stamp(*_: Any) -> None:
+        synchronize(loaded.devices)
+        stamps.append(perf_counter())
+
+    hooks = [loaded.model.register_forward_pre_hook(stamp), loaded.model.register_forward_hook(stamp)]
+    try:
+        taken = timed_generate(loaded.model, inputs, config, loaded.devices)[1]
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return generate_overhead(taken, stamps)
+
+
+def generate_overhead(taken: float, stamps: Sequence[float]) -> tuple[float, float]:
+    """G and C of one ``generate`` that took ``taken`` seconds, from its forwards' start and end stamps.
+
+    ``stamps`` alternate: first forward's start, its end, the next start, ... G is the median time
+    from one forward's end to the next one's start (the work around each step); C what is left of
+    ``taken`` beyond the forwards and one G per step (set-up and finish, once per call), at least 0.
     """
-    import torch
-
-    from .timing import greedy_config, timed_generate
-
-    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    excess = []
-    for tokens in OVERHEAD_TOKENS:
-        config = greedy_config(loaded.model, loaded.tokenizer, tokens, use_cache=True)
-        seconds = min(timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(repeat))
-        excess.append(seconds - forwards.forward_seconds(ids.shape[-1], tokens, use_cache=True))
-    (short, short_excess), (long, long_excess) = zip(OVERHEAD_TOKENS, excess)
-    step = max((long_excess - short_excess) / (long - short), 0.0)
-    return step, max(short_excess - short * step, 0.0)
+    starts, ends = stamps[0::2], stamps[1::2]
+    if len(starts) < 2 or len(ends) != len(starts):
+        raise ValueError("need the start and end of two forwards or more")
+    gaps = [start - end for end, start in zip(ends, starts[1:])]
+    step = statistics.median(gaps)
+    forwards = sum(end - start for start, end in zip(starts, ends))
+    return step, max(taken - forwards - len(starts) * step, 0.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvmagic.costmodel import CostModel, Polynomial, break_even, fit_polynomial, probe_lengths
+from kvmagic.costmodel import CostModel, Polynomial, break_even, fit_polynomial, generate_overhead, probe_lengths
 
 LENGTHS = (16, 32, 64, 128, 256)
 
@@ -32,13 +32,23 @@ def test_noise_around_a_constant_stays_a_constant() -> None:
     times = (0.0050, 0.0052, 0.0049, 0.0051, 0.0050)
     curve = fit_polynomial(list(zip(LENGTHS, times)))
     assert curve.degree == 0
-    assert curve.coefficients == pytest.approx((sum(times) / 5,))
+    # least squares of relative residuals: the constant c minimising sum((c - t) / t)^2 is sum(1/t) / sum(1/t^2)
+    assert curve.coefficients == pytest.approx((sum(1 / t for t in times) / sum(1 / t**2 for t in times),), rel=1e-12)
+
+
+def test_residuals_count_relative_to_each_timing() -> None:
+    # 0.25 s and 0.75 s at one length: a 0.05 s miss on the short one weighs as much as 0.15 s on the long one
+    assert fit_polynomial([(8, 0.25), (8, 0.75)]).coefficients == pytest.approx((0.3,), rel=1e-12)
+    # a line through short timings survives one long outlier better than an unweighted fit would
+    points = [(16, 0.002), (32, 0.003), (64, 0.005), (128, 0.009), (256, 0.03)]
+    assert fit_polynomial(points, max_degree=1)(16) == pytest.approx(0.002, rel=0.1)
+    with pytest.raises(ValueError, match="positive"):
+        fit_polynomial([(1, 0.0), (2, 1.0)])
 
 
 def test_too_few_lengths_limit_the_degree() -> None:
     # Three lengths leave a held-out check for a line but not for a parabola, even on a perfect parabola.
     assert fit_polynomial([(1, 1.0), (2, 4.0), (3, 9.0)]).degree == 1
-    assert fit_polynomial([(8, 0.25), (8, 0.75)]) == Polynomial((0.5,))
     with pytest.raises(ValueError):
         fit_polynomial([])
 
@@ -98,3 +108,13 @@ def test_the_explanation_names_the_curves_the_break_even_the_dominant_term_and_t
     assert notes[3] == "at 79 tokens the cached step D(79) + G = 3 ms is 100% fixed per-step cost: the fixed per-step cost dominates"
     assert notes[-1] == "KV cache at 79 tokens: 2 MiB against 8 MiB of weights (25.0%): the memory the cache trades for time"
     assert len(model.explain(16, 64, kv_bytes=None, weight_bytes=None)) == len(notes) - 1
+
+
+def test_generate_overhead_reads_the_gaps_between_forwards() -> None:
+    # forwards 2 s, 1 s, 1 s with gaps of 0.25 s and 0.75 s between them, in a call of 6 s: G is the median gap
+    # (0.5 s), and C what is left beyond the 4 s of forwards and three G (1.5 s): 0.5 s
+    stamps = [1.0, 3.0, 3.25, 4.25, 5.0, 6.0]
+    assert generate_overhead(6.0, stamps) == (0.5, 0.5)
+    assert generate_overhead(5.0, stamps) == (0.5, 0.0)  # a call shorter than its parts: never a negative C
+    with pytest.raises(ValueError, match="two forwards"):
+        generate_overhead(1.0, [0.0, 0.5])
