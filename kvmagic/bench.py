@@ -19,7 +19,7 @@ from .guards import is_out_of_memory, with_memory_advice
 from .memory import cache_nbytes, predicted_kv_nbytes
 from .results import BenchmarkResult, Measurement, Mismatch, Prediction, StepProfile, first_mismatch
 from .strategies import parse_names, strategies
-from .sweep import check_budget, configurations, estimate_seconds, pair_seconds, parse_lengths, plan_within_budget, stretch_ids
+from .sweep import check_budget, configurations, estimate_seconds, parse_lengths, plan_within_budget, round_seconds, stretch_ids
 from .timing import greedy_config, profiled_generate, timed_generate
 
 if TYPE_CHECKING:
@@ -240,21 +240,22 @@ def _sweep(
     warmed = {first}
     cost = None
     planned_repeat = MIN_AUTO_PAIRS if repeat == "auto" else repeat
+    caches = [settings["use_cache"] for settings in conditions.values()]
     plan = [True] * len(configs)
     if predict or max_seconds and len(configs) > 1:  # a single configuration is the experiment itself: no probe
         shortest, longest = min(p for p, _ in configs), max(p + n - 1 for p, n in configs)
         cost = costmodel.probe(loaded, inputs[first], shortest, longest)
-        estimate = estimate_seconds(cost, configs, repeat=planned_repeat, warmup_tokens=warmup_tokens)
+        budget = {"repeat": planned_repeat, "warmup_tokens": warmup_tokens, "caches": caches}
+        estimate = estimate_seconds(cost, configs, **budget)
         result.metadata["estimated_s"] = estimate
         if predict:
             result.cost_model = cost
             result.predictions = [_prediction(loaded, cost, p, n) for p, n in configs]
-            plan = plan_within_budget(cost, configs, repeat=planned_repeat, warmup_tokens=warmup_tokens,
-                                      max_seconds=max_seconds)  # fmt: skip
+            plan = plan_within_budget(cost, configs, max_seconds=max_seconds, **budget)
         else:
             check_budget(estimate, max_seconds)
     todo = [config for config, measured in zip(configs, plan) if measured]
-    weights = [1.0 if cost is None else planned_repeat * pair_seconds(cost, p, n) for p, n in todo]
+    weights = [1.0 if cost is None else planned_repeat * round_seconds(cost, p, n, caches) for p, n in todo]
     with _progress_bar(sum(weights), enabled=progress and len(todo) > 1) as bar:
         for index, ((prompt_length, new_length), weight) in enumerate(zip(todo, weights)):
             bar.set_description_str(f"kvbench {index + 1}/{len(todo)}: prompt {prompt_length}, new {new_length}")

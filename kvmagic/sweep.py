@@ -23,9 +23,9 @@ __all__ = [
     "configurations",
     "estimate_seconds",
     "format_seconds",
-    "pair_seconds",
     "parse_lengths",
     "plan_within_budget",
+    "round_seconds",
     "stretch_ids",
 ]
 
@@ -98,24 +98,32 @@ def stretch_ids(prefix: Sequence[int], body: Sequence[int], suffix: Sequence[int
     return [*prefix, *(list(body) * repeats)[:room], *suffix]
 
 
-def pair_seconds(cost: CostModel, prompt_tokens: int, new_tokens: int) -> float:
-    """One uncached and one cached generate, as the cost model predicts them."""
-    return sum(cost.generate_seconds(prompt_tokens, new_tokens, use_cache=c) for c in (False, True))
+PAIR = (False, True)  # use_cache of each condition a round runs: uncached, then cached
+
+
+def round_seconds(cost: CostModel, prompt_tokens: int, new_tokens: int, caches: Sequence[bool] = PAIR) -> float:
+    """One generate per condition (``caches``: the ``use_cache`` of each), as the cost model predicts them.
+
+    The model knows the dynamic cache only: every cached strategy (``--cache``) is counted as one.
+    """
+    return sum(cost.generate_seconds(prompt_tokens, new_tokens, use_cache=c) for c in caches)
 
 
 def estimate_seconds(
-    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int
-) -> float:
-    """The whole sweep: ``repeat`` pairs per configuration plus one warm-up pair per prompt length."""
-    total = sum(repeat * pair_seconds(cost, p, n) for p, n in configs)
+    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int,
+    caches: Sequence[bool] = PAIR,
+) -> float:  # fmt: skip
+    """The whole sweep: ``repeat`` rounds per configuration plus one warm-up round per prompt length."""
+    total = sum(repeat * round_seconds(cost, p, n, caches) for p, n in configs)
     if warmup_tokens:
-        total += sum(pair_seconds(cost, p, warmup_tokens) for p in dict.fromkeys(p for p, _ in configs))
+        total += sum(round_seconds(cost, p, warmup_tokens, caches) for p in dict.fromkeys(p for p, _ in configs))
     return total
 
 
 def plan_within_budget(
-    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int, max_seconds: float
-) -> list[bool]:
+    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int, max_seconds: float,
+    caches: Sequence[bool] = PAIR,
+) -> list[bool]:  # fmt: skip
     """Which configurations to measure (in order) so the predicted total stays within ``max_seconds``.
 
     A configuration that would pass the budget is skipped, and a later, cheaper one may still fit;
@@ -123,9 +131,9 @@ def plan_within_budget(
     """
     plan, spent, warmed = [], 0.0, set()
     for prompt_tokens, new_tokens in configs:
-        cost_s = repeat * pair_seconds(cost, prompt_tokens, new_tokens)
+        cost_s = repeat * round_seconds(cost, prompt_tokens, new_tokens, caches)
         if warmup_tokens and prompt_tokens not in warmed:
-            cost_s += pair_seconds(cost, prompt_tokens, warmup_tokens)
+            cost_s += round_seconds(cost, prompt_tokens, warmup_tokens, caches)
         fits = not max_seconds or spent + cost_s <= max_seconds
         if fits:
             spent += cost_s

@@ -96,6 +96,14 @@ def test_estimate_counts_repeats_and_one_warm_up_per_prompt_length() -> None:
     assert estimate_seconds(COST, [(10, 4)], repeat=1, warmup_tokens=0) == pytest.approx(4.59)
 
 
+def test_estimate_counts_one_generate_per_condition() -> None:
+    # --cache off,dynamic,static: one uncached (2.46 s) and two cached (2.13 s each) generates per round
+    three = (False, True, True)
+    assert estimate_seconds(COST, [(10, 4)], repeat=2, warmup_tokens=0, caches=three) == pytest.approx(2 * 6.72)
+    assert plan_within_budget(COST, [(10, 4)], repeat=1, warmup_tokens=0, max_seconds=5, caches=three) == [False]
+    assert plan_within_budget(COST, [(10, 4)], repeat=1, warmup_tokens=0, max_seconds=5) == [True]
+
+
 def test_plan_skips_what_passes_the_budget_and_keeps_later_cheaper_rows() -> None:
     configs = [(10, 4), (10, 1), (20, 1)]  # pairs: 4.59 s, 1.2 s, 1.4 s; warm-ups at 10 and 20: 2.32 s, 2.62 s
     assert plan_within_budget(COST, configs, repeat=1, warmup_tokens=0, max_seconds=3) == [False, True, True]
