@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Float, Integer, TraitError, TraitType, Unicode, validate
+from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode, Union, validate
 
 from .errors import KVMagicError
 from .guards import forget_frames, forget_last_failure
@@ -30,8 +30,10 @@ def _trait(name: str) -> TraitType:
     """A configurable default of ``KVMagics``, declared from the option it fills in."""
     option = _CONFIGURABLE[name]
     kind = _TRAITS[type(option.default)] if option.default is not None else Unicode
-    flags = "/".join(option.flags)
-    return kind(option.default, allow_none=option.default is None, help=f"{option.help} ({flags})").tag(config=True)
+    described = f"{option.help} ({'/'.join(option.flags)})"
+    if option.words:  # a number or one of these words: -r 3 or -r auto
+        return Union([kind(), Enum(option.words)], default_value=option.default, help=described).tag(config=True)
+    return kind(option.default, allow_none=option.default is None, help=described).tag(config=True)
 
 
 def _with_options(options: Sequence[Option]) -> Callable[[Any], Any]:

@@ -64,7 +64,8 @@ class Option:
 
     ``cli_flags`` spells it differently for the command (``%kvload MODEL`` is ``kvbench --model MODEL``);
     ``hosts`` says where it exists at all (``-o`` and ``-v`` mean nothing outside a notebook).
-    ``minimum`` and ``choices`` validate a configured default, which argparse never sees.
+    ``minimum`` and ``choices`` validate a configured default, which argparse never sees;
+    ``words`` are what a numeric option also takes in place of a number (``-r auto``).
     """
 
     flags: tuple[str, ...]
@@ -79,6 +80,7 @@ class Option:
     hosts: tuple[Host, ...] = ("magic", "cli")
     minimum: float | None = None
     choices: tuple[str, ...] | None = None
+    words: tuple[str, ...] = ()
 
     def spelling(self, host: Host) -> tuple[str, ...]:
         return self.cli_flags if host == "cli" and self.cli_flags else self.flags
@@ -108,6 +110,8 @@ class Option:
 
     def check(self, value: Any) -> str | None:
         """Why ``value`` cannot be this option's default, or None when it can."""
+        if value in self.words:
+            return None
         if self.choices is not None and value not in self.choices:
             return f"must be one of {', '.join(self.choices)}, got {value!r}"
         if self.minimum is not None and value < self.minimum:
@@ -137,7 +141,7 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            configurable=True, minimum=0),
     Option(("-r", "--repeat"), "Interleaved uncached/cached pairs; medians are reported. auto: take pairs (at least 5) "
            "until the 95-percent interval of the speed-up is within --ci-target of it, or --auto-cap seconds pass.", "repeat", 1,
-           type=repeat_count, configurable=True, minimum=1),
+           type=repeat_count, configurable=True, minimum=1, words=("auto",)),
     Option(("--ci-target",), "With -r auto: the interval's half-width to reach, as a fraction of the speed-up.",
            "ci_target", 0.05, type=float, configurable=True, minimum=0),
     Option(("--auto-cap",), "With -r auto: stop taking pairs for a configuration after this many seconds.",

@@ -66,6 +66,19 @@ def test_bad_defaults_are_refused_and_the_old_value_kept(shell, name, value, mes
 def test_wrong_type_is_refused(shell):
     with pytest.raises(TraitError, match="new_tokens"):
         magics(shell).new_tokens = "many"
+    with pytest.raises(TraitError, match="repeat"):
+        magics(shell).repeat = "often"
+
+
+def test_repeat_auto_can_be_the_default(shell):
+    shell.run_line_magic("config", "KVMagics.repeat = 'auto'")
+    try:
+        result = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o --ci-target 0.99", "hello")
+        fixed = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o -r 2", "hello")
+    finally:
+        shell.run_line_magic("config", "KVMagics.repeat = 1")
+    assert result.metadata["repeat"] == "auto" and len(result.times("cached")) >= 5
+    assert fixed.metadata["repeat"] == 2
 
 
 def test_help_names_the_config_setting(shell):
