@@ -1,10 +1,11 @@
 """How well the cost model predicts the speed-up before measuring, and what -r auto saves.
 
-Run: ``PYTHONPATH=. python benchmarks/cost_model.py [--threads 1] [-n 16,64,256] [-p 16,256]``.
+Run: ``PYTHONPATH=. python benchmarks/cost_model.py [--threads 1] [-n 16,64,256] [-p 16,256] [-r 3]``.
 
 Part 1, on ``tiny`` (EXAONE-4 architecture) and on a small Llama built here with seeded random
-weights (no hub): one ``--predict`` sweep each; per row the predicted and the measured speed-up and
-their relative error (the target: within 25%). Part 2, on ``tiny``: how many timed ``generate``
+weights (no hub): one ``--predict`` sweep each, measured as the median of ``-r`` interleaved pairs
+(one pair is itself too noisy on a shared machine to judge a prediction by); per row the predicted
+and the measured seconds and speed-up, and the speed-up's relative error (the target: within 25%). Part 2, on ``tiny``: how many timed ``generate``
 calls ``-r auto`` takes to bring the speed-up's 95% interval within ±5%, against the interval
 that fixed policies of 5 and 10 pairs reach in the same run.
 """
@@ -36,18 +37,22 @@ def small_llama(tokenizer: object) -> LoadedModel:
     return LoadedModel(model=LlamaForCausalLM(config).eval(), tokenizer=tokenizer, name="llama-small (random)")
 
 
-def accuracy(loaded: LoadedModel, new_tokens: str, prompt_tokens: str) -> float:
+def accuracy(loaded: LoadedModel, new_tokens: str, prompt_tokens: str, repeat: int) -> float:
     """One --predict sweep; prints predicted against measured per row and returns the worst relative error."""
     start = time.perf_counter()
-    result = run_benchmark(loaded, PROMPT, new_tokens=new_tokens, prompt_tokens=prompt_tokens, repeat=1, predict=True)
+    result = run_benchmark(loaded, PROMPT, new_tokens=new_tokens, prompt_tokens=prompt_tokens, repeat=repeat,
+                           predict=True)  # fmt: skip
     frame = result.to_dataframe()
     print(f"\n### {loaded.summary()}  ({time.perf_counter() - start:.0f} s, probing {result.cost_model.probe_s:.2f} s)\n")
-    print("| prompt | new | measured | predicted | error |\n| ---: | ---: | ---: | ---: | ---: |")
+    print("| prompt | new | uncached s (predicted) | cached s (predicted) | speed-up | predicted | error |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     worst = 0.0
     for row in frame.itertuples(index=False):
         error = row.predicted_speedup / row.speedup - 1
         worst = max(worst, abs(error))
-        print(f"| {row.prompt_tokens} | {row.new_tokens} | {row.speedup:.2f}x | {row.predicted_speedup:.2f}x | {error:+.0%} |")
+        print(f"| {row.prompt_tokens} | {row.new_tokens} | {row.uncached_s:.3f} ({row.predicted_uncached_s:.3f}) "
+              f"| {row.cached_s:.3f} ({row.predicted_cached_s:.3f}) | {row.speedup:.2f}x | {row.predicted_speedup:.2f}x "
+              f"| {error:+.0%} |")  # fmt: skip
     print()
     for note in result.notes():
         print(f"- {note}")
@@ -75,10 +80,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
     parser.add_argument("-n", default="16,64,256")
     parser.add_argument("-p", default="16,256")
+    parser.add_argument("-r", type=int, default=3, help="interleaved pairs per row; the median counts")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tiny = load_model("tiny")
-    worst = {loaded.name: accuracy(loaded, args.n, args.p) for loaded in (tiny, small_llama(tiny.tokenizer))}
+    worst = {loaded.name: accuracy(loaded, args.n, args.p, args.r) for loaded in (tiny, small_llama(tiny.tokenizer))}
     print("\nworst relative error of the predicted speed-up: "
           + ", ".join(f"{name} {error:.0%}" for name, error in worst.items()) + " (target: 25%)")  # fmt: skip
     for new_tokens in (16, 64):
