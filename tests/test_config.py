@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,29 +20,34 @@ def magics(shell):
     return shell.magics_manager.registry["KVMagics"]
 
 
+@contextmanager
+def configured(shell, **settings):
+    """``%config`` each setting for the block, then put back what was there."""
+    before = {name: getattr(magics(shell), name) for name in settings}
+    for name, value in settings.items():
+        shell.run_line_magic("config", f"KVMagics.{name} = {value!r}")
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            shell.run_line_magic("config", f"KVMagics.{name} = {value!r}")
+
+
 def test_chat_default_and_no_chat_override(shell):
     plain = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", "hello")
-    shell.run_line_magic("config", "KVMagics.chat = True")
-    try:
+    with configured(shell, chat=True):
         chat = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", "hello")
         unchat = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o --no-chat", "hello")
-    finally:
-        shell.run_line_magic("config", "KVMagics.chat = False")
     assert chat.prompt_tokens == plain.prompt_tokens + 12 and chat.metadata["chat"] is True
     assert unchat.prompt_tokens == plain.prompt_tokens
 
 
 def test_model_and_dtype_defaults_feed_kvload(shell, capsys):
-    shell.run_line_magic("config", "KVMagics.model = 'tiny'")
-    shell.run_line_magic("config", "KVMagics.dtype = 'bfloat16'")
-    try:
+    with configured(shell, model="tiny", dtype="bfloat16"):
         shell.run_line_magic("kvload", "")
         assert magics(shell).loaded.name == "tiny" and str(magics(shell).loaded.dtype) == "torch.bfloat16"
         shell.run_line_magic("kvload", "--dtype float32")
         assert str(magics(shell).loaded.dtype) == "torch.float32"
-    finally:
-        shell.run_line_magic("config", "KVMagics.dtype = 'auto'")
-        shell.run_line_magic("config", "KVMagics.model = 'LGAI-EXAONE/EXAONE-4.0-1.2B'")
     assert capsys.readouterr().out.count("tiny: Exaone4ForCausalLM") == 2
 
 
@@ -71,12 +77,9 @@ def test_wrong_type_is_refused(shell):
 
 
 def test_repeat_auto_can_be_the_default(shell):
-    shell.run_line_magic("config", "KVMagics.repeat = 'auto'")
-    try:
+    with configured(shell, repeat="auto"):
         result = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o --ci-target 0.99", "hello")
         fixed = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o -r 2", "hello")
-    finally:
-        shell.run_line_magic("config", "KVMagics.repeat = 1")
     assert result.metadata["repeat"] == "auto" and len(result.times("cached")) >= 5
     assert fixed.metadata["repeat"] == 2
 
