@@ -92,6 +92,7 @@ def run_benchmark(
     cache: str | Sequence[str] | None = None,
     kv_bits: int | None = None,
     compile: bool = False,
+    profile: bool = True,
 ) -> BenchmarkResult:
     """Time greedy generation of ``new_tokens`` tokens with the KV cache off and on.
 
@@ -117,6 +118,10 @@ def run_benchmark(
     under the same protocol, against ``off``; one that cannot run here is kept with its reason
     (see :mod:`kvmagic.strategies`). ``kv_bits`` sets a quantized cache's width; ``compile`` adds
     a torch.compile'd static cache, compiled during an untimed run of each configuration's shape.
+
+    ``profile=False`` skips the one extra hooked run per condition that follows the timed ones:
+    time to first token, decode speed, KV-cache bytes and peak memory are then left empty (NaN),
+    and a benchmark of a large model on a slow device saves one ``generate`` per condition.
     """
     new_lengths = _lengths("new_tokens", new_tokens, flag="-n")
     _check_count("warmup_tokens", warmup_tokens, minimum=0, flag="-w")
@@ -144,7 +149,7 @@ def run_benchmark(
     run = partial(
         _benchmark, loaded, prompt, new_lengths, prompt_tokens=prompt_tokens, warmup_tokens=warmup_tokens,
         repeat=repeat, chat=chat, max_seconds=max_seconds, progress=progress, predict=predict,
-        ci_target=ci_target, auto_cap=auto_cap, names=names, kv_bits=kv_bits, compile=compile,
+        ci_target=ci_target, auto_cap=auto_cap, names=names, kv_bits=kv_bits, compile=compile, profile=profile,
     )  # fmt: skip
     return with_memory_advice(run, advice)
 
@@ -166,6 +171,7 @@ def _benchmark(
     names: list[str] | None,
     kv_bits: int | None,
     compile: bool,
+    profile: bool,
 ) -> BenchmarkResult:
     chosen = None if names is None else strategies(loaded, names, kv_bits=kv_bits, compile=compile)
     natural = encode_prompt(loaded, prompt, chat=chat)
@@ -192,6 +198,7 @@ def _benchmark(
             "natural_prompt_tokens": natural_tokens,
             "prompt_stretched": prompt_tokens is not None and any(n != natural_tokens for n in inputs),
             "configurations": len(configs),
+            "profile": profile,
             **({"ci_target": ci_target, "auto_cap": auto_cap} if repeat == "auto" else {}),
             **({"max_seconds": max_seconds, "weight_bytes": _weight_bytes(loaded)} if predict else {}),
         },
@@ -208,7 +215,7 @@ def _benchmark(
     try:
         _sweep(loaded, inputs, configs, result, conditions, warmup_tokens=warmup_tokens, repeat=repeat,
                max_seconds=max_seconds, progress=progress, predict=predict, ci_target=ci_target,
-               auto_cap=auto_cap)  # fmt: skip
+               auto_cap=auto_cap, profile=profile)  # fmt: skip
     except KeyboardInterrupt:
         if len(configs) == 1:  # nothing finished to return: the user asked to stop
             raise
@@ -230,22 +237,24 @@ def _sweep(
     predict: bool,
     ci_target: float,
     auto_cap: float,
+    profile: bool,
 ) -> None:
     """Warm up, check the budget, then measure each configuration into ``result`` as it finishes.
 
-    The budget's estimate counts ``-r auto`` at its minimum of pairs: ``auto_cap`` bounds the rest.
+    The budget's estimate counts ``-r auto`` at its minimum of pairs (``auto_cap`` bounds the rest),
+    plus the hooked round of ``profile``.
     """
     first = configs[0][0]
     _warm(loaded, inputs[first], warmup_tokens, conditions, result)
     warmed = {first}
     cost = None
-    planned_repeat = MIN_AUTO_PAIRS if repeat == "auto" else repeat
+    rounds = (MIN_AUTO_PAIRS if repeat == "auto" else repeat) + (1 if profile else 0)
     caches = [settings["use_cache"] for settings in conditions.values()]
     plan = [True] * len(configs)
     if predict or max_seconds and len(configs) > 1:  # a single configuration is the experiment itself: no probe
         shortest, longest = min(p for p, _ in configs), max(p + n - 1 for p, n in configs)
         cost = costmodel.probe(loaded, inputs[first], shortest, longest)
-        budget = {"repeat": planned_repeat, "warmup_tokens": warmup_tokens, "caches": caches}
+        budget = {"repeat": rounds, "warmup_tokens": warmup_tokens, "caches": caches}
         estimate = estimate_seconds(cost, configs, **budget)
         result.metadata["estimated_s"] = estimate
         if predict:
@@ -255,7 +264,7 @@ def _sweep(
         else:
             check_budget(estimate, max_seconds)
     todo = [config for config, measured in zip(configs, plan) if measured]
-    weights = [1.0 if cost is None else planned_repeat * round_seconds(cost, p, n, caches) for p, n in todo]
+    weights = [1.0 if cost is None else rounds * round_seconds(cost, p, n, caches) for p, n in todo]
     with _progress_bar(sum(weights), enabled=progress and len(todo) > 1) as bar:
         for index, ((prompt_length, new_length), weight) in enumerate(zip(todo, weights)):
             bar.set_description_str(f"kvbench {index + 1}/{len(todo)}: prompt {prompt_length}, new {new_length}")
@@ -265,7 +274,7 @@ def _sweep(
             first_calls = _first_calls(loaded, inputs[prompt_length], new_length, conditions, result)
             measurement = measure(
                 loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat, conditions=conditions,
-                ci_target=ci_target, auto_cap=auto_cap,
+                ci_target=ci_target, auto_cap=auto_cap, profile=profile,
             )
             measurement.compile_s = {
                 name: seconds - statistics.median(measurement.times(name)) for name, seconds in first_calls.items()
@@ -373,6 +382,7 @@ def measure(
     conditions: Mapping[str, Mapping[str, Any]] = CONDITIONS,
     ci_target: float = 0.05,
     auto_cap: float = 60.0,
+    profile: bool = True,
 ) -> Measurement:
     """Time ``repeat`` interleaved rounds (uncached, cached) and check every run's tokens agree.
 
@@ -381,7 +391,8 @@ def measure(
 
     The headline runs are bare ``generate`` calls. After them comes one extra hooked run per
     condition (two in all, whatever ``repeat`` is) for what needs hooks: per-step times, top-2
-    margins, peak memory and the returned cache. Their cost never reaches the headline times.
+    margins, peak memory and the returned cache. Their cost never reaches the headline times;
+    ``profile=False`` skips them.
     """
     model, tokenizer, devices = loaded.model, loaded.tokenizer, loaded.devices
     prompt_tokens = inputs["input_ids"].shape[-1]
@@ -405,10 +416,10 @@ def measure(
             perf_counter() - started >= auto_cap or enough_pairs(_of(runs, seconds, "uncached"), _of(runs, seconds, "cached"), ci_target)
         ):
             break
-    profiles = {name: _profile(loaded, inputs, config, prompt_tokens) for name, config in configs.items()}
+    profiles = {name: _profile(loaded, inputs, config, prompt_tokens) for name, config in configs.items() if profile}
     reference = generated[0]
     mismatch = _mismatch(tokenizer, reference, generated, range(1, len(generated)))
-    if mismatch is not None:
+    if mismatch is not None and profiles:
         margin = _margin_at(profiles[runs[mismatch.run]], generated[mismatch.run], mismatch.position)
         mismatch = dataclasses.replace(mismatch, margin=margin)
     return Measurement(

@@ -89,6 +89,7 @@ class KVMagics(Magics):
     warmup_tokens = _trait("warmup_tokens")
     repeat = _trait("repeat")
     chat = _trait("chat")
+    profile = _trait("profile")
     expand = _trait("expand")
     max_seconds = _trait("max_seconds")
     ci_target = _trait("ci_target")

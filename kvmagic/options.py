@@ -148,6 +148,9 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "auto_cap", 60.0, type=float, configurable=True, minimum=0),
     Option(("--chat",), "Wrap the prompt in the tokenizer's chat template (--no-chat: do not).", "chat", False,
            action=argparse.BooleanOptionalAction, configurable=True),
+    Option(("--profile",), "After the timed runs, one hooked run per condition measures time to first token, "
+           "tokens/s, KV-cache bytes and peak memory (--no-profile: skip it, leave those columns empty and save "
+           "one generate per condition).", "profile", True, action=argparse.BooleanOptionalAction, configurable=True),
     Option(("--expand",), "Replace {name} and {name.attr} in the cell with values from the notebook; {{ and }} "
            "stay literal braces (--no-expand: keep the text as written).", "expand", False,
            action=argparse.BooleanOptionalAction, configurable=True, hosts=("magic",)),
@@ -210,7 +213,7 @@ def benchmark_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) ->
     """The keyword arguments of :func:`run_benchmark` the parsed benchmark options ask for."""
     names = (
         "new_tokens", "prompt_tokens", "warmup_tokens", "repeat", "chat", "max_seconds", "predict", "ci_target",
-        "auto_cap", "cache", "kv_bits", "compile",
+        "auto_cap", "cache", "kv_bits", "compile", "profile",
     )  # fmt: skip
     return {name: resolved(args, configured, name) for name in names}
 

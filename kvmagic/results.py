@@ -318,6 +318,9 @@ class BenchmarkResult:
     def notes(self) -> list[str]:
         """Plain-language remarks a reader of the table should not miss."""
         notes = [*self._sweep_notes(), *self._prediction_notes(), *self._auto_repeat_notes()]
+        if self.metadata.get("profile") is False:
+            notes.append("--no-profile: no hooked runs, so time to first token, tokens/s, KV cache and peak memory "
+                         "were not measured")  # fmt: skip
         for m in self.measurements:
             where = f"{m.prompt_tokens}+{m.new_tokens} tokens"
             if m.mismatch is not None and not self.strategies:  # with --cache, first_mismatch says it per strategy

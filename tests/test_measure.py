@@ -63,6 +63,21 @@ def test_headline_runs_carry_no_hooks_and_two_hooked_runs_follow(tiny, monkeypat
     measure(tiny, encode_prompt(tiny, PROMPT), new_tokens=2, repeat=2)
     bare = [(False, False, False), (True, False, False)]
     assert calls == bare * 2 + [(False, True, True), (True, True, True)]
+    calls.clear()
+    unprofiled = measure(tiny, encode_prompt(tiny, PROMPT), new_tokens=2, repeat=2, profile=False)
+    assert calls == bare * 2 and unprofiled.profiles == {}
+
+
+def test_no_profile_leaves_the_hooked_columns_empty_and_says_so(shell) -> None:
+    result = shell.run_cell_magic("kvbench", "-n 3 -w 0 -r 2 -o --no-profile", PROMPT)
+    row = result.to_dataframe().iloc[0]
+    hooked = ["uncached_ttft_s", "cached_ttft_s", "uncached_tok_s", "cached_tok_s", "kv_cache_mib",
+              "uncached_peak_mib", "cached_peak_mib"]  # fmt: skip
+    assert row[hooked].isna().all() and row["speedup"] > 0 and row["identical"]
+    assert result.metadata["profile"] is False and result.measurements[0].steps().empty
+    assert result.notes()[0].startswith("--no-profile: no hooked runs")
+    again = BenchmarkResult.from_json(result.to_json())
+    assert again.to_dataframe().equals(result.to_dataframe())
 
 
 def test_first_mismatch_on_constructed_sequences() -> None:

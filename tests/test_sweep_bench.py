@@ -100,6 +100,16 @@ def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatc
     assert calls == [2, 3] and result.metadata["estimated_s"] > 0
 
 
+def test_the_estimate_counts_the_hooked_round_unless_profile_is_off(tiny, monkeypatch) -> None:
+    # one timed round and one hooked round per configuration, against the timed round alone
+    rounds: list[int] = []
+    real = bench.estimate_seconds
+    monkeypatch.setattr(bench, "estimate_seconds", lambda *a, **k: rounds.append(k["repeat"]) or real(*a, **k))
+    for profile in (True, False):
+        run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=1e6, profile=profile)
+    assert rounds == [2, 1]
+
+
 class _InterruptAt:
     """A forward hook that raises KeyboardInterrupt at the n-th forward pass: Ctrl-C inside generate."""
 
