@@ -136,22 +136,19 @@ class CostModel:
     probe_s: float = 0.0  # what probing cost
 
     def generate_seconds(self, prompt_tokens: int, new_tokens: int, *, use_cache: bool) -> float:
-        """Predicted time of one greedy generate of ``new_tokens`` after ``prompt_tokens``.
+        """Predicted time of one greedy generate of ``new_tokens`` after ``prompt_tokens``: C plus its steps."""
+        steps = (self.step_seconds(prompt_tokens, i, use_cache=use_cache) for i in range(new_tokens))
+        return self.call_overhead_s + sum(steps)
 
-        Uncached, step i reprocesses all ``prompt_tokens + i`` tokens; cached, the first step is
-        the prefill and each later one a decode step; every step also pays G, every call C.
-        Negative stretches of a noisy fit count as 0.
+    def step_seconds(self, prompt_tokens: int, index: int, *, use_cache: bool) -> float:
+        """Step ``index`` (0: the first) of a generate after ``prompt_tokens``, G included.
+
+        Uncached, step i reprocesses all ``prompt_tokens + i`` tokens, F(P+i); cached, the first step
+        is the prefill F(P) and each later one a decode step D(P+i). Negative stretches of a noisy
+        fit count as 0.
         """
-        forwards = self.forward_seconds(prompt_tokens, new_tokens, use_cache=use_cache)
-        return self.call_overhead_s + forwards + new_tokens * self.step_overhead_s
-
-    def forward_seconds(self, prompt_tokens: int, new_tokens: int, *, use_cache: bool) -> float:
-        """The forwards alone: sum of F(P+i), or F(P) plus the sum of D(P+i)."""
-        if use_cache:
-            steps = [self.prefill(prompt_tokens), *(self.decode(prompt_tokens + i) for i in range(1, new_tokens))]
-        else:
-            steps = [self.prefill(prompt_tokens + i) for i in range(new_tokens)]
-        return sum(max(step, 0.0) for step in steps)
+        curve = self.decode if use_cache and index else self.prefill
+        return max(curve(prompt_tokens + index), 0.0) + self.step_overhead_s
 
     def speedup(self, prompt_tokens: int, new_tokens: int) -> float:
         cached = self.generate_seconds(prompt_tokens, new_tokens, use_cache=True)
@@ -198,10 +195,9 @@ class CostModel:
 def break_even(model: CostModel, prompt_tokens: int, target: float = 1.0, limit: int = 1 << 16) -> int | None:
     """The fewest new tokens for which the predicted speed-up exceeds ``target`` (None within ``limit``)."""
     uncached = cached = model.call_overhead_s
-    for i in range(limit):
-        step = max(model.prefill(prompt_tokens + i), 0.0) + model.step_overhead_s
-        uncached += step
-        cached += step if i == 0 else max(model.decode(prompt_tokens + i), 0.0) + model.step_overhead_s
+    for i in range(limit):  # step by step: one pass, where summing generate_seconds per length would be quadratic
+        uncached += model.step_seconds(prompt_tokens, i, use_cache=False)
+        cached += model.step_seconds(prompt_tokens, i, use_cache=True)
         if cached > 0 and uncached / cached > target:
             return i + 1
     return None

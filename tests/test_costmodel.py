@@ -59,7 +59,8 @@ def test_generation_cost_sums_the_steps_of_each_condition() -> None:
     assert model.generate_seconds(2, 3, use_cache=False) == 21.75
     # cached: F(2) + D(3) + D(4) = 5 + 4.5 + 5, plus 3 G
     assert model.generate_seconds(2, 3, use_cache=True) == 15.25
-    assert model.forward_seconds(2, 3, use_cache=True) == 14.5
+    assert [model.step_seconds(2, i, use_cache=True) for i in range(3)] == [5.25, 4.75, 5.25]
+    assert [model.step_seconds(2, i, use_cache=False) for i in range(3)] == [5.25, 7.25, 9.25]
     assert model.speedup(2, 3) == 21.75 / 15.25
     assert model.generate_seconds(7, 1, use_cache=False) == model.generate_seconds(7, 1, use_cache=True) == 15.25
     called = CostModel(model.prefill, model.decode, step_overhead_s=0.25, call_overhead_s=2.0)
