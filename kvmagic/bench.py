@@ -17,9 +17,11 @@ from .environment import environment
 from .errors import KVMagicError
 from .guards import is_out_of_memory, with_memory_advice
 from .memory import cache_nbytes, predicted_kv_nbytes
-from .results import BenchmarkResult, Measurement, Mismatch, Prediction, StepProfile, first_mismatch
+from .results import BenchmarkResult, Measurement, Mismatch, Prediction, StepProfile, first_mismatch, times_of
 from .strategies import parse_names, strategies
-from .sweep import check_budget, configurations, estimate_seconds, parse_lengths, plan_within_budget, round_seconds, stretch_ids
+from .sweep import (
+    check_budget, configurations, estimate_seconds, parse_lengths, plan_within_budget, round_seconds, stretch_ids,
+)  # fmt: skip
 from .timing import greedy_config, profiled_generate, timed_generate
 
 if TYPE_CHECKING:
@@ -413,10 +415,13 @@ def measure(
             if pairs == repeat:
                 break
         elif pairs >= MIN_AUTO_PAIRS and (
-            perf_counter() - started >= auto_cap or enough_pairs(_of(runs, seconds, "uncached"), _of(runs, seconds, "cached"), ci_target)
+            perf_counter() - started >= auto_cap
+            or enough_pairs(times_of(runs, seconds, "uncached"), times_of(runs, seconds, "cached"), ci_target)
         ):
             break
-    profiles = {name: _profile(loaded, inputs, config, prompt_tokens) for name, config in configs.items() if profile}
+    profiles = {}
+    if profile:
+        profiles = {name: _profile(loaded, inputs, config, prompt_tokens) for name, config in configs.items()}
     reference = generated[0]
     mismatch = _mismatch(tokenizer, reference, generated, range(1, len(generated)))
     if mismatch is not None and profiles:
@@ -435,10 +440,6 @@ def measure(
         # generate computes keys and values for every position but the last generated token's.
         kv_predicted_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
     )
-
-
-def _of(runs: list[str], seconds: list[float], condition: str) -> list[float]:
-    return [s for run, s in zip(runs, seconds) if run == condition]
 
 
 def enough_pairs(uncached: list[float], cached: list[float], target: float) -> bool:

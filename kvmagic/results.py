@@ -35,6 +35,7 @@ __all__ = [
     "export_format",
     "first_mismatch",
     "markdown_table",
+    "times_of",
 ]
 
 COLUMNS = (
@@ -132,6 +133,11 @@ def first_mismatch(reference: Sequence[int], others: Sequence[Sequence[int]]) ->
     return None
 
 
+def times_of(runs: Sequence[str], seconds: Sequence[float], condition: str) -> list[float]:
+    """The seconds of ``condition``'s runs, in order, from the interleaved record of a measurement."""
+    return [s for run, s in zip(runs, seconds) if run == condition]
+
+
 @dataclass
 class Measurement:
     """One configuration (prompt length, new tokens): every timed run of both conditions.
@@ -153,7 +159,7 @@ class Measurement:
     compile_s: dict[str, float] = field(default_factory=dict)  # compiled condition -> its first call's extra
 
     def times(self, condition: str) -> list[float]:
-        return [s for run, s in zip(self.runs, self.seconds) if run == condition]
+        return times_of(self.runs, self.seconds, condition)
 
     def spread(self, condition: str) -> float:
         """IQR/median of a condition's timed runs; NaN below MIN_REPEAT_FOR_SPREAD runs."""
