@@ -21,6 +21,22 @@ def test_probe_fits_positive_curves_on_a_real_model(tiny) -> None:
     assert run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0).identical  # the probes left the model as it was
 
 
+def test_probe_visits_every_length_once_per_round(tiny) -> None:
+    # rounds, not one length after another: a machine slowing down midway then slows every length alike
+    uncached: list[int] = []
+
+    def record(module, args, kwargs) -> None:
+        if kwargs.get("use_cache") is False:
+            uncached.append(kwargs["input_ids"].shape[-1])
+
+    hook = tiny.model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        costmodel.probe(tiny, bench.stretch_prompt(tiny, PROMPT, 8), 8, 40, repeat=2)
+    finally:
+        hook.remove()
+    assert uncached == costmodel.probe_lengths(8, 40) * 2
+
+
 def test_predictions_sit_beside_measurements_within_a_loose_bound(tiny) -> None:
     # long enough runs, and medians of 3, so a burst of load on a shared machine cannot decide the comparison
     result = run_benchmark(tiny, PROMPT, new_tokens=[16, 32], prompt_tokens=[8], warmup_tokens=2, repeat=3, predict=True)
