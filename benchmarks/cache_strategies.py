@@ -17,9 +17,9 @@ from importlib.metadata import version
 import torch
 
 from kvmagic import load_model, run_benchmark
-from kvmagic.bench import condition_config, encode_prompt
-from kvmagic.strategies import parse_names, strategies
-from kvmagic.timing import timed_generate
+from kvmagic.measure.strategies import parse_names, strategies
+from kvmagic.measure.timing import timed_generate
+from kvmagic.runner.bench import condition_config, encode_prompt
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
 ALL = "off,dynamic,static,offloaded,offloaded_static,quantized:quanto,quantized:hqq,quantized:fp8"

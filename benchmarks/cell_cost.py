@@ -43,6 +43,7 @@ def main() -> None:
             inside.append(perf_counter() - start)
 
     loaded.model.generate = timed
+
     def cell() -> None:
         with contextlib.redirect_stdout(io.StringIO()):  # its notes are printed, just not shown here
             shell.run_cell_magic("kvbench", args.flags, PROMPT)

@@ -17,9 +17,10 @@ import time
 
 import torch
 
-from kvmagic import load_model, run_benchmark, stats
-from kvmagic.loading import LoadedModel
-from kvmagic.results import BenchmarkResult
+from kvmagic import load_model, run_benchmark
+from kvmagic.core import stats
+from kvmagic.model.loading import LoadedModel
+from kvmagic.results.data import BenchmarkResult
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"  # the source experiment's prompt
 
@@ -43,7 +44,9 @@ def accuracy(loaded: LoadedModel, new_tokens: str, prompt_tokens: str, repeat: i
     result = run_benchmark(loaded, PROMPT, new_tokens=new_tokens, prompt_tokens=prompt_tokens, repeat=repeat,
                            predict=True)  # fmt: skip
     frame = result.to_dataframe()
-    print(f"\n### {loaded.summary()}  ({time.perf_counter() - start:.0f} s, probing {result.cost_model.probe_s:.2f} s)\n")
+    print(
+        f"\n### {loaded.summary()}  ({time.perf_counter() - start:.0f} s, probing {result.cost_model.probe_s:.2f} s)\n"
+    )
     print("| prompt | new | uncached s (predicted) | cached s (predicted) | speed-up | predicted | error |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     worst = 0.0
@@ -66,7 +69,9 @@ def _half_width(result: BenchmarkResult) -> float:
 
 def auto_against_fixed(loaded: LoadedModel, new_tokens: int, prompt_tokens: int, target: float) -> None:
     """-r auto against -r 5 and -r 10 on one configuration: timed generate calls and the interval reached."""
-    print(f"\n### -r auto (±{target:.0%}) against fixed repeats, {prompt_tokens}+{new_tokens} tokens on {loaded.name}\n")
+    print(
+        f"\n### -r auto (±{target:.0%}) against fixed repeats, {prompt_tokens}+{new_tokens} tokens on {loaded.name}\n"
+    )
     print("| policy | timed generate calls | speed-up | 95% interval |\n| --- | ---: | ---: | ---: |")
     for repeat in ("auto", 5, 10):
         result = run_benchmark(loaded, PROMPT, new_tokens=new_tokens, prompt_tokens=prompt_tokens, repeat=repeat,

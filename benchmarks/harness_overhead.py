@@ -18,8 +18,8 @@ from time import perf_counter
 import torch
 
 from kvmagic import load_model
-from kvmagic.bench import CONDITIONS, encode_prompt, measure, warm_up
-from kvmagic.timing import synchronize
+from kvmagic.measure.accelerator import synchronize
+from kvmagic.runner.bench import CONDITIONS, encode_prompt, measure, warm_up
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
 

@@ -20,8 +20,8 @@ from time import perf_counter
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from kvmagic.loading import _dtype_keyword, resolve_dtype
-from kvmagic.tiny import tiny_dir
+from kvmagic.model.loading import _dtype_keyword, resolve_dtype
+from kvmagic.model.tiny import tiny_dir
 
 
 def bare_load() -> float:

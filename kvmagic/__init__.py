@@ -13,16 +13,16 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from .errors import KVMagicError
+from .version import __version__
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from .bench import run_benchmark
-    from .compare import Comparison, compare
-    from .loading import DEFAULT_MODEL, LoadedModel, load_model
-    from .results import BenchmarkResult
+    from .core.results import BenchmarkResult
+    from .model.loading import DEFAULT_MODEL, LoadedModel, load_model
+    from .report.compare import Comparison, compare
+    from .runner.bench import run_benchmark
 
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -39,13 +39,13 @@ __all__ = [
 ]
 
 _LAZY = {
-    "DEFAULT_MODEL": "loading",
-    "LoadedModel": "loading",
-    "load_model": "loading",
-    "run_benchmark": "bench",
-    "BenchmarkResult": "results",
-    "Comparison": "compare",
-    "compare": "compare",
+    "DEFAULT_MODEL": "model.loading",
+    "LoadedModel": "model.loading",
+    "load_model": "model.loading",
+    "run_benchmark": "runner.bench",
+    "BenchmarkResult": "core.results",
+    "Comparison": "report.compare",
+    "compare": "report.compare",
 }
 
 
@@ -65,7 +65,7 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     from IPython.core.error import UsageError
     from traitlets import TraitError
 
-    from .magics import KVMagics
+    from .frontends.magics import KVMagics
 
     try:
         ipython.register_magics(KVMagics)
@@ -75,7 +75,7 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """Drop the loaded model and free its memory; called by ``%unload_ext kvmagic``."""
-    from .magics import KVMagics
+    from .frontends.magics import KVMagics
 
     magics = ipython.magics_manager.registry.pop(KVMagics.__name__, None)
     if magics is not None:

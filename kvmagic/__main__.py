@@ -1,5 +1,5 @@
 """``python -m kvmagic``: the ``kvbench`` command."""
 
-from .cli import main
+from kvmagic.frontends.cli import main
 
 raise SystemExit(main())

@@ -7,15 +7,15 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from importlib import import_module
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import tomllib
 
-from kvmagic.options import BENCH_OPTIONS, LOAD_OPTIONS
-from kvmagic.results import COLUMNS, BenchmarkResult
+from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS
+from kvmagic.results.data import COLUMNS, BenchmarkResult
 
 from .conftest import PROMPT
 
@@ -107,16 +107,16 @@ def test_a_model_that_cannot_load_is_one_line_and_exit_status_2():
 
 
 def test_the_console_script_is_the_same_main():
-    import kvmagic.cli
+    import kvmagic.frontends.cli
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, name = scripts["kvbench"].partition(":")
-    assert getattr(import_module(module), name) is kvmagic.cli.main
+    assert getattr(import_module(module), name) is kvmagic.frontends.cli.main
 
 
 def test_command_and_magics_take_the_same_options(shell):
     """Every shared option has the same spelling and meaning in both; only host-specific ones differ."""
-    from kvmagic.cli import parser
+    from kvmagic.frontends.cli import parser
 
     def options(actions):
         return {flag: (a.dest, a.type, a.default) for a in actions for flag in a.option_strings}

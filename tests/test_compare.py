@@ -7,8 +7,8 @@ import math
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic.compare import COMPARE_COLUMNS, compare, speedup_range
-from kvmagic.results import COLUMNS, BenchmarkResult, Measurement
+from kvmagic.results.compare import COMPARE_COLUMNS, compare, speedup_range
+from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement
 
 from .conftest import PROMPT
 

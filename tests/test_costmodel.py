@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvmagic.costmodel import CostModel, Polynomial, break_even, fit_polynomial, generate_overhead, probe_lengths
+from kvmagic.core.costmodel import CostModel, Polynomial, break_even, fit_polynomial, generate_overhead, probe_lengths
 
 LENGTHS = (16, 32, 64, 128, 256)
 
@@ -64,7 +64,10 @@ def test_generation_cost_sums_the_steps_of_each_condition() -> None:
     assert model.speedup(2, 3) == 21.75 / 15.25
     assert model.generate_seconds(7, 1, use_cache=False) == model.generate_seconds(7, 1, use_cache=True) == 15.25
     called = CostModel(model.prefill, model.decode, step_overhead_s=0.25, call_overhead_s=2.0)
-    assert called.generate_seconds(2, 3, use_cache=False) == 23.75 and called.generate_seconds(2, 3, use_cache=True) == 17.25
+    assert (
+        called.generate_seconds(2, 3, use_cache=False) == 23.75
+        and called.generate_seconds(2, 3, use_cache=True) == 17.25
+    )
 
 
 def test_a_noisy_fit_never_predicts_negative_steps() -> None:
@@ -90,7 +93,9 @@ def test_probe_lengths_spread_geometrically_with_both_ends() -> None:
 
 
 def test_the_model_round_trips_through_a_dict() -> None:
-    model = CostModel(Polynomial((1.0, 2.0)), Polynomial((3.0,)), step_overhead_s=0.5, call_overhead_s=0.75, probe_s=1.5)
+    model = CostModel(
+        Polynomial((1.0, 2.0)), Polynomial((3.0,)), step_overhead_s=0.5, call_overhead_s=0.75, probe_s=1.5
+    )
     assert CostModel.from_dict(model.to_dict()) == model
 
 
@@ -101,13 +106,21 @@ def test_the_explanation_names_the_curves_the_break_even_the_dominant_term_and_t
         "cost model: prefill F(L) = 0.001 +0.0001*L s; decode step D(L) = 0.002 s; generate's own work G = 1 ms per step "
         "and C = 0 ms per call"
     )
-    assert notes[1].startswith(f"predicted speed-up {model.speedup(16, 64):.2f}x at 16+64 tokens; the cache breaks even from ")
+    assert notes[1].startswith(
+        f"predicted speed-up {model.speedup(16, 64):.2f}x at 16+64 tokens; the cache breaks even from "
+    )
     # At 79 tokens: F + G = 1 + 7.9 + 1 ms, of which 2 ms are fixed; D + G = 3 ms, all fixed.
     assert notes[2] == (
         "at 79 tokens the uncached step F(79) + G = 9.9 ms is 20% fixed per-step cost: the cost growing with length dominates"
     )
-    assert notes[3] == "at 79 tokens the cached step D(79) + G = 3 ms is 100% fixed per-step cost: the fixed per-step cost dominates"
-    assert notes[-1] == "KV cache at 79 tokens: 2 MiB against 8 MiB of weights (25.0%): the memory the cache trades for time"
+    assert (
+        notes[3]
+        == "at 79 tokens the cached step D(79) + G = 3 ms is 100% fixed per-step cost: the fixed per-step cost dominates"
+    )
+    assert (
+        notes[-1]
+        == "KV cache at 79 tokens: 2 MiB against 8 MiB of weights (25.0%): the memory the cache trades for time"
+    )
     assert len(model.explain(16, 64, kv_bytes=None, weight_bytes=None)) == len(notes) - 1
 
 

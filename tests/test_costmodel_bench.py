@@ -7,15 +7,18 @@ import math
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic import KVMagicError, bench, costmodel, run_benchmark, stats
-from kvmagic.results import PREDICTED_COLUMNS, BenchmarkResult
+from kvmagic import KVMagicError, run_benchmark
+from kvmagic.core import costmodel, stats
+from kvmagic.measure.probe import probe
+from kvmagic.results.data import PREDICTED_COLUMNS, BenchmarkResult
+from kvmagic.runner import bench
 
 from .conftest import PROMPT
 
 
 def test_probe_fits_positive_curves_on_a_real_model(tiny) -> None:
     inputs = bench.stretch_prompt(tiny, PROMPT, 8)
-    model = costmodel.probe(tiny, inputs, 8, 40, repeat=2)
+    model = probe(tiny, inputs, 8, 40, repeat=2)
     assert model.prefill(8) > 0 and model.prefill(40) > 0 and model.decode(20) > 0
     assert model.step_overhead_s >= 0 and model.probe_s > 0
     assert run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0).identical  # the probes left the model as it was
@@ -31,7 +34,7 @@ def test_probe_visits_every_length_once_per_round(tiny) -> None:
 
     hook = tiny.model.register_forward_pre_hook(record, with_kwargs=True)
     try:
-        costmodel.probe(tiny, bench.stretch_prompt(tiny, PROMPT, 8), 8, 40, repeat=2)
+        probe(tiny, bench.stretch_prompt(tiny, PROMPT, 8), 8, 40, repeat=2)
     finally:
         hook.remove()
     assert uncached == costmodel.probe_lengths(8, 40) * 2
@@ -39,7 +42,9 @@ def test_probe_visits_every_length_once_per_round(tiny) -> None:
 
 def test_predictions_sit_beside_measurements_within_a_loose_bound(tiny) -> None:
     # long enough runs, and medians of 3, so a burst of load on a shared machine cannot decide the comparison
-    result = run_benchmark(tiny, PROMPT, new_tokens=[16, 32], prompt_tokens=[8], warmup_tokens=2, repeat=3, predict=True)
+    result = run_benchmark(
+        tiny, PROMPT, new_tokens=[16, 32], prompt_tokens=[8], warmup_tokens=2, repeat=3, predict=True
+    )
     frame = result.to_dataframe()
     assert list(frame.columns[-4:]) == list(PREDICTED_COLUMNS)
     assert list(frame["measured"]) == [True, True]

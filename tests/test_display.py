@@ -6,9 +6,9 @@ import re
 
 import pandas as pd
 
-from kvmagic.compare import compare
-from kvmagic.display import StyledTable, styled_table, to_html
-from kvmagic.results import BenchmarkResult, Measurement, Mismatch
+from kvmagic.results.compare import compare
+from kvmagic.results.data import BenchmarkResult, Measurement, Mismatch
+from kvmagic.results.display import StyledTable, styled_table, to_html
 
 
 def _styles(page: str) -> dict[str, str]:
@@ -16,14 +16,15 @@ def _styles(page: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", page.split("</style>")[0].split(">", 1)[1]):
         for selector in selectors.split(","):
-            found[selector.strip().rsplit("_", 2)[-2] + "_" + selector.strip().rsplit("_", 1)[-1]] = " ".join(body.split())
+            found[selector.strip().rsplit("_", 2)[-2] + "_" + selector.strip().rsplit("_", 1)[-1]] = " ".join(
+                body.split()
+            )
     return found
 
 
 def _result() -> BenchmarkResult:
     rows = [
-        Measurement(8, n, ("uncached", "cached") * 2, (2.0, 1.0, 2.2, 1.1), tuple(range(n)), "x" * n)
-        for n in (4, 8)
+        Measurement(8, n, ("uncached", "cached") * 2, (2.0, 1.0, 2.2, 1.1), tuple(range(n)), "x" * n) for n in (4, 8)
     ]
     rows[1].mismatch = Mismatch(run=1, position=2, expected_id=1, actual_id=2)
     return BenchmarkResult("tiny", rows, {"prompt_sha256": "f" * 64, "dtype": "float32"})

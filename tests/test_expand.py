@@ -8,7 +8,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic import KVMagicError
-from kvmagic.expand import expand
+from kvmagic.frontends.expand import expand
 
 
 class Topic:

@@ -16,8 +16,9 @@ import pytest
 import torch
 from IPython.core.error import UsageError
 
-from .conftest import PROMPT
 from kvmagic import KVMagicError, run_benchmark
+
+from .conftest import PROMPT
 from .model_state import snapshot
 
 NEW, WARMUP = 3, 1
@@ -92,9 +93,9 @@ def _inject(mp: pytest.MonkeyPatch, loaded: Any, stage: str, make: Callable[[], 
 
         mp.setattr(model_class, "generate", generate)
     elif stage == "identity check":
-        mp.setattr("kvmagic.bench.first_mismatch", _raising(fault))
+        mp.setattr("kvmagic.runner.bench.first_mismatch", _raising(fault))
     elif stage == "table":
-        mp.setattr("kvmagic.results.BenchmarkResult.to_dataframe", _raising(fault))
+        mp.setattr("kvmagic.results.data.BenchmarkResult.to_dataframe", _raising(fault))
     return released
 
 

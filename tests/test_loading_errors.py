@@ -45,7 +45,7 @@ def kvload(shell, monkeypatch):
 
 @pytest.fixture(scope="module")
 def tiny_files(tiny) -> Path:
-    from kvmagic.tiny import tiny_dir
+    from kvmagic.model.tiny import tiny_dir
 
     return tiny_dir()
 
@@ -168,8 +168,11 @@ def test_a_gguf_file_that_is_missing(kvload, tiny_files: Path) -> None:
     ("device_map", "expected"),
     [
         ("meta", "--device-map meta loads no weights, so nothing could run: use auto, cpu or an accelerator"),
-        ("disk", "--device-map 'disk' is neither a device (cpu, cuda:0, mps) nor one of auto, balanced, "
-                 "balanced_low_0, sequential"),
+        (
+            "disk",
+            "--device-map 'disk' is neither a device (cpu, cuda:0, mps) nor one of auto, balanced, "
+            "balanced_low_0, sequential",
+        ),
     ],
 )
 def test_device_maps_that_cannot_run(kvload, device_map: str, expected: str) -> None:
@@ -208,7 +211,7 @@ def _hub_error(code: str, status: int) -> Exception:
         response.request = requests.Request("GET", url).prepare()
     try:
         hf_raise_for_status(response)
-    except Exception as error:  # noqa: BLE001 - returned for the caller to raise where the hub would
+    except Exception as error:
         return error
     raise AssertionError(f"huggingface_hub raised nothing for {code}")
 
@@ -239,7 +242,6 @@ def _hub_error(code: str, status: int) -> Exception:
 )
 def test_hub_refusals(kvload, monkeypatch, code: str, status: int, line: str, expected: str) -> None:
     import transformers.utils.hub as hub
-
     from huggingface_hub import errors
 
     error = _hub_error(code, status)

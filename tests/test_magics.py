@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic.results import COLUMNS, BenchmarkResult
+from kvmagic.results.data import COLUMNS, BenchmarkResult
 
 from .conftest import PROMPT
 
@@ -71,7 +71,14 @@ def test_bad_config_value_is_refused(shell):
 def test_help_pages_document_every_option(shell):
     for name, options in {
         "kvbench": ["--new-tokens", "--warmup-tokens", "--repeat", "--chat", "--output", "--var", "--quiet"],
-        "kvload": ["--dtype", "--device-map", "--revision", "--gguf-file", "--attn-implementation", "--trust-remote-code"],
+        "kvload": [
+            "--dtype",
+            "--device-map",
+            "--revision",
+            "--gguf-file",
+            "--attn-implementation",
+            "--trust-remote-code",
+        ],
     }.items():
         kind = "cell" if name == "kvbench" else "line"
         doc = shell.find_magic(name, kind).__doc__
@@ -82,7 +89,11 @@ def test_help_pages_document_every_option(shell):
 
 BENCH_ERRORS = [
     ("", "   \n\t ", "the prompt is empty: write the text to generate from (in %%kvbench, the cell body)"),
-    ("-n 0", PROMPT, "%kvbench: argument -n/--new-tokens: lengths must be >= 1, got 0 in '0' (see %kvbench? for the options)"),
+    (
+        "-n 0",
+        PROMPT,
+        "%kvbench: argument -n/--new-tokens: lengths must be >= 1, got 0 in '0' (see %kvbench? for the options)",
+    ),
     ("-r 0", PROMPT, "repeat (-r) must be a whole number >= 1, got 0"),
     ("-w -1", PROMPT, "warmup_tokens (-w) must be a whole number >= 0, got -1"),
     (
@@ -92,7 +103,11 @@ BENCH_ERRORS = [
         "range A-B*F (multiply by F) or A-B+S (add S), e.g. 16,64,256 or 16-256*4 or 32-128+32 "
         "(see %kvbench? for the options)",
     ),
-    ("-r 1.5", PROMPT, "%kvbench: argument -r/--repeat: expected a whole number, got '1.5' (see %kvbench? for the options)"),
+    (
+        "-r 1.5",
+        PROMPT,
+        "%kvbench: argument -r/--repeat: expected a whole number, got '1.5' (see %kvbench? for the options)",
+    ),
     ("--fast", PROMPT, "%kvbench: unrecognized arguments: --fast (see %kvbench? for the options)"),
     ("-v 'x", PROMPT, "%kvbench: cannot split the arguments: No closing quotation"),
     (
@@ -154,7 +169,10 @@ def test_kvload_errors_keep_the_loaded_model(shell, tiny, line, message):
 def test_kvload_directory_without_config(shell, tmp_path):
     with pytest.raises(UsageError) as caught:
         shell.run_line_magic("kvload", str(tmp_path))
-    assert str(caught.value) == f"{str(tmp_path)!r} is a directory without a config.json: point to a model saved with save_pretrained"
+    assert (
+        str(caught.value)
+        == f"{str(tmp_path)!r} is a directory without a config.json: point to a model saved with save_pretrained"
+    )
 
 
 def test_offline_hub_error_is_quick(shell):

@@ -8,12 +8,13 @@ import math
 import pytest
 import torch
 import transformers
-from .conftest import PROMPT
 
 import kvmagic
 from kvmagic import run_benchmark
-from kvmagic.bench import encode_prompt, measure
-from kvmagic.results import COLUMNS, BenchmarkResult, Measurement, Mismatch, first_mismatch
+from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement, Mismatch, first_mismatch
+from kvmagic.runner.bench import encode_prompt, measure
+
+from .conftest import PROMPT
 
 
 def _measurement(uncached: list[float], cached: list[float], **fields: object) -> Measurement:

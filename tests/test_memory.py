@@ -10,9 +10,11 @@ import torch
 import transformers
 from packaging.version import Version
 
-from kvmagic.bench import encode_prompt
-from kvmagic.memory import MIB, PeakMemory, cache_nbytes, predicted_kv_nbytes, track_peak
-from kvmagic.timing import greedy_config, profiled_generate
+from kvmagic.measure.accelerator import PeakMemory, track_peak
+from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+from kvmagic.measure.timing import greedy_config, profiled_generate
+from kvmagic.results.data import MIB
+from kvmagic.runner.bench import encode_prompt
 
 from .conftest import PROMPT
 
@@ -43,7 +45,10 @@ def test_static_cache_counts_its_preallocated_length(tiny) -> None:
     assert 0 <= cache_nbytes(run.cache) - predicted <= 8 * len(run.cache.layers)
 
 
-@pytest.mark.skipif(not TRANSFORMERS_5, reason="the fp8 cache backend exists only in transformers 5 (quanto's count is tested in test_strategies)")
+@pytest.mark.skipif(
+    not TRANSFORMERS_5,
+    reason="the fp8 cache backend exists only in transformers 5 (quanto's count is tested in test_strategies)",
+)
 def test_quantized_cache_is_counted_where_it_keeps_its_data(tiny) -> None:
     prompt_tokens, run = _cached_run(tiny, 40, cache_implementation="quantized", cache_config={"backend": "fp8"})
     visible = sum(t.nbytes for layer in run.cache.layers for t in (layer.keys, layer.values))
@@ -53,7 +58,7 @@ def test_quantized_cache_is_counted_where_it_keeps_its_data(tiny) -> None:
 
 def test_views_count_their_storage_once() -> None:
     class Holder:
-        __slots__ = ("pair", "extra")
+        __slots__ = ("extra", "pair")
 
         def __init__(self, base: torch.Tensor) -> None:
             self.pair = [base, base[:, :2]]  # a view: same storage

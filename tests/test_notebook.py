@@ -20,7 +20,9 @@ def tiny_kernel_env(monkeypatch):
 
 def execute(name: str) -> nbformat.NotebookNode:
     notebook = nbformat.read(EXAMPLES / name, as_version=4)
-    NotebookClient(notebook, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(EXAMPLES)}}).execute()
+    NotebookClient(
+        notebook, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(EXAMPLES)}}
+    ).execute()
     return notebook
 
 

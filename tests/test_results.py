@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvmagic.results import COLUMNS, BenchmarkResult, Measurement, Mismatch, first_mismatch
+from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement, Mismatch, first_mismatch
 
 
 def measurement(seconds, mismatch=None) -> Measurement:

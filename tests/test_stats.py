@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvmagic import stats
+from kvmagic.core import stats
 
 
 def test_percentiles_interpolate_between_ranks() -> None:

@@ -9,10 +9,12 @@ import torch
 import transformers
 from packaging.version import Version
 
-from kvmagic import bench, run_benchmark, strategies
+from kvmagic import run_benchmark
 from kvmagic.errors import KVMagicError
-from kvmagic.results import COLUMNS, STRATEGY_COLUMNS, BenchmarkResult
-from kvmagic.strategies import Strategy, parse_names, resolve
+from kvmagic.measure import strategies
+from kvmagic.measure.strategies import Strategy, parse_names, resolve
+from kvmagic.results.data import COLUMNS, STRATEGY_COLUMNS, BenchmarkResult
+from kvmagic.runner import bench
 
 from .conftest import PROMPT
 from .model_state import snapshot
@@ -252,9 +254,9 @@ def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, messa
 
 @pytest.mark.skipif(not strategies._installed("optimum-quanto"), reason="needs optimum-quanto (the test extra)")
 def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
-    from kvmagic.bench import condition_config, encode_prompt
-    from kvmagic.memory import cache_nbytes, predicted_kv_nbytes
-    from kvmagic.timing import profiled_generate
+    from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+    from kvmagic.measure.timing import profiled_generate
+    from kvmagic.runner.bench import condition_config, encode_prompt
 
     inputs = encode_prompt(tiny, PROMPT)
     prompt_tokens = inputs["input_ids"].shape[-1]

@@ -5,18 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kvmagic import KVMagicError
-from kvmagic.costmodel import CostModel, Polynomial
-from kvmagic.sweep import (
-    LENGTH_FORMS,
-    MAX_LENGTHS,
-    check_budget,
-    configurations,
-    estimate_seconds,
-    format_seconds,
-    parse_lengths,
-    plan_within_budget,
-    stretch_ids,
-)
+from kvmagic.core.budget import check_budget, estimate_seconds, format_seconds, plan_within_budget
+from kvmagic.core.costmodel import CostModel, Polynomial
+from kvmagic.core.lengths import LENGTH_FORMS, MAX_LENGTHS, configurations, parse_lengths, stretch_ids
 
 
 @pytest.mark.parametrize(

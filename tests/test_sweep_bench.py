@@ -7,9 +7,10 @@ import re
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic import KVMagicError, bench, run_benchmark
-from kvmagic.results import BenchmarkResult
-from kvmagic.sweep import LENGTH_FORMS
+from kvmagic import KVMagicError, run_benchmark
+from kvmagic.core.lengths import LENGTH_FORMS
+from kvmagic.results.data import BenchmarkResult
+from kvmagic.runner import bench
 
 from .conftest import PROMPT
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from kvmagic import KVMagicError
-from kvmagic.results import COLUMNS, BenchmarkResult, Measurement, Mismatch, export_format
+from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement, Mismatch, export_format
 
 
 def _measurement(new_tokens: int, uncached: float, cached: float, prompt_tokens: int = 16) -> Measurement:
@@ -26,7 +26,9 @@ def _measurement(new_tokens: int, uncached: float, cached: float, prompt_tokens:
 
 def _result(**kwargs: object) -> BenchmarkResult:
     measurements = [_measurement(16, 1.0, 0.5), _measurement(64, 8.0, 2.0), _measurement(256, 100.0, 8.0)]
-    measurements[1].mismatch = Mismatch(run=2, position=3, expected_id=5, actual_id=7, expected_token="a", actual_token="b")
+    measurements[1].mismatch = Mismatch(
+        run=2, position=3, expected_id=5, actual_id=7, expected_token="a", actual_token="b"
+    )
     metadata = {"prompt_sha256": "ab" * 32, "chat": False, "repeat": 2, "configurations": 4}
     return BenchmarkResult(model="tiny", measurements=measurements, metadata=metadata, **kwargs)
 
@@ -44,7 +46,9 @@ def test_json_round_trips_everything_including_metadata(tmp_path) -> None:
 
 
 def test_from_json_refuses_what_is_not_a_benchmark(tmp_path) -> None:
-    with pytest.raises(KVMagicError, match=r"^this is not a kvmagic benchmark: save one with `%%kvbench --save NAME.json`$"):
+    with pytest.raises(
+        KVMagicError, match=r"^this is not a kvmagic benchmark: save one with `%%kvbench --save NAME.json`$"
+    ):
         BenchmarkResult.from_json('{"rows": []}')
     with pytest.raises(KVMagicError, match=r"^this is not a kvmagic benchmark \(not JSON: "):
         BenchmarkResult.from_json("prompt_tokens,new_tokens\n")
@@ -77,7 +81,9 @@ def test_markdown_is_a_pipe_table_with_the_notes(tmp_path) -> None:
     assert (tmp_path / "sweep.md").read_text() == text
 
 
-@pytest.mark.parametrize(("name", "kind"), [("a.csv", "csv"), ("a.JSON", "json"), ("a.md", "markdown"), ("a.markdown", "markdown")])
+@pytest.mark.parametrize(
+    ("name", "kind"), [("a.csv", "csv"), ("a.JSON", "json"), ("a.md", "markdown"), ("a.markdown", "markdown")]
+)
 def test_export_format_follows_the_suffix(name: str, kind: str) -> None:
     assert export_format(name) == kind
 
@@ -94,7 +100,11 @@ def test_repr_marks_a_partial_result() -> None:
 
 
 def _lines(axis) -> dict[str, tuple[list, list]]:
-    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in axis.get_lines() if not line.get_label().startswith("_")}
+    return {
+        line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+        for line in axis.get_lines()
+        if not line.get_label().startswith("_")
+    }
 
 
 def test_plot_draws_time_and_speedup_against_generated_length() -> None:
@@ -137,7 +147,9 @@ class _Stepped(Measurement):
 
 def test_plot_adds_per_step_latency_when_measured() -> None:
     short = _Stepped(**vars(_measurement(4, 1.0, 0.5)), uncached_step_s=(0.1,) * 4, cached_step_s=(0.1,) * 4)
-    long = _Stepped(**vars(_measurement(6, 2.0, 0.5)), uncached_step_s=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), cached_step_s=(0.1,) * 6)
+    long = _Stepped(
+        **vars(_measurement(6, 2.0, 0.5)), uncached_step_s=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), cached_step_s=(0.1,) * 6
+    )
     figure = BenchmarkResult(model="tiny", measurements=[short, long], partial=True).plot()
     assert len(figure.axes) == 3
     steps = figure.axes[2]

@@ -7,8 +7,9 @@ import copy
 import pytest
 import torch
 
-from kvmagic import timing
-from kvmagic.timing import greedy_config, synchronize, timed_generate
+from kvmagic.measure import timing
+from kvmagic.measure.accelerator import synchronize
+from kvmagic.measure.timing import greedy_config, timed_generate
 
 
 class Recorder:

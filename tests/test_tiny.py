@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from kvmagic import run_benchmark
-from kvmagic.bench import encode_prompt
-from kvmagic.tiny import EOS_ID, tiny_dir
+from kvmagic.model.tiny import EOS_ID, tiny_dir
+from kvmagic.runner.bench import encode_prompt
 
 from .conftest import PROMPT
 

@@ -8,13 +8,12 @@ namespace, optionally followed by ``.attr`` or ``[key]`` lookups, with the usual
 
 from __future__ import annotations
 
+import _string  # the parser str.format itself uses for "name.attr[key]"
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import _string  # the parser str.format itself uses for "name.attr[key]"
-
-from .errors import KVMagicError
+from kvmagic.errors import KVMagicError
 
 __all__ = ["expand"]
 
@@ -27,9 +26,13 @@ class _NamespaceFormatter(string.Formatter):
     def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, str]:
         first, rest = _string.formatter_field_name_split(field_name)
         if not isinstance(first, str) or not first.isidentifier():
-            raise KVMagicError(f"--expand: {{{field_name}}} is not a variable name: use {{name}} or {{name.attr}}, or {_BRACES}")
+            raise KVMagicError(
+                f"--expand: {{{field_name}}} is not a variable name: use {{name}} or {{name.attr}}, or {_BRACES}"
+            )
         if first not in kwargs:
-            raise KVMagicError(f"--expand: {{{field_name}}} names no variable in the notebook: define {first!r}, or {_BRACES}")
+            raise KVMagicError(
+                f"--expand: {{{field_name}}} names no variable in the notebook: define {first!r}, or {_BRACES}"
+            )
         value = kwargs[first]
         for is_attribute, key in rest:
             if is_attribute and key.startswith("_"):

@@ -8,32 +8,21 @@ probes support. ``generate`` adds its own work around every forward (input prepa
 processing, stopping checks), the same in both conditions: a constant G per step and C per call,
 read from a short cached ``generate`` whose forwards hooks stamp as they start and end.
 
-The machine that runs the probes may speed up or slow down while they run (other work, clock
-changes). So the probes go in rounds, each visiting every length and the hooked ``generate``, and
-each point is the median of its rounds: a slow stretch then costs every point alike, and the
-curves keep their proportions, which is all a speed-up depends on. The fitting and summation are
-pure Python (exactly checkable by hand); only the probes import torch.
+The probes that time these curves on a device live in :mod:`kvmagic.measure.probe`; here the
+fitting and summation are pure Python, exactly checkable by hand.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from time import perf_counter
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from transformers import BatchEncoding
-
-    from .loading import LoadedModel
+from typing import Any
 
 __all__ = [
     "PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial",
-    "break_even", "fit_polynomial", "generate_overhead", "probe",
+    "break_even", "fit_polynomial", "generate_overhead", "probe_lengths",
 ]  # fmt: skip
 
 MAX_DEGREE = 2
@@ -57,7 +46,10 @@ class Polynomial:
         return sum(c * length**k for k, c in enumerate(self.coefficients))
 
     def describe(self) -> str:
-        terms = [f"{c:.3g}" if k == 0 else f"{c:+.3g}*L" + ("" if k == 1 else f"^{k}") for k, c in enumerate(self.coefficients)]
+        terms = [
+            f"{c:.3g}" if k == 0 else f"{c:+.3g}*L" + ("" if k == 1 else f"^{k}")
+            for k, c in enumerate(self.coefficients)
+        ]
         return " ".join(terms) + " s"
 
 
@@ -165,14 +157,18 @@ class CostModel:
                    float(data.get("step_overhead_s", 0.0)), float(data.get("call_overhead_s", 0.0)),
                    float(data.get("probe_s", 0.0)))  # fmt: skip
 
-    def explain(self, prompt_tokens: int, new_tokens: int, *, kv_bytes: int | None, weight_bytes: int | None) -> list[str]:
+    def explain(
+        self, prompt_tokens: int, new_tokens: int, *, kv_bytes: int | None, weight_bytes: int | None
+    ) -> list[str]:
         """Plain-language reasons for the speed-up at this size, from the fitted curves alone."""
         mib = 1024 * 1024
         notes = [f"cost model: prefill F(L) = {self.prefill.describe()}; decode step D(L) = {self.decode.describe()}; "
                  f"generate's own work G = {self.step_overhead_s * 1e3:.3g} ms per step and "
                  f"C = {self.call_overhead_s * 1e3:.3g} ms per call"]  # fmt: skip
         speedup = self.speedup(prompt_tokens, new_tokens)
-        notes.append(f"predicted speed-up {speedup:.2f}x at {prompt_tokens}+{new_tokens} tokens; {_break_even_text(self, prompt_tokens)}")
+        notes.append(
+            f"predicted speed-up {speedup:.2f}x at {prompt_tokens}+{new_tokens} tokens; {_break_even_text(self, prompt_tokens)}"
+        )
         length = prompt_tokens + new_tokens - 1
         for name, curve in (("uncached step F", self.prefill), ("cached step D", self.decode)):
             total = curve(length) + self.step_overhead_s
@@ -180,15 +176,19 @@ class CostModel:
             if total > 0:
                 share = min(max(fixed / total, 0.0), 1.0)
                 kind = "the fixed per-step cost" if share >= 0.5 else "the cost growing with length"
-                notes.append(f"at {length} tokens the {name}({length}) + G = {total * 1e3:.3g} ms is {share:.0%} fixed "
-                             f"per-step cost: {kind} dominates")
+                notes.append(
+                    f"at {length} tokens the {name}({length}) + G = {total * 1e3:.3g} ms is {share:.0%} fixed "
+                    f"per-step cost: {kind} dominates"
+                )
         notes.append(
             "the cache saves only what grows with length: where the fixed per-step cost dominates, both conditions "
             "pay about the same per token and the speed-up stays small; longer prompts and generations raise it"
         )
         if kv_bytes is not None and weight_bytes:
-            notes.append(f"KV cache at {length} tokens: {kv_bytes / mib:.3g} MiB against {weight_bytes / mib:.3g} MiB of weights "
-                         f"({kv_bytes / weight_bytes:.1%}): the memory the cache trades for time")
+            notes.append(
+                f"KV cache at {length} tokens: {kv_bytes / mib:.3g} MiB against {weight_bytes / mib:.3g} MiB of weights "
+                f"({kv_bytes / weight_bytes:.1%}): the memory the cache trades for time"
+            )
         return notes
 
 
@@ -205,7 +205,7 @@ def break_even(model: CostModel, prompt_tokens: int, target: float = 1.0, limit:
 
 def _break_even_text(model: CostModel, prompt_tokens: int) -> str:
     even, double = break_even(model, prompt_tokens), break_even(model, prompt_tokens, 2.0)
-    text = (f"the cache breaks even from {even} new tokens on" if even is not None else "the cache never breaks even")
+    text = f"the cache breaks even from {even} new tokens on" if even is not None else "the cache never breaks even"
     text += f" and passes 2x from {double}" if double is not None else " and never reaches 2x"
     return text + f" (prompt of {prompt_tokens})"
 
@@ -216,91 +216,6 @@ def probe_lengths(low: int, high: int, count: int = PROBE_LENGTHS) -> list[int]:
         return [low]
     ratio = high / low
     return list(dict.fromkeys(round(low * ratio ** (k / (count - 1))) for k in range(count)))
-
-
-def probe(
-    loaded: LoadedModel, inputs: BatchEncoding, shortest: int, longest: int, *, repeat: int = PROBE_REPEAT
-) -> CostModel:
-    """Time F(L) and D(L) over lengths from ``shortest`` to ``longest`` and fit both curves.
-
-    F(L) is one forward with ``use_cache=False``; D(L) one forward of a single token on a cache
-    that a prefill of L tokens built, then one more at L + 1 on the cache that step grew (each a
-    decode step a cached generate takes). Each probe is timed between device synchronizations
-    under ``torch.inference_mode``; the model computes only the last position's logits, as
-    ``generate`` asks it to. ``repeat`` rounds visit every length; a point is the median of its
-    rounds, a typical step as a whole generation sums them.
-    """
-    import torch
-
-    from .timing import greedy_config, synchronize
-
-    model, devices = loaded.model, loaded.devices
-    ids = inputs["input_ids"]
-    source = ids.repeat(1, -(-(longest + DECODE_STEPS) // ids.shape[-1]))
-    accepted = inspect.signature(model.forward).parameters
-    extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
-    cache_name = "cache" if "cache" in accepted else "past_key_values"  # transformers 5 renamed it
-
-    def timed(**kwargs: Any) -> tuple[Any, float]:
-        synchronize(devices)
-        start = perf_counter()
-        output = model(**kwargs, **extra)
-        synchronize(devices)
-        return output, perf_counter() - start
-
-    started = perf_counter()
-    lengths = probe_lengths(shortest, longest)
-    prefill: dict[int, list[float]] = {length: [] for length in lengths}
-    decode: dict[int, list[float]] = {length: [] for length in lengths}
-    short_ids = source[:, :shortest]
-    short_inputs = {"input_ids": short_ids, "attention_mask": torch.ones_like(short_ids)}
-    config = greedy_config(model, loaded.tokenizer, OVERHEAD_TOKENS, use_cache=True)
-    overheads: list[tuple[float, float]] = []
-    for _ in range(repeat):
-        with torch.inference_mode():
-            for length in lengths:
-                window = source[:, :length]
-                mask = torch.ones_like(window)
-                prefill[length].append(timed(input_ids=window, attention_mask=mask, use_cache=False)[1])
-                cache = getattr(model(input_ids=window, attention_mask=mask, use_cache=True, **extra), cache_name)
-                for position in range(length, length + DECODE_STEPS):
-                    token = source[:, position : position + 1]
-                    kwargs: dict[str, Any] = {"input_ids": token, cache_name: cache, "use_cache": True,
-                                              "attention_mask": torch.ones_like(source[:, : position + 1])}  # fmt: skip
-                    if "cache_position" in accepted:
-                        kwargs["cache_position"] = torch.tensor([position], device=token.device)
-                    output, seconds = timed(**kwargs)
-                    cache = getattr(output, cache_name)
-                    decode[length].append(seconds)
-                del cache
-        overheads.append(_hooked_overhead(loaded, short_inputs, config))  # in the same rounds: the same machine
-    middle = (DECODE_STEPS - 1) / 2
-    forwards = CostModel(
-        fit_polynomial([(length, statistics.median(times)) for length, times in prefill.items()]),
-        fit_polynomial([(length + middle, statistics.median(times)) for length, times in decode.items()]),
-    )
-    step = statistics.median(step for step, _ in overheads)
-    call = statistics.median(call for _, call in overheads)
-    return dataclasses.replace(forwards, step_overhead_s=step, call_overhead_s=call, probe_s=perf_counter() - started)
-
-
-def _hooked_overhead(loaded: LoadedModel, inputs: dict[str, Any], config: Any) -> tuple[float, float]:
-    """G and C of one cached generate, from hooks that stamp where each forward starts and ends."""
-    from .timing import synchronize, timed_generate
-
-    stamps: list[float] = []
-
-    def stamp(*_: Any) -> None:
-        synchronize(loaded.devices)
-        stamps.append(perf_counter())
-
-    hooks = [loaded.model.register_forward_pre_hook(stamp), loaded.model.register_forward_hook(stamp)]
-    try:
-        taken = timed_generate(loaded.model, inputs, config, loaded.devices)[1]
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return generate_overhead(taken, stamps)
 
 
 def generate_overhead(taken: float, stamps: Sequence[float]) -> tuple[float, float]:

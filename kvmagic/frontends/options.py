@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import KVMagicError
-from .loading import DEFAULT_MODEL, DTYPES
-from .sweep import LENGTH_FORMS, parse_lengths
+from kvmagic.core.lengths import LENGTH_FORMS, parse_lengths
+from kvmagic.errors import KVMagicError
+from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 
 if TYPE_CHECKING:
-    from .results import BenchmarkResult
+    from kvmagic.results.data import BenchmarkResult
 
 __all__ = [
     "BENCH_OPTIONS",
@@ -103,7 +103,7 @@ class Option:
         return kwargs
 
     def _default_help(self, host: Host) -> str:
-        if self.default is None or self.default is False and not self.configurable:
+        if self.default is None or (self.default is False and not self.configurable):
             return ""
         where = f"; %%config KVMagics.{self.dest}" if self.configurable and host == "magic" else ""
         return f" (default: {self.default}{where})"
@@ -191,7 +191,9 @@ def defaults() -> dict[str, Any]:
     return {name: option.default for name, option in configurable().items()}
 
 
-def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Sequence[Option], host: Host) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Sequence[Option], host: Host
+) -> None:
     for option in options:
         if host in option.hosts:
             parser.add_argument(*option.spelling(host), **option.argparse_kwargs(host))
@@ -220,7 +222,7 @@ def benchmark_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) ->
 
 def prepare(args: argparse.Namespace) -> BenchmarkResult | None:
     """Check the output name and read the baseline before the benchmark, not after a long run."""
-    from .results import BenchmarkResult, export_format
+    from kvmagic.results.data import BenchmarkResult, export_format
 
     if args.save:
         export_format(args.save)
@@ -240,6 +242,6 @@ def finish(args: argparse.Namespace, result: BenchmarkResult, baseline: Benchmar
         result.save(args.save)
     if baseline is None:
         return result
-    from .compare import compare
+    from kvmagic.results.compare import compare
 
     return compare(result, baseline)

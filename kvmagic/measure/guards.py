@@ -8,11 +8,11 @@ nothing and an accelerator stays full. Nothing here imports torch at import time
 from __future__ import annotations
 
 import sys
-from types import TracebackType
 from collections.abc import Callable
+from types import TracebackType
 from typing import TypeVar
 
-from .errors import KVMagicError
+from kvmagic.errors import KVMagicError
 
 __all__ = ["forget_frames", "forget_last_failure", "is_out_of_memory", "with_memory_advice"]
 
@@ -40,7 +40,7 @@ def with_memory_advice(run: Callable[[], T], advice: str) -> T:
     except RuntimeError as error:
         if not is_out_of_memory(error):
             raise
-    from .loading import release_memory
+    from kvmagic.measure.accelerator import release_memory
 
     release_memory()
     raise KVMagicError(advice)

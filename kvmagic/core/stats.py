@@ -7,7 +7,13 @@ import random
 from collections.abc import Sequence
 
 __all__ = [
-    "SPREAD_WARNING", "bootstrap_ratio_ci", "iqr", "median", "percentile", "relative_half_width", "relative_spread",
+    "SPREAD_WARNING",
+    "bootstrap_ratio_ci",
+    "iqr",
+    "median",
+    "percentile",
+    "relative_half_width",
+    "relative_spread",
 ]
 
 SPREAD_WARNING = 0.10  # IQR/median past which timings are too noisy to trust (as torch.utils.benchmark warns)

@@ -16,12 +16,21 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from .errors import KVMagicError
-from .options import BENCH_OPTIONS, LOAD_OPTIONS, add_arguments, benchmark_kwargs, defaults, finish, load_kwargs, prepare
+from kvmagic.errors import KVMagicError
+from kvmagic.frontends.options import (
+    BENCH_OPTIONS,
+    LOAD_OPTIONS,
+    add_arguments,
+    benchmark_kwargs,
+    defaults,
+    finish,
+    load_kwargs,
+    prepare,
+)
 
 if TYPE_CHECKING:
-    from .compare import Comparison
-    from .results import BenchmarkResult
+    from kvmagic.results.compare import Comparison
+    from kvmagic.results.data import BenchmarkResult
 
 __all__ = ["FORMATS", "main", "parser"]
 
@@ -78,7 +87,7 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
 def render(shown: BenchmarkResult | Comparison, kind: str) -> str:
     """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes."""
     if kind == "json":
-        from .compare import Comparison
+        from kvmagic.results.compare import Comparison
 
         if isinstance(shown, Comparison):  # still loadable with --compare: the comparison rides along
             import json
@@ -91,7 +100,7 @@ def render(shown: BenchmarkResult | Comparison, kind: str) -> str:
     if kind == "csv":
         return frame.to_csv(index=False)
     if kind == "markdown":
-        from .results import markdown_table
+        from kvmagic.results.data import markdown_table
 
         return markdown_table(frame, shown.notes())
     return "\n".join([frame.to_string(index=False), *shown.notes()]) + "\n"
@@ -112,8 +121,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
 
 
 def _run(args: argparse.Namespace, stdin: TextIO) -> int:
-    from .bench import run_benchmark
-    from .loading import load_model
+    from kvmagic.model.loading import load_model
+    from kvmagic.runner.bench import run_benchmark
 
     prompt = read_prompt(args, stdin)
     configured = defaults()

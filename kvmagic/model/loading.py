@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import KVMagicError
-from .guards import with_memory_advice
-from .tiny import TINY_NAME, tiny_dir
+from kvmagic.errors import KVMagicError
+from kvmagic.measure.guards import with_memory_advice
+from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "release_memory", "resolve_dtype"]
+__all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "resolve_dtype"]
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
@@ -119,7 +118,9 @@ def load_model(
         if gguf_file:
             _check_gguf(name, gguf_file)
         elif Path(name).is_dir() and not (Path(name) / "config.json").is_file():
-            raise KVMagicError(f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained")
+            raise KVMagicError(
+                f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
+            )
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
 
     def load() -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
@@ -144,19 +145,10 @@ def load_model(
         tokenizer, model = with_memory_advice(load, advice)
     except KVMagicError:
         raise
-    except Exception as error:  # noqa: BLE001 - any loading failure is about the files or the options given
+    except Exception as error:
         raise _explain(name, revision, error) from error
     model.eval()
     return LoadedModel(model, tokenizer, name, revision, time.perf_counter() - start)
-
-
-def release_memory() -> None:
-    """Collect what was dropped and hand cached accelerator memory back to the driver."""
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def _dtype_keyword() -> str:

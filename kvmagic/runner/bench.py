@@ -12,22 +12,30 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import costmodel, stats
-from .environment import environment
-from .errors import KVMagicError
-from .guards import is_out_of_memory, with_memory_advice
-from .memory import cache_nbytes, predicted_kv_nbytes
-from .results import BenchmarkResult, Measurement, Mismatch, Prediction, StepProfile, first_mismatch, times_of
-from .strategies import parse_names, strategies
-from .sweep import (
-    check_budget, configurations, estimate_seconds, parse_lengths, plan_within_budget, round_seconds, stretch_ids,
-)  # fmt: skip
-from .timing import greedy_config, profiled_generate, timed_generate
+from kvmagic.core import costmodel, stats
+from kvmagic.core.budget import check_budget, estimate_seconds, plan_within_budget, round_seconds
+from kvmagic.core.lengths import configurations, parse_lengths, stretch_ids
+from kvmagic.errors import KVMagicError
+from kvmagic.measure.environment import environment
+from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
+from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+from kvmagic.measure.probe import probe
+from kvmagic.measure.strategies import parse_names, strategies
+from kvmagic.measure.timing import greedy_config, profiled_generate, timed_generate
+from kvmagic.results.data import (
+    BenchmarkResult,
+    Measurement,
+    Mismatch,
+    Prediction,
+    StepProfile,
+    first_mismatch,
+    times_of,
+)
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding, GenerationConfig
 
-    from .loading import LoadedModel
+    from kvmagic.model.loading import LoadedModel
 
 __all__ = [
     "CONDITIONS", "MIN_AUTO_PAIRS", "Repeat", "condition_config", "encode_prompt", "enough_pairs", "measure",
@@ -46,7 +54,9 @@ def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> Ba
     tokenizer = loaded.tokenizer
     if chat:
         if not getattr(tokenizer, "chat_template", None):
-            raise KVMagicError(f"the tokenizer of {loaded.name!r} has no chat template: drop --chat to use the text as it is")
+            raise KVMagicError(
+                f"the tokenizer of {loaded.name!r} has no chat template: drop --chat to use the text as it is"
+            )
         messages = [{"role": "user", "content": prompt}]
         encoded = tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_dict=True, return_tensors="pt"
@@ -110,7 +120,7 @@ def run_benchmark(
     ``progress`` shows a progress bar over a sweep's configurations. A KeyboardInterrupt ends
     a sweep early: the configurations finished so far come back, with ``partial=True``.
 
-    ``predict`` probes the cost model (:mod:`kvmagic.costmodel`) first and adds its predictions
+    ``predict`` probes the cost model (:mod:`kvmagic.core.costmodel`) first and adds its predictions
     beside the measured columns; configurations that would pass ``max_seconds`` are then
     predicted only, not refused. ``repeat="auto"`` takes pairs until the 95% interval of the
     speed-up lies within ``ci_target`` of it (at least 5 pairs), or ``auto_cap`` seconds of
@@ -134,7 +144,9 @@ def run_benchmark(
     _check_seconds("max_seconds", max_seconds, "--max-seconds", "(0: no limit)")
     _check_seconds("auto_cap", auto_cap, "--auto-cap")
     if isinstance(ci_target, bool) or not isinstance(ci_target, (int, float)) or not 0 < ci_target < 1:
-        raise KVMagicError(f"ci_target (--ci-target) must be a fraction between 0 and 1, e.g. 0.05 for ±5%, got {ci_target!r}")
+        raise KVMagicError(
+            f"ci_target (--ci-target) must be a fraction between 0 and 1, e.g. 0.05 for ±5%, got {ci_target!r}"
+        )
     if cache is None and (kv_bits is not None or compile):
         raise KVMagicError(
             "--kv-bits and --compile choose how a --cache strategy runs: add --cache (e.g. --cache off,dynamic,static)"
@@ -181,7 +193,9 @@ def _benchmark(
     if prompt_tokens is None:
         inputs = {natural_tokens: natural}
     elif chat:
-        raise KVMagicError("-p sets the plain prompt to an exact token count and cannot wrap it in the chat template: drop -p or --chat")
+        raise KVMagicError(
+            "-p sets the plain prompt to an exact token count and cannot wrap it in the chat template: drop -p or --chat"
+        )
     else:
         inputs = {n: stretch_prompt(loaded, prompt, n) for n in _lengths("prompt_tokens", prompt_tokens, flag="-p")}
     configs = configurations(list(inputs), new_lengths)
@@ -253,9 +267,9 @@ def _sweep(
     rounds = (MIN_AUTO_PAIRS if repeat == "auto" else repeat) + (1 if profile else 0)
     caches = [settings["use_cache"] for settings in conditions.values()]
     plan = [True] * len(configs)
-    if predict or max_seconds and len(configs) > 1:  # a single configuration is the experiment itself: no probe
+    if predict or (max_seconds and len(configs) > 1):  # a single configuration is the experiment itself: no probe
         shortest, longest = min(p for p, _ in configs), max(p + n - 1 for p, n in configs)
-        cost = costmodel.probe(loaded, inputs[first], shortest, longest)
+        cost = probe(loaded, inputs[first], shortest, longest)
         budget = {"repeat": rounds, "warmup_tokens": warmup_tokens, "caches": caches}
         estimate = estimate_seconds(cost, configs, **budget)
         result.metadata["estimated_s"] = estimate
@@ -275,8 +289,14 @@ def _sweep(
                 warmed.add(prompt_length)
             first_calls = _first_calls(loaded, inputs[prompt_length], new_length, conditions, result)
             measurement = measure(
-                loaded, inputs[prompt_length], new_tokens=new_length, repeat=repeat, conditions=conditions,
-                ci_target=ci_target, auto_cap=auto_cap, profile=profile,
+                loaded,
+                inputs[prompt_length],
+                new_tokens=new_length,
+                repeat=repeat,
+                conditions=conditions,
+                ci_target=ci_target,
+                auto_cap=auto_cap,
+                profile=profile,
             )
             measurement.compile_s = {
                 name: seconds - statistics.median(measurement.times(name)) for name, seconds in first_calls.items()
@@ -474,7 +494,9 @@ def _check_count(name: str, value: int, *, minimum: int, flag: str) -> None:
 
 def _check_seconds(name: str, value: float, flag: str, zero: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise KVMagicError(f"{name} ({flag}) must be a number of seconds >= 0{' ' + zero if zero else ''}, got {value!r}")
+        raise KVMagicError(
+            f"{name} ({flag}) must be a number of seconds >= 0{' ' + zero if zero else ''}, got {value!r}"
+        )
 
 
 def _check_prompt(prompt: str) -> None:

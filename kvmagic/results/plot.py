@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .errors import KVMagicError
+from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .results import BenchmarkResult, Measurement
+    from kvmagic.results.data import BenchmarkResult, Measurement
 
 __all__ = ["plot_result", "step_seconds"]
 

@@ -9,16 +9,26 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode, Union, validate
 
-from .errors import KVMagicError
-from .guards import forget_frames, forget_last_failure
-from .options import BENCH_OPTIONS, LOAD_OPTIONS, Option, benchmark_kwargs, configurable, finish, load_kwargs, prepare, resolved
+from kvmagic.errors import KVMagicError
+from kvmagic.frontends.options import (
+    BENCH_OPTIONS,
+    LOAD_OPTIONS,
+    Option,
+    benchmark_kwargs,
+    configurable,
+    finish,
+    load_kwargs,
+    prepare,
+    resolved,
+)
+from kvmagic.measure.guards import forget_frames, forget_last_failure
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from matplotlib.figure import Figure
 
-    from .loading import LoadedModel
+    from kvmagic.model.loading import LoadedModel
 
 __all__ = ["KVMagics"]
 
@@ -121,7 +131,7 @@ class KVMagics(Magics):
             %kvload LGAI-EXAONE/EXAONE-4.0-1.2B --dtype bfloat16
         """
         args = _parse(self.kvload, line)
-        from .loading import load_model
+        from kvmagic.model.loading import load_model
 
         try:
             self.loaded = load_model(**load_kwargs(args, self._configured()), before_weights=self.unload)
@@ -189,15 +199,17 @@ class KVMagics(Magics):
         args = _parse(self.kvbench, line)
         if self.loaded is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
-        from .bench import run_benchmark
-        from .expand import expand
+        from kvmagic.frontends.expand import expand
+        from kvmagic.runner.bench import run_benchmark
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
         configured = self._configured()
         try:
             prompt = expand(cell, self.shell.user_ns) if resolved(args, configured, "expand") else cell
             baseline = prepare(args)
-            result = run_benchmark(self.loaded, prompt.strip(), **benchmark_kwargs(args, configured), progress=not args.quiet)
+            result = run_benchmark(
+                self.loaded, prompt.strip(), **benchmark_kwargs(args, configured), progress=not args.quiet
+            )
             if args.var:
                 self.shell.user_ns[args.var] = result
             shown = finish(args, result, baseline)
@@ -211,7 +223,7 @@ class KVMagics(Magics):
             return None
         for note in shown.notes():
             print(note)
-        from .display import styled_table
+        from kvmagic.results.display import styled_table
 
         return styled_table(shown.to_dataframe(), {"model": result.model, **result.metadata})
 
@@ -219,7 +231,7 @@ class KVMagics(Magics):
         """Drop the loaded model and free its memory."""
         if self.loaded is None:
             return
-        from .loading import release_memory
+        from kvmagic.measure.accelerator import release_memory
 
         self.loaded = None
         forget_last_failure()

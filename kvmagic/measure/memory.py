@@ -1,25 +1,16 @@
-"""What the KV cache holds, counted from the cache object and predicted from the model config,
-and the peak memory of one generate run."""
+"""What the KV cache holds: counted from the cache object, and predicted from the model config."""
 
 from __future__ import annotations
 
-import functools
-import threading
 import types
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig
 
-__all__ = ["MIB", "PeakMemory", "cache_nbytes", "predicted_kv_nbytes", "track_peak"]
-
-MIB = 2**20
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-_STATUS = Path("/proc/self/status")
+__all__ = ["cache_nbytes", "predicted_kv_nbytes"]
 
 
 def cache_nbytes(cache: Any) -> int:
@@ -93,84 +84,3 @@ def predicted_kv_nbytes(config: PretrainedConfig, tokens: int, dtype: torch.dtyp
         min(tokens, window) if kind == "sliding_attention" and window else tokens for kind in layer_types[:layers]
     )
     return 2 * kv_heads * head_dim * positions * element
-
-
-class PeakMemory:
-    """Peak memory during one run: CUDA's allocator peak on CUDA, the process's peak RSS otherwise.
-
-    On CUDA it is ``torch.cuda.max_memory_allocated`` summed over the model's CUDA devices, reset
-    at the start: tensors only (weights, cache, activations), not the allocator's reserve. Elsewhere
-    it is the peak resident set size of the whole process: exact on Linux (the kernel's high-water
-    mark, reset at the start), else sampled every ``interval`` seconds by a thread.
-    """
-
-    def __init__(self, devices: Iterable[torch.device], *, interval: float = 0.001, sample: bool | None = None) -> None:
-        self.cuda = tuple(d for d in devices if d.type == "cuda")
-        self.interval = interval
-        self.sample = (not _kernel_peak_available()) if sample is None else sample
-        self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        import torch
-
-        if self.cuda:
-            for device in self.cuda:
-                torch.cuda.reset_peak_memory_stats(device)
-        elif self.sample:
-            import psutil
-
-            process = psutil.Process()
-            self.peak_bytes = process.memory_info().rss
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._poll, args=(process,), daemon=True)
-            self._thread.start()
-        else:
-            _CLEAR_REFS.write_text("5")  # resets VmHWM, the kernel's peak RSS
-
-    def stop(self) -> int:
-        import torch
-
-        if self.cuda:
-            self.peak_bytes = sum(torch.cuda.max_memory_allocated(device) for device in self.cuda)
-        elif self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-        else:
-            self.peak_bytes = _status_kib("VmHWM") * 1024
-        return self.peak_bytes
-
-    def _poll(self, process: Any) -> None:
-        while not self._stop.wait(self.interval):
-            self.peak_bytes = max(self.peak_bytes, process.memory_info().rss)
-        self.peak_bytes = max(self.peak_bytes, process.memory_info().rss)
-
-
-@contextmanager
-def track_peak(devices: Iterable[torch.device], **kwargs: Any) -> Iterator[PeakMemory]:
-    """``with track_peak(devices) as peak: ...``; ``peak.peak_bytes`` is set on exit."""
-    tracker = PeakMemory(devices, **kwargs)
-    tracker.start()
-    try:
-        yield tracker
-    finally:
-        tracker.stop()
-
-
-@functools.cache
-def _kernel_peak_available() -> bool:
-    """Linux lets a process reset its own peak RSS (``clear_refs`` 5, since 4.0); containers may forbid it."""
-    try:
-        _CLEAR_REFS.write_text("5")
-        return _status_kib("VmHWM") > 0
-    except OSError:
-        return False
-
-
-def _status_kib(field: str) -> int:
-    for line in _STATUS.read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise OSError(f"{_STATUS} has no {field}")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from .loading import LoadedModel
+    from kvmagic.model.loading import LoadedModel
 
 __all__ = ["device_name", "environment"]
 
@@ -19,7 +19,7 @@ def environment(loaded: LoadedModel) -> dict[str, Any]:
     import torch
     import transformers
 
-    from . import __version__
+    from kvmagic.version import __version__
 
     config = loaded.model.config
     return {

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import KVMagicError
+from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
-    from .loading import LoadedModel
+    from kvmagic.model.loading import LoadedModel
 
 __all__ = ["COMPILE_SUFFIX", "KNOWN", "REFERENCE", "Strategy", "parse_names", "resolve", "strategies"]
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from .memory import track_peak
+from kvmagic.measure.accelerator import synchronize, track_peak
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["ProfiledRun", "StepTimer", "TopTwo", "greedy_config", "profiled_generate", "synchronize", "timed_generate"]
+__all__ = ["ProfiledRun", "StepTimer", "TopTwo", "greedy_config", "profiled_generate", "timed_generate"]
 
 # Sampling knobs an instruct model may ship, at the values that mean "off". Greedy decoding ignores
 # them, but any other value makes transformers warn on every call, and transformers 5 fills a knob
@@ -43,23 +43,6 @@ def _legacy_generate_kwargs() -> dict[str, bool]:
 
 
 _GENERATE_KWARGS = _legacy_generate_kwargs()
-
-
-def _synchronizers() -> dict[str, Callable[[torch.device], None]]:
-    return {
-        "cuda": torch.cuda.synchronize,
-        "xpu": lambda device: torch.xpu.synchronize(device),
-        "mps": lambda device: torch.mps.synchronize(),
-    }
-
-
-def synchronize(devices: Iterable[torch.device]) -> None:
-    """Wait for queued work on every accelerator in ``devices``; CPU work is already done."""
-    synchronizers = _synchronizers()
-    for device in devices:
-        wait = synchronizers.get(device.type)
-        if wait is not None:
-            wait(device)
 
 
 def greedy_config(

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .results import COLUMNS, BenchmarkResult, Measurement
+from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,7 +123,7 @@ class Comparison:
         printer.text(repr(self) if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        from .display import to_html
+        from kvmagic.results.display import to_html
 
         return to_html(self.to_dataframe(), {"model": self.result.model, **self.result.metadata}, self.notes())
 

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import stats
-from .costmodel import CostModel
-from .errors import KVMagicError
-from .memory import MIB
+from kvmagic.core import stats
+from kvmagic.core.costmodel import CostModel
+from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,13 +22,14 @@ if TYPE_CHECKING:
 __all__ = [
     "COLUMNS",
     "EXPORTS",
+    "MIB",
     "MIN_REPEAT_FOR_SPREAD",
     "NEAR_TIE",
+    "PREDICTED_COLUMNS",
     "STRATEGY_COLUMNS",
     "BenchmarkResult",
     "Measurement",
     "Mismatch",
-    "PREDICTED_COLUMNS",
     "Prediction",
     "StepProfile",
     "export_format",
@@ -51,6 +51,7 @@ STRATEGY_COLUMNS = (
     "kv_cache_mib", "peak_mib", "compile_s", "note",
 )  # fmt: skip
 MIN_REPEAT_FOR_SPREAD = 3  # fewer runs give no meaningful IQR or interval
+MIB = 2**20
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
 JSON_FORMAT = "kvmagic-benchmark"
@@ -288,10 +289,12 @@ class BenchmarkResult:
 
     def __getattr__(self, name: str) -> Any:
         # A single-configuration result reads like its one measurement: result.speedup.
-        if name.startswith("_") or name not in Measurement.__dataclass_fields__ and not hasattr(Measurement, name):
+        if name.startswith("_") or (name not in Measurement.__dataclass_fields__ and not hasattr(Measurement, name)):
             raise AttributeError(name)
         if len(self.measurements) != 1:
-            raise AttributeError(f"{name!r} is per measurement: this result has {len(self.measurements)}; use .measurements")
+            raise AttributeError(
+                f"{name!r} is per measurement: this result has {len(self.measurements)}; use .measurements"
+            )
         return getattr(self.measurements[0], name)
 
     @property
@@ -355,7 +358,7 @@ class BenchmarkResult:
         printer.text(repr(self) if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        from .display import to_html
+        from kvmagic.results.display import to_html
 
         return to_html(self.to_dataframe(), {"model": self.model, **self.metadata}, self.notes())
 
@@ -397,14 +400,16 @@ class BenchmarkResult:
         for m in self.measurements:
             low, high = m.speedup_ci
             width = stats.relative_half_width(m.speedup, low, high)
-            verdict = f"within the ±{target:.0%} target" if width <= target else f"the {cap:g} s cap (--auto-cap) came first"
+            verdict = (
+                f"within the ±{target:.0%} target" if width <= target else f"the {cap:g} s cap (--auto-cap) came first"
+            )
             notes.append(f"-r auto: {m.prompt_tokens}+{m.new_tokens} tokens took {len(m.times('cached'))} pairs; "
                          f"95% interval {low:.3g}-{high:.3g}x is ±{width:.1%} of {m.speedup:.3g}x: {verdict}")  # fmt: skip
         return notes
 
     def plot(self) -> Figure:
         """Time and speed-up against length, and per-step latency when measured; ``.savefig(path)`` saves it."""
-        from .plot import plot_result
+        from kvmagic.results.plot import plot_result
 
         return plot_result(self)
 
@@ -426,7 +431,9 @@ class BenchmarkResult:
         if not isinstance(data, dict) or data.get("format") != JSON_FORMAT:
             raise KVMagicError("this is not a kvmagic benchmark: save one with `%%kvbench --save NAME.json`")
         if data.get("version", 0) > JSON_VERSION:
-            raise KVMagicError(f"this benchmark was saved by a newer kvmagic (format {data['version']}): upgrade kvmagic")
+            raise KVMagicError(
+                f"this benchmark was saved by a newer kvmagic (format {data['version']}): upgrade kvmagic"
+            )
         return cls(
             model=data["model"],
             measurements=[_measurement_from_dict(m) for m in data["measurements"]],

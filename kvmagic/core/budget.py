@@ -1,0 +1,77 @@
+"""The time budget of a sweep: what the cost model predicts it costs, and what fits.
+
+Pure functions only (no torch), so a sweep can be refused before it costs anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kvmagic.errors import KVMagicError
+
+if TYPE_CHECKING:
+    from kvmagic.core.costmodel import CostModel
+
+__all__ = ["check_budget", "estimate_seconds", "format_seconds", "plan_within_budget", "round_seconds"]
+
+PAIR = (False, True)  # use_cache of each condition a round runs: uncached, then cached
+
+
+def round_seconds(cost: CostModel, prompt_tokens: int, new_tokens: int, caches: Sequence[bool] = PAIR) -> float:
+    """One generate per condition (``caches``: the ``use_cache`` of each), as the cost model predicts them.
+
+    The model knows the dynamic cache only: every cached strategy (``--cache``) is counted as one.
+    """
+    return sum(cost.generate_seconds(prompt_tokens, new_tokens, use_cache=c) for c in caches)
+
+
+def estimate_seconds(
+    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int,
+    caches: Sequence[bool] = PAIR,
+) -> float:  # fmt: skip
+    """The whole sweep: ``repeat`` rounds per configuration plus one warm-up round per prompt length."""
+    total = sum(repeat * round_seconds(cost, p, n, caches) for p, n in configs)
+    if warmup_tokens:
+        total += sum(round_seconds(cost, p, warmup_tokens, caches) for p in dict.fromkeys(p for p, _ in configs))
+    return total
+
+
+def plan_within_budget(
+    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int, max_seconds: float,
+    caches: Sequence[bool] = PAIR,
+) -> list[bool]:  # fmt: skip
+    """Which configurations to measure (in order) so the predicted total stays within ``max_seconds``.
+
+    A configuration that would pass the budget is skipped, and a later, cheaper one may still fit;
+    a prompt length's warm-up is charged with its first measured configuration. 0: measure all.
+    """
+    plan, spent, warmed = [], 0.0, set()
+    for prompt_tokens, new_tokens in configs:
+        cost_s = repeat * round_seconds(cost, prompt_tokens, new_tokens, caches)
+        if warmup_tokens and prompt_tokens not in warmed:
+            cost_s += round_seconds(cost, prompt_tokens, warmup_tokens, caches)
+        fits = not max_seconds or spent + cost_s <= max_seconds
+        if fits:
+            spent += cost_s
+            warmed.add(prompt_tokens)
+        plan.append(fits)
+    return plan
+
+
+def check_budget(estimate_s: float, max_seconds: float) -> None:
+    """Refuse a sweep estimated to run past ``max_seconds`` (0 means no limit)."""
+    if max_seconds and estimate_s > max_seconds:
+        raise KVMagicError(
+            f"this benchmark would take about {format_seconds(estimate_s)} (estimated from a short probe), "
+            f"over the {format_seconds(max_seconds)} budget: raise max_seconds (--max-seconds, or "
+            f"`%config KVMagics.max_seconds = ...`; 0 means no limit), or measure fewer or shorter lengths (-n, -p, -r)"
+        )
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.3g} s"

@@ -1,0 +1,1 @@
+"""Loading a causal LM and its tokenizer, and the embedded offline ``tiny`` model."""
