@@ -19,7 +19,8 @@ import torch
 from kvmagic import load_model, run_benchmark
 from kvmagic.measure.strategies import parse_names, strategies
 from kvmagic.measure.timing import timed_generate
-from kvmagic.runner.bench import condition_config, encode_prompt
+from kvmagic.runner.measure import condition_config
+from kvmagic.runner.prompt import encode_prompt
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
 ALL = "off,dynamic,static,offloaded,offloaded_static,quantized:quanto,quantized:hqq,quantized:fp8"
@@ -31,7 +32,7 @@ def first_use(loaded, names: list[str]) -> dict[str, tuple[float, float]]:
     calls = {}
     for strategy in strategies(loaded, names):
         if not strategy.reason:
-            config = condition_config(loaded, 1, strategy.settings)
+            config = condition_config(loaded, 1, strategy)
             calls[strategy.name] = tuple(
                 timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(2)
             )

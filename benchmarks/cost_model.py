@@ -5,7 +5,8 @@ Run: ``PYTHONPATH=. python benchmarks/cost_model.py [--threads 1] [-n 16,64,256]
 Part 1, on ``tiny`` (EXAONE-4 architecture) and on a small Llama built here with seeded random
 weights (no hub): one ``--predict`` sweep each, measured as the median of ``-r`` interleaved pairs
 (one pair is itself too noisy on a shared machine to judge a prediction by); per row the predicted
-and the measured seconds and speed-up, and the speed-up's relative error (the target: within 25%). Part 2, on ``tiny``: how many timed ``generate``
+and the measured seconds and speed-up, and the speed-up's relative error (the target: within 25%).
+Part 2, on ``tiny``: how many timed ``generate``
 calls ``-r auto`` takes to bring the speed-up's 95% interval within ±5%, against the interval
 that fixed policies of 5 and 10 pairs reach in the same run.
 """
@@ -53,9 +54,11 @@ def accuracy(loaded: LoadedModel, new_tokens: str, prompt_tokens: str, repeat: i
     for row in frame.itertuples(index=False):
         error = row.predicted_speedup / row.speedup - 1
         worst = max(worst, abs(error))
-        print(f"| {row.prompt_tokens} | {row.new_tokens} | {row.uncached_s:.3f} ({row.predicted_uncached_s:.3f}) "
-              f"| {row.cached_s:.3f} ({row.predicted_cached_s:.3f}) | {row.speedup:.2f}x | {row.predicted_speedup:.2f}x "
-              f"| {error:+.0%} |")  # fmt: skip
+        print(
+            f"| {row.prompt_tokens} | {row.new_tokens} | {row.uncached_s:.3f} ({row.predicted_uncached_s:.3f}) "
+            f"| {row.cached_s:.3f} ({row.predicted_cached_s:.3f}) | {row.speedup:.2f}x | {row.predicted_speedup:.2f}x "
+            f"| {error:+.0%} |"
+        )
     print()
     for note in result.notes():
         print(f"- {note}")

@@ -18,8 +18,12 @@ from time import perf_counter
 import torch
 
 from kvmagic import load_model
+from kvmagic.core.spec import CONDITIONS
+from kvmagic.core.stop import FixedRounds
 from kvmagic.measure.accelerator import synchronize
-from kvmagic.runner.bench import CONDITIONS, encode_prompt, measure, warm_up
+from kvmagic.measure.strategies import plain_pair
+from kvmagic.runner.measure import measure, warm_up
+from kvmagic.runner.prompt import encode_prompt
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
 
@@ -53,14 +57,15 @@ def main() -> None:
     times: dict[tuple[str, str], list[float]] = {(who, c): [] for who in ("kvmagic", "bare") for c in CONDITIONS}
 
     def kvmagic_round() -> None:
-        m = measure(loaded, inputs, new_tokens=args.new_tokens, repeat=1)
+        m = measure(loaded, inputs, new_tokens=args.new_tokens, stop=FixedRounds(1))
         for condition in CONDITIONS:
             times["kvmagic", condition] += m.times(condition)
 
     def bare_round() -> None:
-        for condition, settings in CONDITIONS.items():
-            seconds = bare_recipe(loaded.model, inputs, args.new_tokens, settings["use_cache"], loaded.devices)
-            times["bare", condition].append(seconds)
+        for condition in plain_pair(loaded):
+            use_cache = condition.settings["use_cache"]
+            seconds = bare_recipe(loaded.model, inputs, args.new_tokens, use_cache, loaded.devices)
+            times["bare", condition.name].append(seconds)
 
     for index in range(args.pairs):
         for step in (kvmagic_round, bare_round) if index % 2 == 0 else (bare_round, kvmagic_round):

@@ -18,14 +18,16 @@ from .version import __version__
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from .core.results import BenchmarkResult
+    from .core.spec import BenchSpec
     from .model.loading import DEFAULT_MODEL, LoadedModel, load_model
-    from .report.compare import Comparison, compare
-    from .runner.bench import run_benchmark
+    from .results.compare import Comparison, compare
+    from .results.data import BenchmarkResult
+    from .runner.runner import run_benchmark
 
 
 __all__ = [
     "DEFAULT_MODEL",
+    "BenchSpec",
     "BenchmarkResult",
     "Comparison",
     "KVMagicError",
@@ -42,10 +44,11 @@ _LAZY = {
     "DEFAULT_MODEL": "model.loading",
     "LoadedModel": "model.loading",
     "load_model": "model.loading",
-    "run_benchmark": "runner.bench",
-    "BenchmarkResult": "core.results",
-    "Comparison": "report.compare",
-    "compare": "report.compare",
+    "run_benchmark": "runner.runner",
+    "BenchmarkResult": "results.data",
+    "BenchSpec": "core.spec",
+    "Comparison": "results.compare",
+    "compare": "results.compare",
 }
 
 

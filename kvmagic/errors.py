@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = ["KVMagicError"]
+
+# How the plain API names what a front end offers as an option with a value.
+_API_NAMES = {"save": "result.save(PATH)"}
 
 
 class KVMagicError(Exception):
     """A problem the user can fix; the message says how.
 
-    The plain API raises it; the magics turn it into IPython's ``UsageError`` so a
-    notebook shows one line instead of a traceback.
+    The plain API raises it; the magics turn it into IPython's ``UsageError`` so a notebook
+    shows one line instead of a traceback. A message that names parameters is a template with
+    ``{name}`` fields listed in ``params``: the API spells them as parameter names, and a front
+    end as its own flags (``spelled``), so neither speaks the other's language.
     """
+
+    def __init__(self, message: str, *params: str) -> None:
+        self.template = message
+        self.params = params
+        super().__init__(self.spelled(lambda name: _API_NAMES.get(name, name)))
+
+    def spelled(self, spell: Callable[[str], str]) -> str:
+        """The message with each parameter written as ``spell`` names it."""
+        if not self.params:
+            return self.template
+        return self.template.format(**{name: spell(name) for name in self.params})

@@ -15,7 +15,8 @@ import pytest
 import tomllib
 
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS
-from kvmagic.results.data import COLUMNS, BenchmarkResult
+from kvmagic.results.data import BenchmarkResult
+from kvmagic.results.report import COLUMNS
 
 from .conftest import PROMPT
 

@@ -8,7 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic.results.compare import COMPARE_COLUMNS, compare, speedup_range
-from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement
+from kvmagic.results.data import BenchmarkResult, Measurement
+from kvmagic.results.report import COLUMNS
 
 from .conftest import PROMPT
 
@@ -51,8 +52,10 @@ def test_single_round_has_no_verdict_and_says_why():
     row = comparison.rows()[0]
     assert row["significant"] is None and row["speedup_change"] == pytest.approx(1.0)
     assert comparison.notes() == [
-        "significant is empty where a run timed a single round: with -r 2 or more in both runs, "
-        "a change counts when the runs' ranges of per-round speed-ups do not overlap"
+        (
+            "significant is empty where a run timed a single round: with -r 2 or more in both runs, "
+            "a change counts when the runs' ranges of per-round speed-ups do not overlap"
+        )
     ]
 
 
@@ -96,7 +99,7 @@ def test_magic_reads_the_baseline_before_running(shell, tmp_path):
     (tmp_path / "table.json").write_text('{"rows": []}')
     for path, message in [
         (tmp_path / "missing.json", f"cannot read '{tmp_path / 'missing.json'}': No such file or directory"),
-        (tmp_path / "table.json", "this is not a kvmagic benchmark: save one with `%%kvbench --save NAME.json`"),
+        (tmp_path / "table.json", "this is not a kvmagic benchmark: save one with --save PATH (a .json name)"),
     ]:
         with pytest.raises(UsageError) as caught:
             shell.run_cell_magic("kvbench", f"-n 2000 --compare {path}", PROMPT)  # -n 2000 would fail later

@@ -8,16 +8,19 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic import KVMagicError, run_benchmark
-from kvmagic.core import costmodel, stats
+from kvmagic.core import costmodel, stats, stop
+from kvmagic.core.spec import MIN_AUTO_PAIRS
 from kvmagic.measure.probe import probe
-from kvmagic.results.data import PREDICTED_COLUMNS, BenchmarkResult
-from kvmagic.runner import bench
+from kvmagic.results.data import BenchmarkResult
+from kvmagic.results.report import PREDICTED_COLUMNS
+from kvmagic.runner import runner
+from kvmagic.runner.prompt import stretch_prompt
 
 from .conftest import PROMPT
 
 
 def test_probe_fits_positive_curves_on_a_real_model(tiny) -> None:
-    inputs = bench.stretch_prompt(tiny, PROMPT, 8)
+    inputs = stretch_prompt(tiny, PROMPT, 8)
     model = probe(tiny, inputs, 8, 40, repeat=2)
     assert model.prefill(8) > 0 and model.prefill(40) > 0 and model.decode(20) > 0
     assert model.step_overhead_s >= 0 and model.probe_s > 0
@@ -34,7 +37,7 @@ def test_probe_visits_every_length_once_per_round(tiny) -> None:
 
     hook = tiny.model.register_forward_pre_hook(record, with_kwargs=True)
     try:
-        probe(tiny, bench.stretch_prompt(tiny, PROMPT, 8), 8, 40, repeat=2)
+        probe(tiny, stretch_prompt(tiny, PROMPT, 8), 8, 40, repeat=2)
     finally:
         hook.remove()
     assert uncached == costmodel.probe_lengths(8, 40) * 2
@@ -64,8 +67,8 @@ def test_predictions_sit_beside_measurements_within_a_loose_bound(tiny) -> None:
 
 def test_rows_past_the_budget_are_predicted_only(tiny, monkeypatch) -> None:
     measured: list[int] = []
-    real = bench.measure
-    monkeypatch.setattr(bench, "measure", lambda *a, **k: measured.append(k["new_tokens"]) or real(*a, **k))
+    real = runner.measure
+    monkeypatch.setattr(runner, "measure", lambda *a, **k: measured.append(k["new_tokens"]) or real(*a, **k))
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=1e-9, predict=True)
     assert measured == [] and result.measurements == []
     frame = result.to_dataframe()
@@ -91,30 +94,30 @@ def _auto_note(result: BenchmarkResult) -> str:
 
 def test_auto_repeat_stops_at_the_minimum_when_the_cap_is_zero(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, repeat="auto", ci_target=1e-9, auto_cap=0)
-    assert len(result.times("cached")) == len(result.times("uncached")) == bench.MIN_AUTO_PAIRS
+    assert len(result.times("cached")) == len(result.times("uncached")) == MIN_AUTO_PAIRS
     assert result.metadata["repeat"] == "auto" and result.metadata["auto_cap"] == 0
     assert _auto_note(result).endswith("the 0 s cap (--auto-cap) came first")
 
 
 def test_auto_repeat_stops_at_the_minimum_when_the_target_is_loose(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, repeat="auto", ci_target=0.99, auto_cap=60)
-    assert len(result.times("cached")) == bench.MIN_AUTO_PAIRS
+    assert len(result.times("cached")) == MIN_AUTO_PAIRS
     assert _auto_note(result).endswith("within the ±99% target")
 
 
 def test_auto_repeat_terminates_with_the_target_met_or_the_cap_hit(tiny, monkeypatch) -> None:
     checks: list[bool] = []
-    real = bench.enough_pairs
-    monkeypatch.setattr(bench, "enough_pairs", lambda *a: checks.append(real(*a)) or checks[-1])
+    real = stop.enough_pairs
+    monkeypatch.setattr(stop, "enough_pairs", lambda *a: checks.append(real(*a)) or checks[-1])
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, repeat="auto", ci_target=0.05, auto_cap=3)
     pairs = len(result.times("cached"))
-    assert pairs >= bench.MIN_AUTO_PAIRS and pairs == len(result.times("uncached"))
+    assert pairs >= MIN_AUTO_PAIRS and pairs == len(result.times("uncached"))
     low, high = result.speedup_ci
     width = stats.relative_half_width(result.speedup, low, high)
     note = _auto_note(result)
     assert note.startswith(f"-r auto: {result.prompt_tokens}+4 tokens took {pairs} pairs; ")
     # The cap is checked first, so the stopping rule ran at most once per pair past the minimum and said yes at most last.
-    assert len(checks) <= pairs - bench.MIN_AUTO_PAIRS + 1 and not any(checks[:-1])
+    assert len(checks) <= pairs - MIN_AUTO_PAIRS + 1 and not any(checks[:-1])
     if checks and checks[-1]:
         assert width <= 0.05 and note.endswith("within the ±5% target")
     elif width > 0.05:
@@ -124,9 +127,9 @@ def test_auto_repeat_terminates_with_the_target_met_or_the_cap_hit(tiny, monkeyp
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"repeat": "often"}, "repeat (-r) must be a whole number >= 1 or 'auto', got 'often'"),
-        ({"ci_target": 0}, "ci_target (--ci-target) must be a fraction between 0 and 1, e.g. 0.05 for ±5%, got 0"),
-        ({"auto_cap": -1}, "auto_cap (--auto-cap) must be a number of seconds >= 0, got -1"),
+        ({"repeat": "often"}, "repeat must be a whole number >= 1 or 'auto', got 'often'"),
+        ({"ci_target": 0}, "ci_target must be a fraction between 0 and 1, e.g. 0.05 for ±5%, got 0"),
+        ({"auto_cap": -1}, "auto_cap must be a number of seconds >= 0, got -1"),
     ],
 )
 def test_bad_auto_arguments_are_refused(tiny, kwargs: dict, message: str) -> None:

@@ -7,8 +7,9 @@ import re
 import pandas as pd
 
 from kvmagic.results.compare import compare
-from kvmagic.results.data import BenchmarkResult, Measurement, Mismatch
+from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.display import StyledTable, styled_table, to_html
+from kvmagic.results.records import Mismatch
 
 
 def _styles(page: str) -> dict[str, str]:

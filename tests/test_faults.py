@@ -93,7 +93,7 @@ def _inject(mp: pytest.MonkeyPatch, loaded: Any, stage: str, make: Callable[[], 
 
         mp.setattr(model_class, "generate", generate)
     elif stage == "identity check":
-        mp.setattr("kvmagic.runner.bench.first_mismatch", _raising(fault))
+        mp.setattr("kvmagic.runner.mismatch.first_mismatch", _raising(fault))
     elif stage == "table":
         mp.setattr("kvmagic.results.data.BenchmarkResult.to_dataframe", _raising(fault))
     return released
@@ -134,14 +134,14 @@ def test_out_of_memory_error_pins_no_frames(tiny, monkeypatch) -> None:
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(type(tiny.model), "generate", generate)
-    with pytest.raises(KVMagicError, match="^out of accelerator memory") as caught:
+    with pytest.raises(KVMagicError, match=r"^out of accelerator memory") as caught:
         run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1)
     assert caught.value.__context__ is None and caught.value.__cause__ is None
 
 
 def test_an_unrelated_runtime_error_is_not_called_out_of_memory(tiny, monkeypatch) -> None:
     monkeypatch.setattr(type(tiny.model), "generate", _raising(lambda: RuntimeError("shape")))
-    with pytest.raises(RuntimeError, match="^shape$"):
+    with pytest.raises(RuntimeError, match=r"^shape$"):
         run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0)
 
 

@@ -30,7 +30,7 @@ FUZZ = settings(
 # Every code point, lone surrogates, controls, private use and unassigned ones included.
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=200)
 
-JUNK = st.sampled_from(["", "-", "--", "'", '"', "1e3", "0x10", "nan", "-0", "٣", "２", "\x00", "\ud800", "\u202e"])
+JUNK = st.sampled_from(["", "-", "--", "'", '"', "1e3", "0x10", "nan", "-0", "٣", "２", "\x00", "\ud800", "\u202e"])  # noqa: RUF001 - digits of other scripts on purpose
 HUGE = st.sampled_from(["99999999999999999999", str(2**63), "2049"])
 
 

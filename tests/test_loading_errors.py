@@ -170,8 +170,10 @@ def test_a_gguf_file_that_is_missing(kvload, tiny_files: Path) -> None:
         ("meta", "--device-map meta loads no weights, so nothing could run: use auto, cpu or an accelerator"),
         (
             "disk",
-            "--device-map 'disk' is neither a device (cpu, cuda:0, mps) nor one of auto, balanced, "
-            "balanced_low_0, sequential",
+            (
+                "--device-map 'disk' is neither a device (cpu, cuda:0, mps) nor one of auto, balanced, "
+                "balanced_low_0, sequential"
+            ),
         ),
     ],
 )
@@ -229,8 +231,10 @@ def _hub_error(code: str, status: int) -> Exception:
             "RepoNotFound",
             404,
             "someone/some-model",
-            "'someone/some-model' is neither a local directory nor a model on the Hugging Face Hub: "
-            "check the name (`%kvload tiny` works offline)",
+            (
+                "'someone/some-model' is neither a local directory nor a model on the Hugging Face Hub: "
+                "check the name (`%kvload tiny` works offline)"
+            ),
         ),
         (
             "RevisionNotFound",

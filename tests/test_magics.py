@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic.results.data import COLUMNS, BenchmarkResult
+from kvmagic.results.data import BenchmarkResult
+from kvmagic.results.report import COLUMNS
 
 from .conftest import PROMPT
 
@@ -63,7 +64,7 @@ def test_bad_config_value_is_refused(shell):
     from traitlets import TraitError
 
     magics = shell.magics_manager.registry["KVMagics"]
-    with pytest.raises(TraitError, match=r"KVMagics.repeat must be >= 1, got 0"):
+    with pytest.raises(TraitError, match=r"KVMagics.repeat must be a whole number >= 1, got 0"):
         magics.repeat = 0
     assert magics.repeat == 1
 
@@ -94,14 +95,16 @@ BENCH_ERRORS = [
         PROMPT,
         "%kvbench: argument -n/--new-tokens: lengths must be >= 1, got 0 in '0' (see %kvbench? for the options)",
     ),
-    ("-r 0", PROMPT, "repeat (-r) must be a whole number >= 1, got 0"),
-    ("-w -1", PROMPT, "warmup_tokens (-w) must be a whole number >= 0, got -1"),
+    ("-r 0", PROMPT, "-r must be a whole number >= 1, got 0"),
+    ("-w -1", PROMPT, "-w must be a whole number >= 0, got -1"),
     (
         "-n abc",
         PROMPT,
-        "%kvbench: argument -n/--new-tokens: cannot read 'abc' in 'abc' as lengths: write N, a list N,M,... or a "
-        "range A-B*F (multiply by F) or A-B+S (add S), e.g. 16,64,256 or 16-256*4 or 32-128+32 "
-        "(see %kvbench? for the options)",
+        (
+            "%kvbench: argument -n/--new-tokens: cannot read 'abc' in 'abc' as lengths: write N, a list N,M,... or a "
+            "range A-B*F (multiply by F) or A-B+S (add S), e.g. 16,64,256 or 16-256*4 or 32-128+32 "
+            "(see %kvbench? for the options)"
+        ),
     ),
     (
         "-r 1.5",
@@ -113,8 +116,10 @@ BENCH_ERRORS = [
     (
         "-n 2000",
         PROMPT,
-        "the prompt (82 tokens) plus 2000 new tokens exceeds the 2048 positions 'tiny' supports: "
-        "shorten the prompt or lower -n",
+        (
+            "the prompt (82 tokens) plus 2000 new tokens exceeds the 2048 positions 'tiny' supports: "
+            "shorten the prompt or lower -n"
+        ),
     ),
 ]
 
@@ -149,8 +154,10 @@ KVLOAD_ERRORS = [
     ("tiny --dtype float8", "unknown dtype 'float8': use one of auto, float16, bfloat16, float32"),
     (
         "no-such-org/no-such-model",
-        "cannot download 'no-such-org/no-such-model': the Hugging Face Hub is unreachable (offline, or no network) "
-        "and it is not in the local cache; `%kvload tiny` works offline",
+        (
+            "cannot download 'no-such-org/no-such-model': the Hugging Face Hub is unreachable (offline, or no network) "
+            "and it is not in the local cache; `%kvload tiny` works offline"
+        ),
     ),
     ("tiny --revision main", "tiny is built locally: it has no --revision or --gguf-file"),
     ("tiny --bogus", "%kvload: unrecognized arguments: --bogus (see %kvload? for the options)"),

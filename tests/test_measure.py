@@ -11,8 +11,13 @@ import transformers
 
 import kvmagic
 from kvmagic import run_benchmark
-from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement, Mismatch, first_mismatch
-from kvmagic.runner.bench import encode_prompt, measure
+from kvmagic.core.stop import FixedRounds
+from kvmagic.results import report
+from kvmagic.results.data import BenchmarkResult, Measurement
+from kvmagic.results.records import Mismatch, first_mismatch
+from kvmagic.results.report import COLUMNS
+from kvmagic.runner.measure import measure
+from kvmagic.runner.prompt import encode_prompt
 
 from .conftest import PROMPT
 
@@ -61,11 +66,11 @@ def test_headline_runs_carry_no_hooks_and_two_hooked_runs_follow(tiny, monkeypat
         return generate(*args, **kwargs)
 
     monkeypatch.setattr(tiny.model, "generate", recording_generate)
-    measure(tiny, encode_prompt(tiny, PROMPT), new_tokens=2, repeat=2)
+    measure(tiny, encode_prompt(tiny, PROMPT), new_tokens=2, stop=FixedRounds(2))
     bare = [(False, False, False), (True, False, False)]
     assert calls == bare * 2 + [(False, True, True), (True, True, True)]
     calls.clear()
-    unprofiled = measure(tiny, encode_prompt(tiny, PROMPT), new_tokens=2, repeat=2, profile=False)
+    unprofiled = measure(tiny, encode_prompt(tiny, PROMPT), new_tokens=2, stop=FixedRounds(2), profile=False)
     assert calls == bare * 2 and unprofiled.profiles == {}
 
 
@@ -90,9 +95,11 @@ def test_first_mismatch_on_constructed_sequences() -> None:
     )
     note = BenchmarkResult("m", [_measurement([1.0], [0.5], mismatch=mismatch)]).notes()
     assert note == [
-        "3+2 tokens: generated tokens differ from position 2: 'c' (id 3, first uncached run) vs 'x' "
-        "(id 9, cached run); there the cached run's top two logits were 0.01 apart "
-        "(a near tie: rounding in float16/bfloat16 can flip it)"
+        (
+            "3+2 tokens: generated tokens differ from position 2: 'c' (id 3, first uncached run) vs 'x' "
+            "(id 9, cached run); there the cached run's top two logits were 0.01 apart "
+            "(a near tie: rounding in float16/bfloat16 can flip it)"
+        )
     ]
 
 
@@ -140,7 +147,7 @@ def test_the_magic_prints_the_mismatch(shell, tiny, monkeypatch, capsys) -> None
 
 def test_spread_columns_against_hand_computed_numbers() -> None:
     m = _measurement([4.0, 2.0, 3.0], [1.0, 1.0, 1.0])
-    row = m.row()
+    row = report.row(m)
     assert (row["uncached_s"], row["uncached_min_s"], row["uncached_iqr_s"]) == (3.0, 2.0, 1.0)
     assert (row["cached_s"], row["cached_min_s"], row["cached_iqr_s"]) == (1.0, 1.0, 0.0)
     # Resampled medians of {4, 2, 3} reach 2 and 4 with probability 7/27 each: both tails.

@@ -13,8 +13,8 @@ from packaging.version import Version
 from kvmagic.measure.accelerator import PeakMemory, track_peak
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
 from kvmagic.measure.timing import greedy_config, profiled_generate
-from kvmagic.results.data import MIB
-from kvmagic.runner.bench import encode_prompt
+from kvmagic.results.report import MIB
+from kvmagic.runner.prompt import encode_prompt
 
 from .conftest import PROMPT
 

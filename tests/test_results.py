@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement, Mismatch, first_mismatch
+from kvmagic.results.data import BenchmarkResult, Measurement
+from kvmagic.results.records import Mismatch, first_mismatch
+from kvmagic.results.report import COLUMNS
 
 
 def measurement(seconds, mismatch=None) -> Measurement:
@@ -35,13 +37,15 @@ def test_result_table_and_notes():
     assert frame.identical.tolist() == [True, False]
     assert not result.identical
     assert result.notes() == [
-        "16+64 tokens: generated tokens differ from position 3: 'a' (id 5, first uncached run) "
-        "vs 'b' (id 6, cached run)"
+        (
+            "16+64 tokens: generated tokens differ from position 3: 'a' (id 5, first uncached run) "
+            "vs 'b' (id 6, cached run)"
+        )
     ]
     assert "differ from position 3" in result._repr_html_()
     assert str(result).splitlines()[-1] == result.notes()[0]
-    with pytest.raises(AttributeError, match="has 2; use .measurements"):
-        result.speedup
+    with pytest.raises(AttributeError, match=r"has 2; use \.measurements"):
+        _ = result.speedup
 
 
 def test_single_measurement_reads_through():
@@ -49,4 +53,4 @@ def test_single_measurement_reads_through():
     assert result.speedup == 3.0 and result.new_tokens == 64
     assert repr(result) == "<BenchmarkResult tiny: 16+64 tokens: 3.00x; identical=True>"
     with pytest.raises(AttributeError):
-        result.no_such_field
+        _ = result.no_such_field

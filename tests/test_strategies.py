@@ -13,8 +13,10 @@ from kvmagic import run_benchmark
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import strategies
 from kvmagic.measure.strategies import Strategy, parse_names, resolve
-from kvmagic.results.data import COLUMNS, STRATEGY_COLUMNS, BenchmarkResult
-from kvmagic.runner import bench
+from kvmagic.results.data import BenchmarkResult
+from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS, strategy_row
+from kvmagic.runner import measure as measure_module
+from kvmagic.runner import runner
 
 from .conftest import PROMPT
 from .model_state import snapshot
@@ -34,7 +36,7 @@ def test_names_put_off_first_once_and_keep_the_users_order() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (" , ", "--cache needs at least one strategy"),
+        (" , ", "cache needs at least one strategy"),
         ("quantized", "'quantized' needs a backend: write quantized:quanto"),
         ("quantized:int3", "unknown quantization backend in 'quantized:int3'"),
         ("dynamc", "unknown cache strategy 'dynamc': use off, dynamic, static"),
@@ -116,9 +118,9 @@ def test_compile_adds_a_static_twin_that_says_why_it_is_not_compiled_on_cpu(tiny
 @pytest.mark.parametrize(
     ("names", "kwargs", "message"),
     [
-        (["off", "dynamic"], {"compile": True}, "--compile compiles a static cache: add static to --cache"),
-        (["off", "quantized:quanto"], {"kv_bits": 3}, "--kv-bits 3 is not a width quanto takes: use one of 2, 4"),
-        (["off", "static"], {"kv_bits": 4}, "--kv-bits sets the width of a quantized cache"),
+        (["off", "dynamic"], {"compile": True}, "compile compiles a static cache: add static to cache"),
+        (["off", "quantized:quanto"], {"kv_bits": 3}, "kv_bits 3 is not a width quanto takes: use one of 2, 4"),
+        (["off", "static"], {"kv_bits": 4}, "kv_bits sets the width of a quantized cache"),
     ],
 )
 def test_options_that_cannot_apply_say_so(tiny, names: list[str], kwargs: dict, message: str) -> None:
@@ -127,13 +129,13 @@ def test_options_that_cannot_apply_say_so(tiny, names: list[str], kwargs: dict, 
 
 
 def test_kv_bits_and_compile_need_cache(tiny) -> None:
-    with pytest.raises(KVMagicError, match="^--kv-bits and --compile choose how a --cache strategy runs"):
+    with pytest.raises(KVMagicError, match=r"^kv_bits and compile choose how a strategy of cache runs: give cache too"):
         run_benchmark(tiny, PROMPT, new_tokens=2, compile=True)
 
 
 @pytest.mark.parametrize("kwargs", [{"predict": True}, {"repeat": "auto"}])
 def test_predict_and_auto_repeat_are_about_off_against_on(tiny, kwargs: dict) -> None:
-    message = "--predict and -r auto are about the cache off against on: drop them, or drop --cache"
+    message = "predict and repeat auto compare the cache off against on: drop them, or drop cache"
     with pytest.raises(KVMagicError) as caught:
         run_benchmark(tiny, PROMPT, new_tokens=2, cache="off,dynamic", **kwargs)
     assert str(caught.value) == message
@@ -153,7 +155,7 @@ def test_one_row_per_configuration_and_strategy_with_the_reason_for_those_that_c
     assert list(frame.columns) == list(STRATEGY_COLUMNS)
     assert list(frame["strategy"]) == names * 2
     assert list(frame["new_tokens"]) == [4] * 6 + [12] * 6
-    skipped = compared.metadata["skipped"]
+    skipped = compared.skipped
     for _, row in frame.iterrows():
         if row["strategy"] in skipped:
             assert (
@@ -168,10 +170,10 @@ def test_one_row_per_configuration_and_strategy_with_the_reason_for_those_that_c
 
 
 def test_every_runnable_strategy_is_timed_interleaved_against_off(compared) -> None:
-    runnable = [n for n in compared.strategies if n not in compared.metadata["skipped"]]
+    runnable = [n for n in compared.strategies if n not in compared.skipped]
     for m in compared.measurements:
         assert m.runs == tuple(runnable * 2)
-        rows = {r["strategy"]: r for r in map(m.strategy_row, runnable)}
+        rows = {r["strategy"]: r for r in (strategy_row(m, n) for n in runnable)}
         assert rows["off"]["speedup"] == 1.0 and rows["off"]["kv_cache_mib"] == 0
         for name in runnable:  # two runs each: the median is their mean
             assert rows[name]["seconds"] == pytest.approx(sum(m.times(name)) / 2)
@@ -180,7 +182,7 @@ def test_every_runnable_strategy_is_timed_interleaved_against_off(compared) -> N
 
 def test_exact_caches_match_off_and_a_quantized_cache_is_smaller(compared) -> None:
     for m in compared.measurements:
-        rows = {r["strategy"]: r for r in map(m.strategy_row, ["dynamic", "static", QUANTIZED])}
+        rows = {r["strategy"]: r for r in (strategy_row(m, n) for n in ["dynamic", "static", QUANTIZED])}
         assert rows["dynamic"]["identical"] and rows["static"]["identical"]  # float32 on CPU: exact
         assert 0 < rows[QUANTIZED]["kv_cache_mib"] < rows["dynamic"]["kv_cache_mib"]
         quantized = m.mismatches.get(QUANTIZED)
@@ -204,13 +206,13 @@ def test_without_cache_the_table_is_the_two_condition_one(tiny) -> None:
 
 def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> None:
     calls: list[tuple[object, int]] = []
-    real = bench.timed_generate
+    real = measure_module.timed_generate
 
     def recording(model, inputs, config, devices):
         calls.append((config.cache_implementation, config.max_new_tokens))
         return real(model, inputs, config, devices)
 
-    monkeypatch.setattr(bench, "timed_generate", recording)
+    monkeypatch.setattr(measure_module, "timed_generate", recording)
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, cache=f"static,{QUANTIZED}")
     # Each strategy's first call is one untimed token; only then come the timed runs, interleaved.
     assert calls == [(None, 1), ("static", 1), ("quantized", 1), (None, 3), ("static", 3), ("quantized", 3)]
@@ -221,7 +223,7 @@ def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, m
     broken = Strategy(
         "static", {"use_cache": True, "cache_implementation": "quantized", "cache_config": {"backend": "nope"}}
     )
-    monkeypatch.setattr(bench, "strategies", lambda loaded, names, **kwargs: [resolve(loaded, "off"), broken])
+    monkeypatch.setattr(runner, "strategies", lambda loaded, names, **kwargs: [resolve(loaded, "off"), broken])
     result = run_benchmark(tiny, PROMPT, new_tokens=2, cache="static")
     row = result.to_dataframe().iloc[1]
     assert row["strategy"] == "static" and row["note"].startswith("failed: ") and "nope" in row["note"]
@@ -240,7 +242,7 @@ def test_the_magic_returns_the_strategy_table(shell) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("-n 2 --kv-bits 4", "--kv-bits and --compile choose how a --cache strategy runs"),
+        ("-n 2 --kv-bits 4", "--kv-bits and --compile choose how a strategy of --cache runs: give --cache too"),
         ("-n 2 --cache off --plot", "--compare and --plot work on the two-condition run"),
         ("-n 2 --cache off,dynamc", "unknown cache strategy 'dynamc'"),
     ],
@@ -256,11 +258,12 @@ def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, messa
 def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
     from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
     from kvmagic.measure.timing import profiled_generate
-    from kvmagic.runner.bench import condition_config, encode_prompt
+    from kvmagic.runner.measure import condition_config
+    from kvmagic.runner.prompt import encode_prompt
 
     inputs = encode_prompt(tiny, PROMPT)
     prompt_tokens = inputs["input_ids"].shape[-1]
-    config = condition_config(tiny, 12, resolve(tiny, "quantized:quanto", kv_bits=2).settings)
+    config = condition_config(tiny, 12, resolve(tiny, "quantized:quanto", kv_bits=2))
     cache = profiled_generate(tiny.model, inputs, config, tiny.devices).cache
     # Full-precision leftovers (the residual of recent tokens) are only part of what the cache holds.
     residual = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values) if t is not None)

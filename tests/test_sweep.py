@@ -110,8 +110,7 @@ def test_check_budget_names_the_estimate_and_the_setting() -> None:
         check_budget(900.0, 600)
     assert str(caught.value) == (
         "this benchmark would take about 15 min (estimated from a short probe), over the 10 min budget: "
-        "raise max_seconds (--max-seconds, or `%config KVMagics.max_seconds = ...`; 0 means no limit), "
-        "or measure fewer or shorter lengths (-n, -p, -r)"
+        "raise max_seconds (0 means no limit), or measure fewer or shorter lengths (new_tokens, prompt_tokens, repeat)"
     )
 
 

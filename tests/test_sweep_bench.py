@@ -10,7 +10,8 @@ from IPython.core.error import UsageError
 from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.lengths import LENGTH_FORMS
 from kvmagic.results.data import BenchmarkResult
-from kvmagic.runner import bench
+from kvmagic.runner import runner
+from kvmagic.runner.prompt import encode_prompt, stretch_prompt
 
 from .conftest import PROMPT
 
@@ -22,15 +23,15 @@ def _text_ids(tiny) -> list[int]:
 @pytest.mark.parametrize("tokens", [1, 7, 100])
 def test_stretch_prompt_gives_exact_counts_of_the_texts_own_tokens(tiny, tokens: int) -> None:
     body = _text_ids(tiny)
-    inputs = bench.stretch_prompt(tiny, PROMPT, tokens)
+    inputs = stretch_prompt(tiny, PROMPT, tokens)
     assert inputs["input_ids"].shape == (1, tokens)
     assert inputs["attention_mask"].sum().item() == tokens
     assert inputs["input_ids"][0].tolist() == (body * (tokens // len(body) + 1))[:tokens]
 
 
 def test_stretch_prompt_at_the_natural_length_is_the_plain_encoding(tiny) -> None:
-    natural = bench.encode_prompt(tiny, PROMPT)["input_ids"]
-    assert bench.stretch_prompt(tiny, PROMPT, natural.shape[-1])["input_ids"].tolist() == natural.tolist()
+    natural = encode_prompt(tiny, PROMPT)["input_ids"]
+    assert stretch_prompt(tiny, PROMPT, natural.shape[-1])["input_ids"].tolist() == natural.tolist()
 
 
 def test_sweep_measures_the_cross_product_at_exact_lengths(tiny) -> None:
@@ -55,17 +56,18 @@ def test_prompt_tokens_with_chat_is_refused(tiny) -> None:
     with pytest.raises(KVMagicError) as caught:
         run_benchmark(tiny, PROMPT, new_tokens=2, prompt_tokens=8, chat=True)
     assert str(caught.value) == (
-        "-p sets the plain prompt to an exact token count and cannot wrap it in the chat template: drop -p or --chat"
+        "prompt_tokens sets the plain prompt to an exact token count and cannot wrap it in the chat template: "
+        "drop prompt_tokens or chat"
     )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"new_tokens": []}, "new_tokens (-n) needs at least one length"),
-        ({"new_tokens": [4, 0]}, "new_tokens (-n) must be a whole number >= 1, got 0"),
-        ({"prompt_tokens": [2.5]}, "prompt_tokens (-p) must be a whole number >= 1, got 2.5"),
-        ({"max_seconds": -1}, "max_seconds (--max-seconds) must be a number of seconds >= 0 (0: no limit), got -1"),
+        ({"new_tokens": []}, "new_tokens needs at least one length"),
+        ({"new_tokens": [4, 0]}, "new_tokens must be a whole number >= 1, got 0"),
+        ({"prompt_tokens": [2.5]}, "prompt_tokens must be a whole number >= 1, got 2.5"),
+        ({"max_seconds": -1}, "max_seconds must be a number of seconds >= 0 (0: no limit), got -1"),
     ],
 )
 def test_bad_sweep_arguments_are_refused(tiny, kwargs: dict, message: str) -> None:
@@ -76,13 +78,13 @@ def test_bad_sweep_arguments_are_refused(tiny, kwargs: dict, message: str) -> No
 
 def _spy_measure(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = bench.measure
+    real = runner.measure
 
     def spy(*args, **kwargs):
         calls.append(kwargs["new_tokens"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(bench, "measure", spy)
+    monkeypatch.setattr(runner, "measure", spy)
     return calls
 
 
@@ -92,8 +94,8 @@ def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatc
         run_benchmark(tiny, PROMPT, new_tokens=[2, 4], warmup_tokens=1, max_seconds=1e-6)
     assert re.fullmatch(
         r"this benchmark would take about [0-9.e+-]+ (s|min|h) \(estimated from a short probe\), over the 1e-06 s "
-        r"budget: raise max_seconds \(--max-seconds, or `%config KVMagics.max_seconds = \.\.\.`; 0 means no limit\), "
-        r"or measure fewer or shorter lengths \(-n, -p, -r\)",
+        r"budget: raise max_seconds \(0 means no limit\), "
+        r"or measure fewer or shorter lengths \(new_tokens, prompt_tokens, repeat\)",
         str(caught.value),
     ), str(caught.value)
     assert calls == []
@@ -104,8 +106,8 @@ def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatc
 def test_the_estimate_counts_the_hooked_round_unless_profile_is_off(tiny, monkeypatch) -> None:
     # one timed round and one hooked round per configuration, against the timed round alone
     rounds: list[int] = []
-    real = bench.estimate_seconds
-    monkeypatch.setattr(bench, "estimate_seconds", lambda *a, **k: rounds.append(k["repeat"]) or real(*a, **k))
+    real = runner.estimate_seconds
+    monkeypatch.setattr(runner, "estimate_seconds", lambda *a, **k: rounds.append(k["repeat"]) or real(*a, **k))
     for profile in (True, False):
         run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=1e6, profile=profile)
     assert rounds == [2, 1]
@@ -125,11 +127,11 @@ class _InterruptAt:
 
 def test_interrupted_sweep_returns_finished_rows_and_the_model_stays_usable(tiny) -> None:
     before = run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0)
-    # -n 2,3 -r 1: the first configuration takes 2 + 2 timed and 2 + 2 profiled forward passes;
-    # the 10th is inside the second one.
+    # -n 2,3 -r 1, no budget (so no probe): the first configuration takes 2 + 2 timed and 2 + 2 profiled
+    # forward passes; the 10th is inside the second one.
     hook = tiny.model.register_forward_hook(_InterruptAt(10))
     try:
-        result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0)
+        result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=0)
     finally:
         hook.remove()
     assert result.partial
@@ -189,8 +191,11 @@ def test_magic_refuses_a_save_suffix_before_measuring(shell, monkeypatch) -> Non
 
 def test_magic_budget_uses_the_flag_then_the_trait(shell, monkeypatch) -> None:
     calls = _spy_measure(monkeypatch)
-    with pytest.raises(UsageError, match=r"^this benchmark would take about .* over the 1e-06 s budget"):
+    with pytest.raises(UsageError, match=r"^this benchmark would take about .* over the 1e-06 s budget") as caught:
         shell.run_cell_magic("kvbench", "-n 2,3 -w 0 --max-seconds 1e-6", PROMPT)
+    assert str(caught.value).endswith(
+        "raise --max-seconds (0 means no limit), or measure fewer or shorter lengths (-n, -p, -r)"
+    )  # the magic names its own flags
     shell.run_line_magic("config", "KVMagics.max_seconds = 1e-6")
     try:
         with pytest.raises(UsageError, match=r"over the 1e-06 s budget"):

@@ -10,7 +10,10 @@ import pandas as pd
 import pytest
 
 from kvmagic import KVMagicError
-from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement, Mismatch, export_format
+from kvmagic.results.data import BenchmarkResult, Measurement
+from kvmagic.results.records import Mismatch
+from kvmagic.results.report import COLUMNS
+from kvmagic.results.serialize import export_format
 
 
 def _measurement(new_tokens: int, uncached: float, cached: float, prompt_tokens: int = 16) -> Measurement:
@@ -47,7 +50,7 @@ def test_json_round_trips_everything_including_metadata(tmp_path) -> None:
 
 def test_from_json_refuses_what_is_not_a_benchmark(tmp_path) -> None:
     with pytest.raises(
-        KVMagicError, match=r"^this is not a kvmagic benchmark: save one with `%%kvbench --save NAME.json`$"
+        KVMagicError, match=r"^this is not a kvmagic benchmark: save one with result\.save\(PATH\) \(a \.json name\)$"
     ):
         BenchmarkResult.from_json('{"rows": []}')
     with pytest.raises(KVMagicError, match=r"^this is not a kvmagic benchmark \(not JSON: "):
@@ -163,5 +166,5 @@ def test_plot_adds_per_step_latency_when_measured() -> None:
 
 
 def test_plot_refuses_an_empty_result() -> None:
-    with pytest.raises(KVMagicError, match="^nothing to plot: the benchmark finished no configuration$"):
+    with pytest.raises(KVMagicError, match=r"^nothing to plot: the benchmark finished no configuration$"):
         BenchmarkResult(model="tiny", measurements=[], partial=True).plot()

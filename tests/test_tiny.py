@@ -9,7 +9,7 @@ import torch
 
 from kvmagic import run_benchmark
 from kvmagic.model.tiny import EOS_ID, tiny_dir
-from kvmagic.runner.bench import encode_prompt
+from kvmagic.runner.prompt import encode_prompt
 
 from .conftest import PROMPT
 

@@ -64,8 +64,9 @@ def check_budget(estimate_s: float, max_seconds: float) -> None:
     if max_seconds and estimate_s > max_seconds:
         raise KVMagicError(
             f"this benchmark would take about {format_seconds(estimate_s)} (estimated from a short probe), "
-            f"over the {format_seconds(max_seconds)} budget: raise max_seconds (--max-seconds, or "
-            f"`%config KVMagics.max_seconds = ...`; 0 means no limit), or measure fewer or shorter lengths (-n, -p, -r)"
+            f"over the {format_seconds(max_seconds)} budget: raise {{max_seconds}} (0 means no limit), "
+            "or measure fewer or shorter lengths ({new_tokens}, {prompt_tokens}, {repeat})",
+            *("max_seconds", "new_tokens", "prompt_tokens", "repeat"),
         )
 
 

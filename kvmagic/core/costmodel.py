@@ -162,12 +162,15 @@ class CostModel:
     ) -> list[str]:
         """Plain-language reasons for the speed-up at this size, from the fitted curves alone."""
         mib = 1024 * 1024
-        notes = [f"cost model: prefill F(L) = {self.prefill.describe()}; decode step D(L) = {self.decode.describe()}; "
-                 f"generate's own work G = {self.step_overhead_s * 1e3:.3g} ms per step and "
-                 f"C = {self.call_overhead_s * 1e3:.3g} ms per call"]  # fmt: skip
+        curves = f"prefill F(L) = {self.prefill.describe()}; decode step D(L) = {self.decode.describe()}"
+        overhead = (
+            f"G = {self.step_overhead_s * 1e3:.3g} ms per step and C = {self.call_overhead_s * 1e3:.3g} ms per call"
+        )
+        notes = [f"cost model: {curves}; generate's own work {overhead}"]
         speedup = self.speedup(prompt_tokens, new_tokens)
         notes.append(
-            f"predicted speed-up {speedup:.2f}x at {prompt_tokens}+{new_tokens} tokens; {_break_even_text(self, prompt_tokens)}"
+            f"predicted speed-up {speedup:.2f}x at {prompt_tokens}+{new_tokens} tokens; "
+            + _break_even_text(self, prompt_tokens)
         )
         length = prompt_tokens + new_tokens - 1
         for name, curve in (("uncached step F", self.prefill), ("cached step D", self.decode)):
@@ -186,8 +189,8 @@ class CostModel:
         )
         if kv_bytes is not None and weight_bytes:
             notes.append(
-                f"KV cache at {length} tokens: {kv_bytes / mib:.3g} MiB against {weight_bytes / mib:.3g} MiB of weights "
-                f"({kv_bytes / weight_bytes:.1%}): the memory the cache trades for time"
+                f"KV cache at {length} tokens: {kv_bytes / mib:.3g} MiB against {weight_bytes / mib:.3g} MiB of "
+                f"weights ({kv_bytes / weight_bytes:.1%}): the memory the cache trades for time"
             )
         return notes
 

@@ -21,9 +21,10 @@ from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
     add_arguments,
-    benchmark_kwargs,
+    bench_spec,
     defaults,
     finish,
+    flag,
     load_kwargs,
     prepare,
 )
@@ -88,19 +89,18 @@ def render(shown: BenchmarkResult | Comparison, kind: str) -> str:
     """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes."""
     if kind == "json":
         from kvmagic.results.compare import Comparison
+        from kvmagic.results.serialize import json_text
 
         if isinstance(shown, Comparison):  # still loadable with --compare: the comparison rides along
-            import json
-
             data = shown.result.to_dict()
             data["comparison"] = {"rows": shown.rows(), "notes": shown.notes()}
-            return json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n"
-        return shown.to_json() + "\n"
+            return json_text(data) + "\n"
+        return json_text(shown.to_dict()) + "\n"
     frame = shown.to_dataframe()
     if kind == "csv":
         return frame.to_csv(index=False)
     if kind == "markdown":
-        from kvmagic.results.data import markdown_table
+        from kvmagic.results.serialize import markdown_table
 
         return markdown_table(frame, shown.notes())
     return "\n".join([frame.to_string(index=False), *shown.notes()]) + "\n"
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     try:
         return _run(args, sys.stdin if stdin is None else stdin)
     except KVMagicError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {error.spelled(lambda name: flag(name, 'cli'))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -122,14 +122,14 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
 
 def _run(args: argparse.Namespace, stdin: TextIO) -> int:
     from kvmagic.model.loading import load_model
-    from kvmagic.runner.bench import run_benchmark
+    from kvmagic.runner.runner import run_benchmark
 
     prompt = read_prompt(args, stdin)
     configured = defaults()
     baseline = prepare(args)
     loaded = load_model(**load_kwargs(args, configured))
     _say(loaded.summary(), args)
-    result = run_benchmark(loaded, prompt.strip(), **benchmark_kwargs(args, configured), progress=not args.quiet)
+    result = run_benchmark(loaded, prompt.strip(), bench_spec(args, configured), progress=not args.quiet)
     shown: Any = finish(args, result, baseline)
     if args.quiet:
         return 0

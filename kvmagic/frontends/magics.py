@@ -14,9 +14,10 @@ from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
     Option,
-    benchmark_kwargs,
+    bench_spec,
     configurable,
     finish,
+    flag,
     load_kwargs,
     prepare,
     resolved,
@@ -71,9 +72,10 @@ def _show(figure: Figure) -> None:
 
 
 def _usage_error(error: KVMagicError) -> UsageError:
-    """The one line a notebook shows; the frames behind it are cleared so they cannot pin a model."""
+    """The one line a notebook shows, options named as its flags; the frames behind it are cleared so
+    they cannot pin a model."""
     forget_frames(error)
-    return UsageError(str(error))
+    return UsageError(error.spelled(lambda name: flag(name, "magic")))
 
 
 def _parse(func: Any, line: str) -> Any:
@@ -91,30 +93,20 @@ def _parse(func: Any, line: str) -> Any:
 class KVMagics(Magics):
     """Load a causal LM once, then time its generation with the KV cache off and on."""
 
-    model = _trait("model")
-    dtype = _trait("dtype")
-    device_map = _trait("device_map")
-    attn_implementation = _trait("attn_implementation")
-    new_tokens = _trait("new_tokens")
-    warmup_tokens = _trait("warmup_tokens")
-    repeat = _trait("repeat")
-    chat = _trait("chat")
-    profile = _trait("profile")
-    expand = _trait("expand")
-    max_seconds = _trait("max_seconds")
-    ci_target = _trait("ci_target")
-    auto_cap = _trait("auto_cap")
+    # One trait per configurable option of the table (``%config KVMagics.new_tokens = 128``); a class
+    # body's namespace is a real dict, so the table declares them rather than a hand-kept list.
+    locals().update({name: _trait(name) for name in _CONFIGURABLE})
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self.loaded: LoadedModel | None = None
 
-    @validate(*(name for name, option in _CONFIGURABLE.items() if option.minimum is not None or option.choices))
+    @validate(*_CONFIGURABLE)
     def _check_default(self, proposal: Any) -> Any:
-        name = proposal["trait"].name
-        problem = _CONFIGURABLE[name].check(proposal["value"])
-        if problem is not None:
-            raise TraitError(f"KVMagics.{name} {problem}")
+        try:
+            _CONFIGURABLE[proposal["trait"].name].check(proposal["value"])
+        except KVMagicError as error:
+            raise TraitError(error.spelled(lambda name: f"KVMagics.{name}")) from None
         return proposal["value"]
 
     def _configured(self) -> dict[str, Any]:
@@ -200,18 +192,18 @@ class KVMagics(Magics):
         if self.loaded is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand
-        from kvmagic.runner.bench import run_benchmark
+        from kvmagic.runner.runner import run_benchmark
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
         configured = self._configured()
+        namespace: dict[str, Any] = self.shell.user_ns if self.shell is not None else {}
         try:
-            prompt = expand(cell, self.shell.user_ns) if resolved(args, configured, "expand") else cell
+            prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
             baseline = prepare(args)
-            result = run_benchmark(
-                self.loaded, prompt.strip(), **benchmark_kwargs(args, configured), progress=not args.quiet
-            )
+            spec = bench_spec(args, configured)
+            result = run_benchmark(self.loaded, prompt.strip(), spec, progress=not args.quiet)
             if args.var:
-                self.shell.user_ns[args.var] = result
+                namespace[args.var] = result
             shown = finish(args, result, baseline)
         except KVMagicError as error:
             raise _usage_error(error) from None

@@ -10,11 +10,14 @@ None, and None means "the configured default".
 from __future__ import annotations
 
 import argparse
+import builtins
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from kvmagic.core.lengths import LENGTH_FORMS, parse_lengths
+from kvmagic.core.spec import BenchSpec, check_field
 from kvmagic.errors import KVMagicError
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 
@@ -27,16 +30,24 @@ __all__ = [
     "Host",
     "Option",
     "add_arguments",
-    "benchmark_kwargs",
+    "bench_spec",
     "configurable",
     "defaults",
     "finish",
+    "flag",
     "load_kwargs",
     "prepare",
     "resolved",
 ]
 
 Host = Literal["magic", "cli"]
+_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(BenchSpec))
+
+
+def _default(name: str) -> Any:
+    """The request's own default, so the front ends and the API cannot drift apart (one length as a number)."""
+    value = getattr(BenchSpec(), name)
+    return value[0] if isinstance(value, tuple) and len(value) == 1 else value
 
 
 def whole_number(text: str) -> int:
@@ -64,8 +75,9 @@ class Option:
 
     ``cli_flags`` spells it differently for the command (``%kvload MODEL`` is ``kvbench --model MODEL``);
     ``hosts`` says where it exists at all (``-o`` and ``-v`` mean nothing outside a notebook).
-    ``minimum`` and ``choices`` validate a configured default, which argparse never sees;
-    ``words`` are what a numeric option also takes in place of a number (``-r auto``).
+    ``choices`` validate a configured default of a load option, which argparse never sees (the
+    request checks its own fields); ``words`` are what a numeric option also takes in place of a
+    number (``-r auto``).
     """
 
     flags: tuple[str, ...]
@@ -73,12 +85,11 @@ class Option:
     dest: str
     default: Any = None
     type: Callable[[str], Any] | None = None
-    action: str | type[argparse.Action] | None = None
+    action: str | builtins.type[argparse.Action] | None = None
     metavar: str | None = None
     configurable: bool = False
     cli_flags: tuple[str, ...] | None = None
     hosts: tuple[Host, ...] = ("magic", "cli")
-    minimum: float | None = None
     choices: tuple[str, ...] | None = None
     words: tuple[str, ...] = ()
 
@@ -108,15 +119,12 @@ class Option:
         where = f"; %%config KVMagics.{self.dest}" if self.configurable and host == "magic" else ""
         return f" (default: {self.default}{where})"
 
-    def check(self, value: Any) -> str | None:
-        """Why ``value`` cannot be this option's default, or None when it can."""
-        if value in self.words:
-            return None
-        if self.choices is not None and value not in self.choices:
-            return f"must be one of {', '.join(self.choices)}, got {value!r}"
-        if self.minimum is not None and value < self.minimum:
-            return f"must be >= {self.minimum:g}, got {value!r}"
-        return None
+    def check(self, value: Any) -> None:
+        """Refuse ``value`` as this option's default: the request's own check, or the choices."""
+        if self.dest in _SPEC_FIELDS:
+            check_field(self.dest, value)
+        elif self.choices is not None and value not in self.choices:
+            raise KVMagicError(f"{{{self.dest}}} must be one of {', '.join(self.choices)}, got {value!r}", self.dest)
 
 
 LOAD_OPTIONS: tuple[Option, ...] = (
@@ -127,38 +135,41 @@ LOAD_OPTIONS: tuple[Option, ...] = (
     Option(("--device-map",), "Passed to from_pretrained.", "device_map", "auto", configurable=True),
     Option(("--revision",), "Branch, tag or commit of a hub model.", "revision"),
     Option(("--gguf-file",), "Load this GGUF file from the model's repository or directory.", "gguf_file"),
-    Option(("--attn-implementation",), "e.g. eager, sdpa, flash_attention_2.", "attn_implementation", configurable=True),
+    Option(("--attn-implementation",), "e.g. eager, sdpa, flash_attention_2.", "attn_implementation",
+           configurable=True),
     Option(("--trust-remote-code",), "Run model code shipped with the repository.", "trust_remote_code",
            action="store_true"),
 )  # fmt: skip
 
 BENCH_OPTIONS: tuple[Option, ...] = (
-    Option(("-n", "--new-tokens"), f"Tokens to generate per timed run; a sweep: {LENGTH_FORMS}.", "new_tokens", 64,
-           type=lengths, configurable=True, minimum=1),
+    Option(("-n", "--new-tokens"), f"Tokens to generate per timed run; a sweep: {LENGTH_FORMS}.", "new_tokens",
+           _default("new_tokens"), type=lengths, configurable=True),
     Option(("-p", "--prompt-tokens"), "Stretch (or cut) the prompt to this many tokens by repeating its own tokens; "
            "lengths as for -n.", "prompt_tokens", type=lengths),
-    Option(("-w", "--warmup-tokens"), "Tokens per untimed warm-up run.", "warmup_tokens", 4, type=whole_number,
-           configurable=True, minimum=0),
+    Option(("-w", "--warmup-tokens"), "Tokens per untimed warm-up run.", "warmup_tokens",
+           _default("warmup_tokens"), type=whole_number, configurable=True),
     Option(("-r", "--repeat"), "Interleaved uncached/cached pairs; medians are reported. auto: take pairs (at least 5) "
-           "until the 95-percent interval of the speed-up is within --ci-target of it, or --auto-cap seconds pass.", "repeat", 1,
-           type=repeat_count, configurable=True, minimum=1, words=("auto",)),
+           "until the 95-percent interval of the speed-up is within --ci-target of it, or --auto-cap seconds pass.",
+           "repeat",
+           _default("repeat"), type=repeat_count, configurable=True, words=("auto",)),
     Option(("--ci-target",), "With -r auto: the interval's half-width to reach, as a fraction of the speed-up.",
-           "ci_target", 0.05, type=float, configurable=True, minimum=0),
+           "ci_target", _default("ci_target"), type=float, configurable=True),
     Option(("--auto-cap",), "With -r auto: stop taking pairs for a configuration after this many seconds.",
-           "auto_cap", 60.0, type=float, configurable=True, minimum=0),
-    Option(("--chat",), "Wrap the prompt in the tokenizer's chat template (--no-chat: do not).", "chat", False,
-           action=argparse.BooleanOptionalAction, configurable=True),
+           "auto_cap", _default("auto_cap"), type=float, configurable=True),
+    Option(("--chat",), "Wrap the prompt in the tokenizer's chat template (--no-chat: do not).", "chat",
+           _default("chat"), action=argparse.BooleanOptionalAction, configurable=True),
     Option(("--profile",), "After the timed runs, one hooked run per condition measures time to first token, "
            "tokens/s, KV-cache bytes and peak memory (--no-profile: skip it, leave those columns empty and save "
-           "one generate per condition).", "profile", True, action=argparse.BooleanOptionalAction, configurable=True),
+           "one generate per condition).", "profile", _default("profile"), action=argparse.BooleanOptionalAction,
+           configurable=True),
     Option(("--expand",), "Replace {name} and {name.attr} in the cell with values from the notebook; {{ and }} "
            "stay literal braces (--no-expand: keep the text as written).", "expand", False,
            action=argparse.BooleanOptionalAction, configurable=True, hosts=("magic",)),
-    Option(("-o", "--output"), "Return the BenchmarkResult (with --compare, the Comparison holding it) instead of a table.", "output", action="store_true",
-           hosts=("magic",)),
+    Option(("-o", "--output"), "Return the BenchmarkResult (with --compare, the Comparison holding it) instead of a "
+           "table.", "output", action="store_true", hosts=("magic",)),
     Option(("-v", "--var"), "Also store the BenchmarkResult in this variable.", "var", hosts=("magic",)),
-    Option(("-q", "--quiet"), "Print nothing and show no progress bar (in a notebook, return nothing unless -o or --plot).", "quiet",
-           action="store_true"),
+    Option(("-q", "--quiet"), "Print nothing and show no progress bar (in a notebook, return nothing unless -o or "
+           "--plot).", "quiet", action="store_true"),
     Option(("--plot",), "Draw time and speed-up against length (and per-step latency, when measured).", "plot",
            action="store_true", hosts=("magic",)),
     Option(("--save",), "Also write the result to PATH: .csv, .json (everything, loadable with "
@@ -174,7 +185,7 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "transformers compiles generate; the compile is paid by an untimed run).", "compile", action="store_true"),
     Option(("--max-seconds",), "Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit. "
            "With --predict, only the rows that would pass it are left unmeasured.",
-           "max_seconds", 600.0, type=float, configurable=True, minimum=0),
+           "max_seconds", _default("max_seconds"), type=float, configurable=True),
     Option(("--predict",), "Probe a cost model first (one forward without cache and one cached step at a few "
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true"),
@@ -199,6 +210,15 @@ def add_arguments(
             parser.add_argument(*option.spelling(host), **option.argparse_kwargs(host))
 
 
+def flag(name: str, host: Host) -> str:
+    """How ``host`` spells the option of parameter ``name`` (with its value's name): what its errors say."""
+    for option in (*LOAD_OPTIONS, *BENCH_OPTIONS):
+        if option.dest == name:
+            spelled = option.spelling(host)[0]
+            return f"{spelled} {option.metavar}" if option.metavar == "PATH" else spelled
+    return name
+
+
 def resolved(args: argparse.Namespace, configured: Mapping[str, Any], name: str) -> Any:
     value = getattr(args, name)
     return configured[name] if value is None and name in configured else value
@@ -211,18 +231,15 @@ def load_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict
     return kwargs
 
 
-def benchmark_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of :func:`run_benchmark` the parsed benchmark options ask for."""
-    names = (
-        "new_tokens", "prompt_tokens", "warmup_tokens", "repeat", "chat", "max_seconds", "predict", "ci_target",
-        "auto_cap", "cache", "kv_bits", "compile", "profile",
-    )  # fmt: skip
-    return {name: resolved(args, configured, name) for name in names}
+def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> BenchSpec:
+    """The request the parsed benchmark options (and the configured defaults) ask for."""
+    return BenchSpec.of(**{name: resolved(args, configured, name) for name in _SPEC_FIELDS if name in vars(args)})
 
 
 def prepare(args: argparse.Namespace) -> BenchmarkResult | None:
     """Check the output name and read the baseline before the benchmark, not after a long run."""
-    from kvmagic.results.data import BenchmarkResult, export_format
+    from kvmagic.results.data import BenchmarkResult
+    from kvmagic.results.serialize import export_format
 
     if args.save:
         export_format(args.save)

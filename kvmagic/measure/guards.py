@@ -28,8 +28,8 @@ def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
 
 
-def with_memory_advice(run: Callable[[], T], advice: str) -> T:
-    """Return ``run()``; if it runs out of memory, free the cache and raise ``KVMagicError(advice)``.
+def with_memory_advice(run: Callable[[], T], advice: str, *params: str) -> T:
+    """Return ``run()``; if it runs out of memory, free the cache and raise ``KVMagicError(advice, *params)``.
 
     The memory is released only after the ``except`` block has ended, because until then the
     error's frames keep every tensor of the failed call alive. The new error has no context,
@@ -43,7 +43,7 @@ def with_memory_advice(run: Callable[[], T], advice: str) -> T:
     from kvmagic.measure.accelerator import release_memory
 
     release_memory()
-    raise KVMagicError(advice)
+    raise KVMagicError(advice, *params)
 
 
 def forget_frames(error: BaseException | None) -> None:

@@ -47,57 +47,76 @@ def probe(
     """
     import torch
 
-    from kvmagic.measure.accelerator import synchronize
     from kvmagic.measure.timing import greedy_config
 
-    model, devices = loaded.model, loaded.devices
-    ids = inputs["input_ids"]
-    source = ids.repeat(1, -(-(longest + DECODE_STEPS) // ids.shape[-1]))
-    accepted = inspect.signature(model.forward).parameters
-    extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
-    cache_name = "cache" if "cache" in accepted else "past_key_values"  # transformers 5 renamed it
-
-    def timed(**kwargs: Any) -> tuple[Any, float]:
-        synchronize(devices)
-        start = perf_counter()
-        output = model(**kwargs, **extra)
-        synchronize(devices)
-        return output, perf_counter() - start
-
     started = perf_counter()
+    forwards = _Forwards(loaded, inputs["input_ids"], longest + DECODE_STEPS)
     lengths = probe_lengths(shortest, longest)
     prefill: dict[int, list[float]] = {length: [] for length in lengths}
     decode: dict[int, list[float]] = {length: [] for length in lengths}
-    short_ids = source[:, :shortest]
+    short_ids = forwards.source[:, :shortest]
     short_inputs = {"input_ids": short_ids, "attention_mask": torch.ones_like(short_ids)}
-    config = greedy_config(model, loaded.tokenizer, OVERHEAD_TOKENS, use_cache=True)
+    config = greedy_config(loaded.model, loaded.tokenizer, OVERHEAD_TOKENS, use_cache=True)
     overheads: list[tuple[float, float]] = []
     for _ in range(repeat):
         with torch.inference_mode():
             for length in lengths:
-                window = source[:, :length]
-                mask = torch.ones_like(window)
-                prefill[length].append(timed(input_ids=window, attention_mask=mask, use_cache=False)[1])
-                cache = getattr(model(input_ids=window, attention_mask=mask, use_cache=True, **extra), cache_name)
-                for position in range(length, length + DECODE_STEPS):
-                    token = source[:, position : position + 1]
-                    kwargs: dict[str, Any] = {"input_ids": token, cache_name: cache, "use_cache": True,
-                                              "attention_mask": torch.ones_like(source[:, : position + 1])}  # fmt: skip
-                    if "cache_position" in accepted:
-                        kwargs["cache_position"] = torch.tensor([position], device=token.device)
-                    output, seconds = timed(**kwargs)
-                    cache = getattr(output, cache_name)
-                    decode[length].append(seconds)
-                del cache
+                prefill[length].append(forwards.prefill(length))
+                decode[length].extend(forwards.decode(length))
         overheads.append(_hooked_overhead(loaded, short_inputs, config))  # in the same rounds: the same machine
     middle = (DECODE_STEPS - 1) / 2
-    forwards = CostModel(
+    curves = CostModel(
         fit_polynomial([(length, statistics.median(times)) for length, times in prefill.items()]),
         fit_polynomial([(length + middle, statistics.median(times)) for length, times in decode.items()]),
     )
     step = statistics.median(step for step, _ in overheads)
     call = statistics.median(call for _, call in overheads)
-    return dataclasses.replace(forwards, step_overhead_s=step, call_overhead_s=call, probe_s=perf_counter() - started)
+    return dataclasses.replace(curves, step_overhead_s=step, call_overhead_s=call, probe_s=perf_counter() - started)
+
+
+class _Forwards:
+    """Single forwards of the model over a window of ``source`` ids, timed between synchronizations."""
+
+    def __init__(self, loaded: LoadedModel, ids: Any, length: int) -> None:
+        self.model, self.devices = loaded.model, loaded.devices
+        self.source = ids.repeat(1, -(-length // ids.shape[-1]))
+        self.accepted = inspect.signature(self.model.forward).parameters
+        self.extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in self.accepted else {}
+        self.cache_name = "cache" if "cache" in self.accepted else "past_key_values"  # transformers 5 renamed it
+
+    def timed(self, **kwargs: Any) -> tuple[Any, float]:
+        from kvmagic.measure.accelerator import synchronize
+
+        synchronize(self.devices)
+        start = perf_counter()
+        output = self.model(**kwargs, **self.extra)
+        synchronize(self.devices)
+        return output, perf_counter() - start
+
+    def prefill(self, length: int) -> float:
+        """F(length): one forward over ``length`` tokens without a cache."""
+        import torch
+
+        window = self.source[:, :length]
+        return self.timed(input_ids=window, attention_mask=torch.ones_like(window), use_cache=False)[1]
+
+    def decode(self, length: int) -> list[float]:
+        """D at ``length``, ``length + 1``, ...: single-token steps on the cache a prefill of ``length`` built."""
+        import torch
+
+        window = self.source[:, :length]
+        output = self.model(input_ids=window, attention_mask=torch.ones_like(window), use_cache=True, **self.extra)
+        cache, times = getattr(output, self.cache_name), []
+        for position in range(length, length + DECODE_STEPS):
+            token = self.source[:, position : position + 1]
+            kwargs: dict[str, Any] = {"input_ids": token, self.cache_name: cache, "use_cache": True}
+            kwargs["attention_mask"] = torch.ones_like(self.source[:, : position + 1])
+            if "cache_position" in self.accepted:
+                kwargs["cache_position"] = torch.tensor([position], device=token.device)
+            output, seconds = self.timed(**kwargs)
+            cache = getattr(output, self.cache_name)
+            times.append(seconds)
+        return times
 
 
 def _hooked_overhead(loaded: LoadedModel, inputs: dict[str, Any], config: Any) -> tuple[float, float]:
@@ -106,9 +125,10 @@ def _hooked_overhead(loaded: LoadedModel, inputs: dict[str, Any], config: Any) -
     from kvmagic.measure.timing import timed_generate
 
     stamps: list[float] = []
+    devices = loaded.devices  # once: reading it walks every parameter, which the gaps must not include
 
     def stamp(*_: Any) -> None:
-        synchronize(loaded.devices)
+        synchronize(devices)
         stamps.append(perf_counter())
 
     hooks = [loaded.model.register_forward_pre_hook(stamp), loaded.model.register_forward_hook(stamp)]

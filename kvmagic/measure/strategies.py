@@ -9,17 +9,19 @@ comes back with ``reason`` set instead of raising: the benchmark shows it as a r
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.spec import CACHED, UNCACHED
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["COMPILE_SUFFIX", "KNOWN", "REFERENCE", "Strategy", "parse_names", "resolve", "strategies"]
+__all__ = ["COMPILE_SUFFIX", "KNOWN", "REFERENCE", "Strategy", "parse_names", "plain_pair", "resolve", "strategies"]
 
 REFERENCE = "off"  # every strategy's speed-up and identity are measured against this one
 COMPILE_SUFFIX = "+compile"
@@ -46,12 +48,20 @@ class Strategy:
     compiled: bool = False
 
 
+def plain_pair(loaded: LoadedModel) -> tuple[Strategy, Strategy]:
+    """The cache off and on, as the plain run names them: the two-strategy case of a comparison."""
+    return (
+        dataclasses.replace(resolve(loaded, REFERENCE), name=UNCACHED),
+        dataclasses.replace(resolve(loaded, "dynamic"), name=CACHED),
+    )
+
+
 def parse_names(text: str | Sequence[str]) -> list[str]:
     """``off,dynamic,quantized:hqq`` -> the names, de-duplicated, ``off`` first (it is the reference)."""
     items = text.split(",") if isinstance(text, str) else list(text)
     names = [item.strip() for item in items if item.strip()]
     if not names:
-        raise KVMagicError(f"--cache needs at least one strategy, e.g. --cache off,dynamic,static ({_choices()})")
+        raise KVMagicError(f"{{cache}} needs at least one strategy, e.g. off,dynamic,static ({_choices()})", "cache")
     for name in names:
         base = name.removesuffix(COMPILE_SUFFIX)
         if base == QUANTIZED:
@@ -75,7 +85,7 @@ def strategies(
         plain = [n for n in wanted if n in _STATIC]
         if not plain:
             raise KVMagicError(
-                "--compile compiles a static cache: add static to --cache (e.g. --cache off,dynamic,static)"
+                "{compile} compiles a static cache: add static to {cache} (e.g. off,dynamic,static)", "compile", "cache"
             )
         wanted += [n + COMPILE_SUFFIX for n in plain]
     return [resolve(loaded, name, kv_bits=kv_bits) for name in dict.fromkeys(wanted)]
@@ -156,11 +166,14 @@ def _check_bits(names: Sequence[str], kv_bits: int) -> None:
         allowed = _BITS.get(backend)
         if allowed is not None and kv_bits not in allowed:
             raise KVMagicError(
-                f"--kv-bits {kv_bits} is not a width {backend} takes: use one of {', '.join(map(str, allowed))}"
+                f"{{kv_bits}} {kv_bits} is not a width {backend} takes: use one of {', '.join(map(str, allowed))}",
+                "kv_bits",
             )
     if not any(n.startswith(QUANTIZED + ":") for n in names):
         raise KVMagicError(
-            "--kv-bits sets the width of a quantized cache: add quantized:quanto or quantized:hqq to --cache"
+            "{kv_bits} sets the width of a quantized cache: add quantized:quanto or quantized:hqq to {cache}",
+            "kv_bits",
+            "cache",
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -79,7 +80,7 @@ def timed_generate(
     with torch.inference_mode():
         synchronize(devices)
         start = perf_counter()
-        output = model.generate(**inputs, generation_config=config, **_GENERATE_KWARGS)
+        output = model.generate(**inputs, generation_config=config, **_GENERATE_KWARGS)  # type: ignore[operator]  # torch types Module attributes as Tensor | Module
         synchronize(devices)
         elapsed = perf_counter() - start
     return output, elapsed
@@ -139,7 +140,7 @@ class ProfiledRun:
     def step_seconds(self) -> list[float]:
         """Time to each token from the one before it; the first is time to first token."""
         edges = [self.start, *self.stamps]
-        return [after - before for before, after in zip(edges, edges[1:])]
+        return [after - before for before, after in itertools.pairwise(edges)]
 
 
 def profiled_generate(
@@ -159,7 +160,7 @@ def profiled_generate(
     with torch.inference_mode(), track_peak(devices) as peak:
         synchronize(devices)
         start = perf_counter()
-        output = model.generate(
+        output = model.generate(  # type: ignore[operator]  # as above
             **inputs,
             generation_config=config,
             stopping_criteria=StoppingCriteriaList([timer]),

@@ -109,18 +109,7 @@ def load_model(
 
     torch_dtype = resolve_dtype(dtype)
     _check_device_map(device_map)
-    if name == TINY_NAME:
-        if revision or gguf_file:
-            raise KVMagicError("tiny is built locally: it has no --revision or --gguf-file")
-        source: str | Path = tiny_dir()
-    else:
-        source = name
-        if gguf_file:
-            _check_gguf(name, gguf_file)
-        elif Path(name).is_dir() and not (Path(name) / "config.json").is_file():
-            raise KVMagicError(
-                f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
-            )
+    source = _source(name, revision, gguf_file)
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
 
     def load() -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
@@ -149,6 +138,21 @@ def load_model(
         raise _explain(name, revision, error) from error
     model.eval()
     return LoadedModel(model, tokenizer, name, revision, time.perf_counter() - start)
+
+
+def _source(name: str, revision: str | None, gguf_file: str | None) -> str | Path:
+    """Where ``from_pretrained`` reads ``name`` from, checked before anything loads."""
+    if name == TINY_NAME:
+        if revision or gguf_file:
+            raise KVMagicError("tiny is built locally: it has no --revision or --gguf-file")
+        return tiny_dir()
+    if gguf_file:
+        _check_gguf(name, gguf_file)
+    elif Path(name).is_dir() and not (Path(name) / "config.json").is_file():
+        raise KVMagicError(
+            f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
+        )
+    return name
 
 
 def _dtype_keyword() -> str:
@@ -207,7 +211,7 @@ def _check_gguf(name: str, gguf_file: str) -> None:
 
 def _explain(name: str, revision: str | None, error: BaseException) -> KVMagicError:
     """Turn a loading failure into one line that names the cause and the way out."""
-    causes = []
+    causes: list[BaseException] = []
     link: BaseException | None = error
     while link is not None and len(causes) < 10:
         causes.append(link)

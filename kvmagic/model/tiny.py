@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 __all__ = ["TINY_NAME", "cache_root", "tiny_dir"]
 
@@ -124,7 +125,10 @@ def _build_tokenizer():  # -> PreTrainedTokenizerFast
 def _config():  # -> Exaone4Config
     from transformers import Exaone4Config
 
+    # rope_theta is spelled the same in both transformers lines, but 5.x no longer declares it: pass it through.
+    rope: dict[str, Any] = {"rope_theta": ROPE_THETA}
     return Exaone4Config(
+        **rope,
         vocab_size=len(vocab()),
         hidden_size=HIDDEN_SIZE,
         intermediate_size=INTERMEDIATE_SIZE,
@@ -132,7 +136,6 @@ def _config():  # -> Exaone4Config
         num_attention_heads=NUM_HEADS,
         num_key_value_heads=NUM_KV_HEADS,
         max_position_embeddings=MAX_POSITIONS,
-        rope_theta=ROPE_THETA,
         sliding_window=None,
         layer_types=["full_attention"] * NUM_LAYERS,
         tie_word_embeddings=True,

@@ -14,7 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement
+from kvmagic.core.spec import CACHED, UNCACHED
+from kvmagic.results.data import BenchmarkResult, Measurement
+from kvmagic.results.report import COLUMNS, row
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,7 +30,7 @@ _RUN_ONLY = frozenset({"estimated_s", "configurations"})
 
 def speedup_range(measurement: Measurement) -> tuple[float, float] | None:
     """The lowest and highest per-round speed-up, or None with fewer than two rounds."""
-    uncached, cached = measurement.times("uncached"), measurement.times("cached")
+    uncached, cached = measurement.times(UNCACHED), measurement.times(CACHED)
     ratios = [u / c for u, c in zip(uncached, cached)]
     if len(ratios) < 2:
         return None
@@ -36,11 +38,10 @@ def speedup_range(measurement: Measurement) -> tuple[float, float] | None:
 
 
 def _significant(now: Measurement, was: Measurement) -> bool | None:
-    ranges = speedup_range(now), speedup_range(was)
-    if ranges[0] is None or ranges[1] is None:
+    now_range, was_range = speedup_range(now), speedup_range(was)
+    if now_range is None or was_range is None:
         return None
-    (low, high), (was_low, was_high) = ranges
-    return low > was_high or high < was_low
+    return now_range[0] > was_range[1] or now_range[1] < was_range[0]
 
 
 @dataclass
@@ -57,16 +58,16 @@ class Comparison:
     def rows(self) -> list[dict[str, Any]]:
         rows = []
         for now, was in self._pairs():
-            row = now.row()
+            values = row(now)
             if was is None:
-                row.update(speedup_was=math.nan, speedup_change=math.nan, significant=None)
+                values.update(speedup_was=math.nan, speedup_change=math.nan, significant=None)
             else:
-                row.update(
+                values.update(
                     speedup_was=was.speedup,
                     speedup_change=now.speedup / was.speedup - 1,
                     significant=_significant(now, was),
                 )
-            rows.append(row)
+            rows.append(values)
         return rows
 
     def to_dataframe(self) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -58,7 +58,7 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
 class StyledTable(pd.DataFrame):
     """A DataFrame that renders styled in Jupyter; anything derived from it is a plain DataFrame."""
 
-    _metadata = ["kvmagic_metadata"]
+    _metadata: ClassVar[list[str]] = ["kvmagic_metadata"]
 
     @property
     def _constructor(self) -> type[pd.DataFrame]:

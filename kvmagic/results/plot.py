@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kvmagic.core.spec import CONDITIONS
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from kvmagic.results.data import BenchmarkResult, Measurement
 
 __all__ = ["plot_result", "step_seconds"]
-
-CONDITIONS = ("uncached", "cached")
 
 
 def step_seconds(measurement: Measurement, condition: str) -> Sequence[float] | None:
@@ -76,7 +75,7 @@ def _draw_lengths(times: Axes, speedups: Axes, measurements: Sequence[Measuremen
 
 def _draw_steps(axis: Axes, measurement: Measurement) -> None:
     for condition in CONDITIONS:
-        steps = step_seconds(measurement, condition)
+        steps = step_seconds(measurement, condition) or ()
         positions = range(measurement.prompt_tokens, measurement.prompt_tokens + len(steps))
         axis.plot(positions, [s * 1e3 for s in steps], label=condition)
     axis.set(

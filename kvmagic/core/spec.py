@@ -1,0 +1,192 @@
+"""What a benchmark is asked to measure: one frozen, validated request that every layer reads.
+
+The front ends (magic, command) and the plain :func:`kvmagic.run_benchmark` all build a
+:class:`BenchSpec`; the runner measures what it says and the result carries it, as a
+``torch.utils.benchmark`` ``Measurement`` carries its ``TaskSpec``. Every check lives here,
+per field and across fields, and speaks in parameter names: a front end spells them as its flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kvmagic.core.lengths import parse_lengths
+from kvmagic.errors import KVMagicError
+
+__all__ = ["CACHED", "CONDITIONS", "MIN_AUTO_PAIRS", "UNCACHED", "BenchSpec", "Repeat", "check_field"]
+
+UNCACHED, CACHED = "uncached", "cached"
+CONDITIONS = (UNCACHED, CACHED)  # the plain run's two conditions: the cache off and on
+MIN_AUTO_PAIRS = 5  # a bootstrap over 3 pairs has 10 distinct resamples and looks tighter than it is
+Repeat = int | Literal["auto"]
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """The request: lengths, warm-up, repeats and their stop rule, budget, strategies, what to add.
+
+    ``new_tokens``/``prompt_tokens`` take a number, a sequence or the length grammar
+    (``"16-256*4"``) and are kept as tuples; ``cache`` takes ``"off,dynamic"`` or a sequence.
+    """
+
+    new_tokens: tuple[int, ...] = (64,)
+    prompt_tokens: tuple[int, ...] | None = None
+    warmup_tokens: int = 4
+    repeat: Repeat = 1
+    ci_target: float = 0.05
+    auto_cap: float = 60.0
+    chat: bool = False
+    max_seconds: float = 600.0
+    predict: bool = False
+    cache: tuple[str, ...] | None = None
+    kv_bits: int | None = None
+    compile: bool = False
+    profile: bool = True
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            object.__setattr__(self, field.name, check_field(field.name, getattr(self, field.name)))
+        if self.cache is None and (self.kv_bits is not None or self.compile):
+            raise KVMagicError(
+                "{kv_bits} and {compile} choose how a strategy of {cache} runs: give {cache} too "
+                "(e.g. {cache} off,dynamic,static)",
+                "kv_bits",
+                "compile",
+                "cache",
+            )
+        if self.cache is not None and (self.predict or self.repeat == "auto"):
+            raise KVMagicError(
+                "{predict} and {repeat} auto compare the cache off against on: drop them, or drop {cache}",
+                "predict",
+                "repeat",
+                "cache",
+            )
+        if self.chat and self.prompt_tokens is not None:
+            raise KVMagicError(
+                "{prompt_tokens} sets the plain prompt to an exact token count and cannot wrap it in the chat "
+                "template: drop {prompt_tokens} or {chat}",
+                "prompt_tokens",
+                "chat",
+            )
+
+    @classmethod
+    def of(cls, spec: BenchSpec | None = None, **changes: Any) -> BenchSpec:
+        """``spec`` (or the defaults) with ``changes``; an unknown name is refused, not ignored."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise KVMagicError(f"unknown benchmark option {unknown[0]!r}: use one of {', '.join(_NAMES)}")
+        return dataclasses.replace(spec or cls(), **changes)
+
+    @property
+    def rounds(self) -> int:
+        """Timed rounds per configuration the budget counts: ``auto`` at its minimum, plus the hooked one."""
+        return (MIN_AUTO_PAIRS if self.repeat == "auto" else self.repeat) + (1 if self.profile else 0)
+
+    def recorded(self) -> dict[str, Any]:
+        """The request as a result's metadata records it (what a comparison with a baseline reads)."""
+        record: dict[str, Any] = {"chat": self.chat, "warmup_tokens": self.warmup_tokens, "repeat": self.repeat}
+        record["profile"] = self.profile
+        if self.repeat == "auto":
+            record.update(ci_target=self.ci_target, auto_cap=self.auto_cap)
+        if self.predict:
+            record["max_seconds"] = self.max_seconds
+        if self.cache is not None:
+            record["kv_bits"] = self.kv_bits
+        return record
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def check_field(name: str, value: Any) -> Any:
+    """``value`` as field ``name`` keeps it, or a :class:`KVMagicError` that says what it takes."""
+    return _CHECKS[name](name, value)
+
+
+def _lengths(name: str, value: Any) -> tuple[int, ...]:
+    if isinstance(value, str):
+        return tuple(parse_lengths(value))
+    values = [value] if isinstance(value, int) and not isinstance(value, bool) else list(value)
+    if not values:
+        raise KVMagicError(f"{{{name}}} needs at least one length", name)
+    for item in values:
+        _count(name, item, 1)
+    return tuple(dict.fromkeys(values))
+
+
+def _optional_lengths(name: str, value: Any) -> tuple[int, ...] | None:
+    return None if value is None else _lengths(name, value)
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise KVMagicError(f"{{{name}}} must be a whole number >= {minimum}, got {value!r}", name)
+    return value
+
+
+def _repeat(name: str, value: Any) -> Repeat:
+    if isinstance(value, str):
+        if value.strip().lower() != "auto":
+            raise KVMagicError(f"{{{name}}} must be a whole number >= 1 or 'auto', got {value!r}", name)
+        return "auto"
+    return _count(name, value, 1)
+
+
+def _seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or math.isinf(value):
+        zero = " (0: no limit)" if name == "max_seconds" else ""
+        raise KVMagicError(f"{{{name}}} must be a number of seconds >= 0{zero}, got {value!r}", name)
+    return float(value)
+
+
+def _fraction(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise KVMagicError(f"{{{name}}} must be a fraction between 0 and 1, e.g. 0.05 for ±5%, got {value!r}", name)
+    return float(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise KVMagicError(f"{{{name}}} must be True or False, got {value!r}", name)
+    return value
+
+
+def _names(name: str, value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = tuple(item.strip() for item in items if isinstance(item, str) and item.strip())
+    if not names:
+        raise KVMagicError(f"{{{name}}} needs at least one strategy, e.g. off,dynamic,static", name)
+    return names
+
+
+def _bits(name: str, value: Any) -> int | None:
+    return None if value is None else _count(name, value, 1)
+
+
+_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "new_tokens": _lengths,
+    "prompt_tokens": _optional_lengths,
+    "warmup_tokens": lambda name, value: _count(name, value, 0),
+    "repeat": _repeat,
+    "ci_target": _fraction,
+    "auto_cap": _seconds,
+    "chat": _flag,
+    "max_seconds": _seconds,
+    "predict": _flag,
+    "cache": _names,
+    "kv_bits": _bits,
+    "compile": _flag,
+    "profile": _flag,
+}
+_NAMES: Sequence[str] = tuple(_CHECKS)

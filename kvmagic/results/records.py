@@ -1,0 +1,80 @@
+"""The records a measurement is made of: where tokens differed, a hooked run, a prediction."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Mismatch", "Prediction", "StepProfile", "first_mismatch", "times_of"]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Where one run's generated tokens first left the reference run's (the first uncached one)."""
+
+    run: int  # index into Measurement.runs
+    position: int  # index among the generated tokens
+    expected_id: int
+    actual_id: int
+    expected_token: str = ""
+    actual_token: str = ""
+    margin: float | None = None  # top-2 score gap of the differing run's condition at that step
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """One extra, hooked run of a condition: what the headline timings cannot show.
+
+    ``step_s[0]`` is the time to first token (prefill, measured from the ``generate`` call);
+    ``step_s[i]`` the time from token ``i - 1`` to token ``i``. ``margins[i]`` is the gap
+    between the two highest scores at step ``i``. ``peak_bytes`` is the peak memory during
+    the run (see :class:`kvmagic.memory.PeakMemory`); ``kv_bytes`` what the returned cache held.
+    """
+
+    step_s: tuple[float, ...]
+    margins: tuple[float, ...]
+    generated_ids: tuple[int, ...]
+    peak_bytes: int
+    kv_bytes: int
+
+    @property
+    def ttft_s(self) -> float:
+        return self.step_s[0]
+
+    @property
+    def tok_s(self) -> float:
+        """Decode speed: tokens after the first per second of decoding (NaN for one token)."""
+        decode = self.step_s[1:]
+        return len(decode) / sum(decode) if decode else math.nan
+
+
+def first_mismatch(reference: Sequence[int], others: Sequence[Sequence[int]]) -> tuple[int, int] | None:
+    """Return ``(which, position)`` of the first token in ``others`` that differs from ``reference``."""
+    for which, ids in enumerate(others):
+        for position, (want, got) in enumerate(zip(reference, ids)):
+            if want != got:
+                return which, position
+        if len(ids) != len(reference):
+            return which, min(len(ids), len(reference))
+    return None
+
+
+def times_of(runs: Sequence[str], seconds: Sequence[float], condition: str) -> list[float]:
+    """The seconds of ``condition``'s runs, in order, from the interleaved record of a measurement."""
+    return [s for run, s in zip(runs, seconds) if run == condition]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the cost model expects of one configuration, measured or not (``--predict``)."""
+
+    prompt_tokens: int
+    new_tokens: int
+    uncached_s: float
+    cached_s: float
+    kv_bytes: int | None = None  # the cache at its longest, predicted from the config
+
+    @property
+    def speedup(self) -> float:
+        return self.uncached_s / self.cached_s if self.cached_s > 0 else math.nan

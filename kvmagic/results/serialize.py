@@ -1,0 +1,87 @@
+"""A result as files: strict JSON (missing numbers as ``null``), CSV, Markdown; reading and writing them.
+
+Strict, because a bare ``NaN`` is not JSON: a parser that follows the standard rejects it. Numbers
+that are missing (an interval too few runs allow, an unmeasured column) are written as ``null``
+and read back as NaN by :meth:`kvmagic.results.data.BenchmarkResult.from_dict`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvmagic.errors import KVMagicError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["EXPORTS", "export_format", "json_text", "markdown_table", "parse_json", "read_text", "write_text"]
+
+EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
+
+
+def export_format(path: str | Path) -> str:
+    """The format a file name asks for, checked before a long benchmark rather than after it."""
+    kind = EXPORTS.get(Path(path).suffix.lower())
+    if kind is None:
+        raise KVMagicError(f"cannot tell a format from the name {str(path)!r}: end it with .csv, .json or .md")
+    return kind
+
+
+def json_text(data: Any) -> str:
+    """``data`` as strict JSON: NaN and infinities become ``null``, and nothing else can sneak one in."""
+    return json.dumps(_finite(data), indent=1, ensure_ascii=False, default=str, allow_nan=False)
+
+
+def parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise KVMagicError(f"this is not a kvmagic benchmark (not JSON: {error})") from None
+
+
+def read_text(path: str | Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise KVMagicError(f"cannot read {str(path)!r}: {error.strerror or error}") from None
+
+
+def write_text(text: str, path: str | Path | None) -> str | None:
+    """Write ``text`` to ``path``; with no path, return it."""
+    if path is None:
+        return text
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise KVMagicError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
+    return None
+
+
+def markdown_table(frame: pd.DataFrame, notes: Sequence[str] = ()) -> str:
+    """A DataFrame as a Markdown pipe table (numbers right-aligned), followed by the notes as a list."""
+    lines = [
+        "| " + " | ".join(frame.columns) + " |",
+        "| " + " | ".join("---:" if frame[c].dtype.kind in "iuf" else "---" for c in frame.columns) + " |",
+    ]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines) + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "") + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float) and not isinstance(value, bool):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,95 @@
+"""The prompt as token ids: tokenized once, on the model's input device, at each length asked for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from kvmagic.core.lengths import stretch_ids
+from kvmagic.errors import KVMagicError
+
+if TYPE_CHECKING:
+    from transformers import BatchEncoding
+
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.model.loading import LoadedModel
+
+__all__ = ["check_positions", "encode_prompt", "prompt_inputs", "stretch_prompt"]
+
+
+def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
+    """Tokenize once, on the model's input device; every run reuses these tensors."""
+    _check_prompt(prompt)
+    tokenizer = loaded.tokenizer
+    if chat:
+        if not getattr(tokenizer, "chat_template", None):
+            raise KVMagicError(
+                f"the tokenizer of {loaded.name!r} has no chat template: drop {{chat}} to use the text as it is", "chat"
+            )
+        messages = [{"role": "user", "content": prompt}]
+        encoded = cast(
+            "BatchEncoding",
+            tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt"),
+        )
+    else:
+        encoded = tokenizer(prompt, return_tensors="pt", return_token_type_ids=False)
+    return encoded.to(loaded.device)
+
+
+def stretch_prompt(loaded: LoadedModel, prompt: str, tokens: int) -> BatchEncoding:
+    """The prompt as exactly ``tokens`` ids: its own tokens repeated (or cut), special tokens kept in place."""
+    from transformers import BatchEncoding
+
+    _check_prompt(prompt)
+    tokenizer = loaded.tokenizer
+    full = tokenizer(prompt, return_token_type_ids=False)["input_ids"]
+    body = tokenizer(prompt, add_special_tokens=False, return_token_type_ids=False)["input_ids"]
+    prefix, suffix = _special_ends(full, body)
+    ids = stretch_ids(prefix, body, suffix, tokens)
+    return BatchEncoding({"input_ids": [ids], "attention_mask": [[1] * len(ids)]}, tensor_type="pt").to(loaded.device)
+
+
+def prompt_inputs(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> tuple[dict[int, BatchEncoding], int]:
+    """The inputs of every prompt length the spec asks for, by length, and the prompt's own length."""
+    natural = encode_prompt(loaded, prompt, chat=spec.chat)
+    natural_tokens = natural["input_ids"].shape[-1]
+    if spec.prompt_tokens is None:
+        return {natural_tokens: natural}, natural_tokens
+    return {n: stretch_prompt(loaded, prompt, n) for n in spec.prompt_tokens}, natural_tokens
+
+
+def check_positions(loaded: LoadedModel, prompt_tokens: int, tokens: int, what: str = "new_tokens") -> None:
+    """Refuse a run whose prompt plus ``tokens`` generated passes the positions the model has."""
+    limit = loaded.max_positions
+    if limit is not None and prompt_tokens + tokens > limit:
+        raise KVMagicError(
+            f"the prompt ({_tokens(prompt_tokens)}) plus {_tokens(tokens, 'new ')} exceeds the "
+            f"{limit} positions {loaded.name!r} supports: shorten the prompt or lower {{{what}}}",
+            what,
+        )
+
+
+def _special_ends(full: list[int], body: list[int]) -> tuple[list[int], list[int]]:
+    """What the tokenizer adds around the text (a BOS, an EOS), found by locating the text's ids."""
+    for start in range(len(full) - len(body) + 1):
+        if full[start : start + len(body)] == body:
+            return full[:start], full[start + len(body) :]
+    return [], []
+
+
+def _check_prompt(prompt: str) -> None:
+    """Text to tokenize: not blank, and no lone surrogate (from a bad copy or a broken file), which
+    tokenizers reject with a TypeError."""
+    if not prompt.strip():
+        raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:
+        character = prompt[error.start]
+        raise KVMagicError(
+            f"the prompt holds U+{ord(character):04X} at character {error.start}, half of a surrogate pair "
+            "and not text: remove it or paste the text again"
+        ) from None
+
+
+def _tokens(count: int, kind: str = "") -> str:
+    return f"{count} {kind}token{'' if count == 1 else 's'}"

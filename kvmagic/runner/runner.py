@@ -1,0 +1,238 @@
+"""The runner: plan the configurations, warm up, measure each under its stop rule, build the result once.
+
+Off/on is the two-strategy case of a ``cache`` comparison: both go through the same warm-up, the
+same measuring loop (:func:`kvmagic.runner.measure.measure`) and the same result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from kvmagic.core.budget import check_budget, estimate_seconds, plan_within_budget, round_seconds
+from kvmagic.core.lengths import configurations
+from kvmagic.core.spec import BenchSpec
+from kvmagic.core.stop import stop_rule
+from kvmagic.measure.environment import environment
+from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
+from kvmagic.measure.memory import predicted_kv_nbytes
+from kvmagic.measure.probe import probe
+from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, strategies
+from kvmagic.results.data import BenchmarkResult, Measurement
+from kvmagic.results.records import Prediction
+from kvmagic.runner.measure import first_calls, measure, warm_up
+from kvmagic.runner.prompt import check_positions, prompt_inputs
+
+if TYPE_CHECKING:
+    from transformers import BatchEncoding
+
+    from kvmagic.core.costmodel import CostModel
+    from kvmagic.model.loading import LoadedModel
+
+__all__ = ["run_benchmark"]
+
+
+def run_benchmark(
+    loaded: LoadedModel, prompt: str, spec: BenchSpec | None = None, *, progress: bool = False, **options: Any
+) -> BenchmarkResult:
+    """Time greedy generation of ``prompt`` with the KV cache off and on, as ``spec`` asks.
+
+    ``options`` are :class:`~kvmagic.core.spec.BenchSpec` fields (``new_tokens=64, repeat=3``),
+    applied over ``spec``. The protocol: tokenize once; warm up each condition with
+    ``warmup_tokens`` untimed tokens; then rounds of one uncached and one cached timed run,
+    interleaved so drift hits both alike, until the stop rule (``repeat``: a number, or ``"auto"``)
+    says enough. Times are medians; the speed-up is a ratio of medians. Several lengths make a
+    sweep over their cross product; ``cache`` compares strategies instead of off/on. ``progress``
+    shows a progress bar over a sweep. A KeyboardInterrupt ends a sweep early: the configurations
+    finished so far come back, with ``partial=True``.
+    """
+    spec = BenchSpec.of(spec, **options)
+    longest = max(spec.new_tokens)
+    advice = (
+        f"out of accelerator memory generating {'' if len(spec.new_tokens) == 1 else 'up to '}{longest} tokens: "
+        "lower {new_tokens}, shorten the prompt, or load the model with a smaller {dtype} (float16 or bfloat16)"
+    )
+    # A partial, not a lambda: a closure would keep ``loaded`` alive in the frames of a failed run.
+    return with_memory_advice(partial(_run, loaded, prompt, spec, progress), advice, "new_tokens", "dtype")
+
+
+@dataclass
+class _Plan:
+    """What the runner works from: the request, its inputs per prompt length, and the conditions."""
+
+    loaded: LoadedModel
+    spec: BenchSpec
+    inputs: dict[int, BatchEncoding]
+    natural_tokens: int
+    configs: list[tuple[int, int]]
+    strategies: list[Strategy]  # every condition asked for, in order, runnable or not
+    skipped: dict[str, str] = field(default_factory=dict)  # condition -> why it did not run
+
+    @property
+    def runnable(self) -> list[Strategy]:
+        return [s for s in self.strategies if not s.reason and s.name not in self.skipped]
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """Which configurations to measure, their estimated weights, and the cost model behind them."""
+
+    todo: list[tuple[int, int]]
+    weights: list[float]
+    cost: CostModel | None = None
+    predictions: tuple[Prediction, ...] = ()
+    estimate_s: float | None = None
+
+
+def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> BenchmarkResult:
+    plan = _prepare(loaded, prompt, spec)
+    budget = _Budget(plan.configs, [1.0] * len(plan.configs))
+    measurements: list[Measurement] = []
+    partial = False
+    try:
+        _warm(plan, plan.configs[0][0])
+        budget = _budget(plan)
+        for measurement in _measure_each(plan, budget, progress):
+            measurements.append(measurement)
+    except KeyboardInterrupt:
+        if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
+            raise
+        partial = True  # the interrupted configuration is dropped: only finished rows are results
+    return _result(plan, prompt, budget, measurements, partial)
+
+
+def _prepare(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> _Plan:
+    """Resolve the conditions, tokenize, and check every configuration fits the model."""
+    if spec.cache is None:
+        chosen = list(plain_pair(loaded))
+    else:
+        chosen = strategies(loaded, parse_names(spec.cache), kv_bits=spec.kv_bits, compile=spec.compile)
+    inputs, natural_tokens = prompt_inputs(loaded, prompt, spec)
+    configs = configurations(list(inputs), spec.new_tokens)
+    for prompt_tokens, new_tokens in configs:
+        check_positions(loaded, prompt_tokens, new_tokens)
+    skipped = {s.name: s.reason for s in chosen if s.reason}
+    return _Plan(loaded, spec, inputs, natural_tokens, configs, chosen, skipped)
+
+
+def _warm(plan: _Plan, prompt_tokens: int) -> None:
+    """Warm up each condition at this prompt length. With ``cache``, every strategy runs at least one
+    token (a backend builds its kernels on first use), and one that fails here is skipped with the
+    error as its reason instead of ending the run."""
+    inputs, tokens = plan.inputs[prompt_tokens], plan.spec.warmup_tokens
+    if plan.spec.cache is None:
+        warm_up(plan.loaded, inputs, tokens, plan.runnable)
+        return
+    for condition in plan.runnable:
+        try:
+            warm_up(plan.loaded, inputs, max(tokens, 1), [condition])
+        except Exception as error:
+            if is_out_of_memory(error):
+                raise
+            plan.skipped[condition.name] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+
+
+def _budget(plan: _Plan) -> _Budget:
+    """Probe the cost model where the request needs one: to predict, or to hold a sweep to its budget.
+
+    The estimate counts ``repeat="auto"`` at its minimum of pairs (``auto_cap`` bounds the rest),
+    plus the hooked round of ``profile``. A single configuration is the experiment itself: no probe.
+    """
+    spec, configs = plan.spec, plan.configs
+    if not (spec.predict or (spec.max_seconds and len(configs) > 1)):
+        return _Budget(configs, [1.0] * len(configs))
+    shortest, longest = min(p for p, _ in configs), max(p + n - 1 for p, n in configs)
+    cost = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
+    caches = [bool(s.settings.get("use_cache", True)) for s in plan.runnable]
+    rounds, warmup = spec.rounds, spec.warmup_tokens
+    estimate = estimate_seconds(cost, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
+    predictions: tuple[Prediction, ...] = ()
+    if spec.predict:
+        predictions = tuple(_prediction(plan.loaded, cost, p, n) for p, n in configs)
+        fits = plan_within_budget(
+            cost, configs, repeat=rounds, warmup_tokens=warmup, max_seconds=spec.max_seconds, caches=caches
+        )
+        todo = [config for config, fit in zip(configs, fits) if fit]
+    else:
+        check_budget(estimate, spec.max_seconds)
+        todo = configs
+    weights = [rounds * round_seconds(cost, p, n, caches) for p, n in todo]
+    return _Budget(todo, weights, cost, predictions, estimate)
+
+
+def _measure_each(plan: _Plan, budget: _Budget, progress: bool) -> Iterator[Measurement]:
+    """Measure the planned configurations in order, warming up each new prompt length first."""
+    loaded, spec = plan.loaded, plan.spec
+    warmed = {plan.configs[0][0]}
+    stop = stop_rule(spec)
+    with _progress_bar(sum(budget.weights), enabled=progress and len(budget.todo) > 1) as bar:
+        for index, ((prompt_tokens, new_tokens), weight) in enumerate(zip(budget.todo, budget.weights)):
+            bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: prompt {prompt_tokens}, new {new_tokens}")
+            if prompt_tokens not in warmed:
+                _warm(plan, prompt_tokens)
+                warmed.add(prompt_tokens)
+            inputs, conditions = plan.inputs[prompt_tokens], plan.runnable
+            first = first_calls(loaded, inputs, new_tokens, conditions)
+            found = measure(
+                loaded, inputs, new_tokens=new_tokens, conditions=conditions, stop=stop, profile=spec.profile
+            )
+            compile_s = {name: seconds - statistics.median(found.times(name)) for name, seconds in first.items()}
+            yield dataclasses.replace(found, compile_s=compile_s)
+            bar.update(weight)
+
+
+def _result(
+    plan: _Plan, prompt: str, budget: _Budget, measurements: list[Measurement], partial: bool
+) -> BenchmarkResult:
+    """The result, built once from what was measured; its metadata records how."""
+    loaded, spec = plan.loaded, plan.spec
+    metadata: dict[str, Any] = {
+        **environment(loaded),
+        "prompt_sha256": hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
+        **spec.recorded(),
+        "natural_prompt_tokens": plan.natural_tokens,
+        "prompt_stretched": spec.prompt_tokens is not None and any(n != plan.natural_tokens for n in plan.inputs),
+        "configurations": len(plan.configs),
+    }
+    if spec.predict:
+        metadata["weight_bytes"] = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+    if budget.estimate_s is not None:
+        metadata["estimated_s"] = budget.estimate_s
+    return BenchmarkResult(
+        model=loaded.name,
+        measurements=measurements,
+        metadata=metadata,
+        partial=partial,
+        predictions=list(budget.predictions),
+        cost_model=budget.cost,
+        spec=spec,
+        strategies=[] if spec.cache is None else [s.name for s in plan.strategies],
+        skipped=dict(plan.skipped),
+    )
+
+
+def _prediction(loaded: LoadedModel, cost: CostModel, prompt_tokens: int, new_tokens: int) -> Prediction:
+    model = loaded.model
+    return Prediction(
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        uncached_s=cost.generate_seconds(prompt_tokens, new_tokens, use_cache=False),
+        cached_s=cost.generate_seconds(prompt_tokens, new_tokens, use_cache=True),
+        kv_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
+    )
+
+
+@contextmanager
+def _progress_bar(total: float, *, enabled: bool) -> Iterator[Any]:
+    """tqdm's auto bar (a widget in Jupyter, text in a terminal), weighted by estimated cost when known."""
+    from tqdm.auto import tqdm
+
+    bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
+    with tqdm(total=total, bar_format=bar_format, disable=not enabled, leave=False) as bar:
+        yield bar
