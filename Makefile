@@ -1,4 +1,5 @@
-# `make demo` runs %%kvbench on the embedded tiny model; `make test` runs the test suite.
+# `make demo` runs %%kvbench on the embedded tiny model; `make test` runs the test suite;
+# `make check` runs the gates: lint, format, types and the architecture contract.
 # Each transformers line gets its own virtual environment: `make test TRANSFORMERS=4.55.4`.
 # torch is pinned to the CPU build that installs in seconds; kvmagic itself accepts any torch >= 2.1.
 
@@ -15,11 +16,11 @@ endif
 VENV := .venv/tf$(TRANSFORMERS)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test clean
+.PHONY: demo test check clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check "torch==$(TORCH)" "$(TRANSFORMERS_SPEC)" -e ".[test]"
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "torch==$(TORCH)" "$(TRANSFORMERS_SPEC)" -e ".[test,check]"
 	touch $@
 
 demo: $(STAMP)
@@ -27,6 +28,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf .venv build *.egg-info

@@ -1,0 +1,41 @@
+"""The package keeps a shape a newcomer can read: short modules, short functions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kvmagic"
+MODULES = sorted(PACKAGE.rglob("*.py"))
+MAX_MODULE_LINES = 300
+MAX_FUNCTION_LINES = 50  # docstrings aside
+
+
+def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _length(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from the signature to the end, less the docstring's."""
+    assert function.end_lineno is not None
+    lines = function.end_lineno - function.lineno + 1
+    first = function.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        assert first.end_lineno is not None
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_modules_and_functions_stay_short(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= MAX_MODULE_LINES
+    long = [f"{f.name} ({_length(f)} lines)" for f in _functions(ast.parse(text)) if _length(f) > MAX_FUNCTION_LINES]
+    assert long == []
+
+
+def test_the_length_counts_the_body_not_the_docstring() -> None:
+    function = _functions(ast.parse('def f():\n    """Doc\n    string."""\n    a = 1\n    return a\n'))[0]
+    assert _length(function) == 3
