@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvmagic.core import stats
+from kvmagic.core import distributions, intervals, stats
 
 
 def test_percentiles_interpolate_between_ranks() -> None:
@@ -78,3 +78,83 @@ def test_bad_input_is_refused(call, message: str) -> None:
 
 def test_spread_threshold_is_ten_percent() -> None:
     assert math.isclose(stats.SPREAD_WARNING, 0.10)
+
+
+def test_t_quantiles_match_the_printed_tables() -> None:
+    assert distributions.t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
+    assert distributions.t_quantile(0.975, 2) == pytest.approx(4.3027, abs=1e-4)
+    assert distributions.t_quantile(0.975, 4) == pytest.approx(2.7764, abs=1e-4)
+    assert distributions.t_quantile(0.025, 4) == pytest.approx(-2.7764, abs=1e-4)
+
+
+@pytest.mark.parametrize("t", [-3.0, -0.4, 0.0, 1.3, 7.5])
+def test_t_cdf_matches_its_closed_forms(t: float) -> None:
+    assert distributions.t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi)  # Cauchy
+    assert distributions.t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)))
+
+
+def test_rank_sum_counts_count_the_orderings() -> None:
+    # x x y y: U = 4; x y x y, y x x y ... : listing the six orderings of two x and two y gives U = 0,1,2,2,3,4.
+    assert distributions.rank_sum_counts(2, 2) == (1, 1, 2, 1, 1)
+    assert distributions.rank_sum_counts(1, 3) == (1, 1, 1, 1)
+    assert sum(distributions.rank_sum_counts(7, 9)) == math.comb(16, 7)
+
+
+def test_the_speedup_is_the_median_of_the_pairs() -> None:
+    # Pair ratios 2, 4, 3: the median is 3, though the medians of the times give 3 / 1.5 = 2.
+    assert intervals.speedup_estimate([2.0, 4.0, 3.0], [1.0, 1.0, 1.0]) == pytest.approx(3.0)
+    assert intervals.speedup_estimate([2.0, 8.0, 3.0], [1.0, 2.0, 1.5]) == pytest.approx(2.0)
+    # An even count: the geometric mean of the middle two, sqrt(2 * 8).
+    assert intervals.speedup_estimate([2.0, 8.0], [1.0, 1.0]) == pytest.approx(4.0)
+
+
+def test_order_statistic_ranks_follow_the_sign_test_table() -> None:
+    # Two-sided 5%: 2 * P(Bin(n, 1/2) < k) <= 0.05. n=5: 2/32 > 5%; n=6: 2/64; n=9: 2*10/512 = 3.9%;
+    # n=10: 2*11/1024 = 2.1% but 2*56/1024 = 10.9%; n=20: 2*P(B <= 5) = 4.1%, 2*P(B <= 6) = 11.5%.
+    assert [intervals.order_statistic_rank(n, 0.95) for n in (1, 5, 6, 8, 9, 10, 20)] == [0, 0, 1, 1, 2, 2, 6]
+    assert intervals.order_statistic_rank(7, 0.99) == 0 and intervals.order_statistic_rank(8, 0.99) == 1
+
+
+def test_few_pairs_get_a_t_interval_on_the_log_ratios() -> None:
+    # Log ratios ln 2 - 0.1, ln 2, ln 2 + 0.1, each pair with its own drift: mean ln 2, s = 0.1,
+    # half-width t(0.975, 2) * 0.1 / sqrt(3) = 4.302653 * 0.057735 = 0.248414.
+    drift = [1.3, 0.7, 1.0]
+    uncached = [2 * math.exp(d) * s for d, s in zip((-0.1, 0.0, 0.1), drift, strict=True)]
+    low, high = intervals.speedup_interval(uncached, drift)
+    assert low == pytest.approx(2 * math.exp(-0.248414), rel=1e-5)
+    assert high == pytest.approx(2 * math.exp(0.248414), rel=1e-5)
+    assert intervals.speedup_interval([2.0], [1.0]) is None
+
+
+def test_six_or_more_pairs_get_order_statistics_of_the_ratios() -> None:
+    ratios = [2.0, 2.4, 1.9, 2.2, 2.1, 1.7, 2.05, 2.3, 1.8]
+    assert intervals.speedup_interval(ratios[:6], [1.0] * 6) == pytest.approx((1.7, 2.4))  # rank 1: the extremes
+    assert intervals.speedup_interval(ratios, [1.0] * 9) == pytest.approx((1.8, 2.3))  # rank 2: next to them
+    # one run ten times slower moves the interval by one rank, not by a factor of ten
+    assert intervals.speedup_interval([*ratios[:5], 20.0], [1.0] * 6) == pytest.approx((1.9, 20.0))
+    assert intervals.speedup_interval([*ratios[:8], 20.0], [1.0] * 9) == pytest.approx((1.9, 2.4))
+
+
+def test_significance_needs_two_pairs_a_side() -> None:
+    assert intervals.significant_change([(2.0, 1.0)], [(3.0, 1.0), (3.1, 1.0)]) is None
+
+
+def test_significance_with_few_pairs_is_welch_t() -> None:
+    # Log ratios a -+ h against b -+ h: each mean's variance is h^2, t = (a - b) / (h sqrt 2) on
+    # (2h^2)^2 / (h^4 + h^4) = 2 degrees of freedom, so it fires past |a - b| = 4.3027 * sqrt(2) * h.
+    def pairs(centre: float, h: float = 0.01) -> list[tuple[float, float]]:
+        return [(math.exp(centre - h), 1.0), (math.exp(centre + h), 1.0)]
+
+    assert intervals.significant_change(pairs(0.77), pairs(0.70)) is True  # 0.07 > 0.0609
+    assert intervals.significant_change(pairs(0.75), pairs(0.70)) is False  # 0.05 < 0.0609
+    assert intervals.significant_change(pairs(0.70), pairs(0.77)) is True
+
+
+def test_significance_with_enough_pairs_is_the_exact_rank_sum_test() -> None:
+    was = [(r, 1.0) for r in (2.0, 2.1, 2.2, 2.3)]
+    # 4 against 4 all above: one ordering of C(8, 4) = 70 each way, p = 2/70 = 2.9%.
+    assert intervals.significant_change([(r, 1.0) for r in (2.4, 2.5, 2.6, 2.7)], was) is True
+    # one swapped (U = 1): P(U <= 1) = 2/70, p = 4/70 = 5.7%.
+    assert intervals.significant_change([(r, 1.0) for r in (2.25, 2.5, 2.6, 2.7)], was) is False
+    # ranks, not sizes: an outlier as big as you like counts once
+    assert intervals.significant_change([(r, 1.0) for r in (2.4, 2.5, 2.6, 270.0)], was) is True
