@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvmagic.core import distributions, intervals, stats
+from kvmagic.core import distributions, intervals, sequential, stats
 
 
 def test_percentiles_interpolate_between_ranks() -> None:
@@ -158,3 +158,35 @@ def test_significance_with_enough_pairs_is_the_exact_rank_sum_test() -> None:
     assert intervals.significant_change([(r, 1.0) for r in (2.25, 2.5, 2.6, 2.7)], was) is False
     # ranks, not sizes: an outlier as big as you like counts once
     assert intervals.significant_change([(r, 1.0) for r in (2.4, 2.5, 2.6, 270.0)], was) is True
+
+
+def test_anytime_ranks_hold_at_every_count_together() -> None:
+    # Every sequence of 14 fair coins (heads: a pair's ratio below the median): the share whose head count
+    # leaves [k_n, n - k_n] at some n must be at most 5%.
+    ranks = sequential.anytime_ranks(14)
+    escaped = sum(
+        any(k and not k <= sum(1 for bit in range(n) if flips >> bit & 1) <= n - k for n, k in enumerate(ranks))
+        for flips in range(2**14)
+    )
+    assert 0 < escaped <= 0.05 * 2**14
+    # n = 10 is the first count with an interval over 100 pairs: ranks are narrower than at a fixed count
+    assert sequential.anytime_ranks()[9:11] == (0, 1)
+    assert sequential.anytime_ranks()[30] < intervals.order_statistic_rank(30, 0.95)
+
+
+def test_auto_interval_is_the_fixed_one_until_the_rule_could_stop() -> None:
+    ratios = [2.0, 2.4, 1.9, 2.2, 2.1, 1.7, 2.05, 2.3, 1.8, 2.15]
+    ones = [1.0] * 10
+    assert sequential.auto_interval(ratios[:9], ones[:9]) == intervals.speedup_interval(ratios[:9], ones[:9])
+    assert sequential.auto_interval(ratios, ones) == pytest.approx((1.7, 2.4))  # anytime rank 1 at 10 pairs
+    assert intervals.speedup_interval(ratios, ones) == pytest.approx((1.8, 2.3))  # fixed rank 2
+
+
+def test_auto_stops_when_the_anytime_interval_meets_the_target() -> None:
+    ratios = [2.0, 2.04, 1.97, 2.02, 2.01, 1.96, 2.03, 1.99, 1.98, 2.05]
+    ones = [1.0] * 10
+    assert not sequential.auto_should_stop(ratios[:9], ones[:9], 0.5)  # no anytime interval yet
+    # at 10 pairs the interval is 1.96..2.05 around a median of 2.005: -2.2%, +2.2%
+    assert sequential.auto_should_stop(ratios, ones, 0.025)
+    assert not sequential.auto_should_stop(ratios, ones, 0.02)
+    assert sequential.auto_should_stop([3.0, 1.0], [1.0, 1.0], 0.01, max_pairs=2)  # the pair cap
