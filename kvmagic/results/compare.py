@@ -1,11 +1,12 @@
 """A run against a saved baseline: did the speed-up move by more than the runs' own noise?
 
-Rows are matched by (prompt_tokens, new_tokens). A run's noise is the range of its per-round
-speed-ups (each interleaved uncached/cached pair divided), so a change counts as significant only
-when the two ranges do not overlap; a run with one round has no range, and then the question has
-no answer (None) rather than a made-up one. Whatever metadata both runs record is compared, and
-every difference is reported: a baseline measured on another device or dtype is still shown, but
-not silently.
+Rows are matched by (prompt_tokens, new_tokens). A change counts as significant when a test of the
+two runs' per-round speed-ups (each interleaved uncached/cached pair divided) rejects "no change" at
+5%, so that with no change it fires one time in twenty at most (see
+:func:`kvmagic.core.intervals.significant_change`); a run with one round says nothing about its own
+noise, and then the question has no answer (None) rather than a made-up one. Whatever metadata
+both runs record is compared, and every difference is reported: a baseline measured on another
+device or dtype is still shown, but not silently.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.intervals import significant_change
 from kvmagic.results.data import COLUMNS, BenchmarkResult, Measurement
 
 if TYPE_CHECKING:
@@ -36,11 +38,8 @@ def speedup_range(measurement: Measurement) -> tuple[float, float] | None:
 
 
 def _significant(now: Measurement, was: Measurement) -> bool | None:
-    ranges = speedup_range(now), speedup_range(was)
-    if ranges[0] is None or ranges[1] is None:
-        return None
-    (low, high), (was_low, was_high) = ranges
-    return low > was_high or high < was_low
+    pairs = [list(zip(m.times("uncached"), m.times("cached"), strict=False)) for m in (now, was)]
+    return significant_change(*pairs)
 
 
 @dataclass
@@ -108,8 +107,8 @@ class Comparison:
             notes.append("the saved run was interrupted: it has only the rows it finished")
         if any(was is not None and _significant(now, was) is None for now, was in pairs):
             notes.append(
-                "significant is empty where a run timed a single round: with -r 2 or more in both runs, "
-                "a change counts when the runs' ranges of per-round speed-ups do not overlap"
+                "significant is empty where a run timed a single round: with -r 2 or more in both runs, a change "
+                "counts when a test of the runs' per-round speed-ups finds one at 5% (false alarms: 1 in 20 at most)"
             )
         return notes
 
