@@ -34,7 +34,7 @@ _EXACT_RANK_SUM = 2_500  # m*n up to which the rank-sum p-value is counted exact
 
 
 def log_speedups(uncached: Sequence[float], cached: Sequence[float]) -> list[float]:
-    """log(uncached/cached) of each pair: on this scale drift cancels and a ratio's noise is symmetric."""
+    """log(uncached/cached) of each pair: the drift a pair shared cancels, and noise alike in both runs is symmetric."""
     if len(uncached) != len(cached) or not uncached:
         raise ValueError("need the same, non-zero number of uncached and cached times (one of each per pair)")
     if min(uncached) <= 0 or min(cached) <= 0:
