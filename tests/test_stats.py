@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import random
 import statistics
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvmagic.core import stats
+from kvmagic.core import distributions, intervals, sequential, stats
 
 
 def test_percentiles_interpolate_between_ranks() -> None:
@@ -37,38 +36,11 @@ def test_quartiles_agree_with_the_standard_library(values: list[float]) -> None:
     assert stats.percentile(values, 75) == pytest.approx(high)
 
 
-def test_bootstrap_of_one_pair_is_that_pair() -> None:
-    assert stats.bootstrap_ratio_ci([3.0], [2.0]) == (1.5, 1.5)
-
-
-def test_bootstrap_of_two_pairs_spans_every_resampled_median() -> None:
-    # Resampling pairs (1, 1) and (3, 1): the numerator median is 1 (p=1/4), 2 (p=1/2) or 3 (p=1/4).
-    assert stats.bootstrap_ratio_ci([1.0, 3.0], [1.0, 1.0]) == (1.0, 3.0)
-    # The middle 40% lies inside the 50% of resamples whose median is 2.
-    assert stats.bootstrap_ratio_ci([1.0, 3.0], [1.0, 1.0], confidence=0.4) == (2.0, 2.0)
-
-
-def test_bootstrap_keeps_pairs_together() -> None:
-    # Each pair has ratio 2 however slow it was, so every resample has ratio 2.
-    low, high = stats.bootstrap_ratio_ci([2.0, 4.0, 10.0, 6.0], [1.0, 2.0, 5.0, 3.0])
-    assert low == pytest.approx(2.0) and high == pytest.approx(2.0)
-
-
-def test_bootstrap_is_reproducible_and_seeded() -> None:
-    uncached, cached = [1.0, 1.3, 0.9, 1.6, 1.1], [0.5, 0.45, 0.6, 0.52, 0.4]
-    first = stats.bootstrap_ratio_ci(uncached, cached)
-    random.seed(12345)  # the global RNG's state must not matter
-    assert first == stats.bootstrap_ratio_ci(uncached, cached)
-    assert min(u / c for u, c in zip(uncached, cached)) <= first[0] <= first[1] <= 1.6 / 0.4
-
-
 @pytest.mark.parametrize(
     ("call", "message"),
     [
         (lambda: stats.percentile([], 50), "no values"),
         (lambda: stats.percentile([1.0], 101), r"\[0, 100\]"),
-        (lambda: stats.bootstrap_ratio_ci([1.0], [1.0, 2.0]), "same, non-zero number"),
-        (lambda: stats.bootstrap_ratio_ci([1.0], [1.0], confidence=1.0), r"\(0, 1\)"),
     ],
 )
 def test_bad_input_is_refused(call, message: str) -> None:
@@ -78,3 +50,115 @@ def test_bad_input_is_refused(call, message: str) -> None:
 
 def test_spread_threshold_is_ten_percent() -> None:
     assert math.isclose(stats.SPREAD_WARNING, 0.10)
+
+
+def test_t_quantiles_match_the_printed_tables() -> None:
+    assert distributions.t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
+    assert distributions.t_quantile(0.975, 2) == pytest.approx(4.3027, abs=1e-4)
+    assert distributions.t_quantile(0.975, 4) == pytest.approx(2.7764, abs=1e-4)
+    assert distributions.t_quantile(0.025, 4) == pytest.approx(-2.7764, abs=1e-4)
+
+
+@pytest.mark.parametrize("t", [-3.0, -0.4, 0.0, 1.3, 7.5])
+def test_t_cdf_matches_its_closed_forms(t: float) -> None:
+    assert distributions.t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi)  # Cauchy
+    assert distributions.t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)))
+
+
+def test_rank_sum_counts_count_the_orderings() -> None:
+    # x x y y: U = 4; x y x y, y x x y ... : listing the six orderings of two x and two y gives U = 0,1,2,2,3,4.
+    assert distributions.rank_sum_counts(2, 2) == (1, 1, 2, 1, 1)
+    assert distributions.rank_sum_counts(1, 3) == (1, 1, 1, 1)
+    assert sum(distributions.rank_sum_counts(7, 9)) == math.comb(16, 7)
+
+
+def test_the_speedup_is_the_median_of_the_pairs() -> None:
+    # Pair ratios 2, 4, 3: the median is 3, though the medians of the times give 3 / 1.5 = 2.
+    assert intervals.speedup_estimate([2.0, 4.0, 3.0], [1.0, 1.0, 1.0]) == pytest.approx(3.0)
+    assert intervals.speedup_estimate([2.0, 8.0, 3.0], [1.0, 2.0, 1.5]) == pytest.approx(2.0)
+    # An even count: the geometric mean of the middle two, sqrt(2 * 8).
+    assert intervals.speedup_estimate([2.0, 8.0], [1.0, 1.0]) == pytest.approx(4.0)
+
+
+def test_order_statistic_ranks_follow_the_sign_test_table() -> None:
+    # Two-sided 5%: 2 * P(Bin(n, 1/2) < k) <= 0.05. n=5: 2/32 > 5%; n=6: 2/64; n=9: 2*10/512 = 3.9%;
+    # n=10: 2*11/1024 = 2.1% but 2*56/1024 = 10.9%; n=20: 2*P(B <= 5) = 4.1%, 2*P(B <= 6) = 11.5%.
+    assert [intervals.order_statistic_rank(n, 0.95) for n in (1, 5, 6, 8, 9, 10, 20)] == [0, 0, 1, 1, 2, 2, 6]
+    assert intervals.order_statistic_rank(7, 0.99) == 0 and intervals.order_statistic_rank(8, 0.99) == 1
+
+
+def test_few_pairs_get_a_t_interval_on_the_log_ratios() -> None:
+    # Log ratios ln 2 - 0.1, ln 2, ln 2 + 0.1, each pair with its own drift: mean ln 2, s = 0.1,
+    # half-width t(0.975, 2) * 0.1 / sqrt(3) = 4.302653 * 0.057735 = 0.248414.
+    drift = [1.3, 0.7, 1.0]
+    uncached = [2 * math.exp(d) * s for d, s in zip((-0.1, 0.0, 0.1), drift, strict=True)]
+    low, high = intervals.speedup_interval(uncached, drift)
+    assert low == pytest.approx(2 * math.exp(-0.248414), rel=1e-5)
+    assert high == pytest.approx(2 * math.exp(0.248414), rel=1e-5)
+    assert intervals.speedup_interval([2.0], [1.0]) is None
+
+
+def test_six_or_more_pairs_get_order_statistics_of_the_ratios() -> None:
+    ratios = [2.0, 2.4, 1.9, 2.2, 2.1, 1.7, 2.05, 2.3, 1.8]
+    assert intervals.speedup_interval(ratios[:6], [1.0] * 6) == pytest.approx((1.7, 2.4))  # rank 1: the extremes
+    assert intervals.speedup_interval(ratios, [1.0] * 9) == pytest.approx((1.8, 2.3))  # rank 2: next to them
+    # one run ten times slower moves the interval by one rank, not by a factor of ten
+    assert intervals.speedup_interval([*ratios[:5], 20.0], [1.0] * 6) == pytest.approx((1.9, 20.0))
+    assert intervals.speedup_interval([*ratios[:8], 20.0], [1.0] * 9) == pytest.approx((1.9, 2.4))
+
+
+def test_significance_needs_two_pairs_a_side() -> None:
+    assert intervals.significant_change([(2.0, 1.0)], [(3.0, 1.0), (3.1, 1.0)]) is None
+
+
+def test_significance_with_few_pairs_is_welch_t() -> None:
+    # Log ratios a -+ h against b -+ h: each mean's variance is h^2, t = (a - b) / (h sqrt 2) on
+    # (2h^2)^2 / (h^4 + h^4) = 2 degrees of freedom, so it fires past |a - b| = 4.3027 * sqrt(2) * h.
+    def pairs(centre: float, h: float = 0.01) -> list[tuple[float, float]]:
+        return [(math.exp(centre - h), 1.0), (math.exp(centre + h), 1.0)]
+
+    assert intervals.significant_change(pairs(0.77), pairs(0.70)) is True  # 0.07 > 0.0609
+    assert intervals.significant_change(pairs(0.75), pairs(0.70)) is False  # 0.05 < 0.0609
+    assert intervals.significant_change(pairs(0.70), pairs(0.77)) is True
+
+
+def test_significance_with_enough_pairs_is_the_exact_rank_sum_test() -> None:
+    was = [(r, 1.0) for r in (2.0, 2.1, 2.2, 2.3)]
+    # 4 against 4 all above: one ordering of C(8, 4) = 70 each way, p = 2/70 = 2.9%.
+    assert intervals.significant_change([(r, 1.0) for r in (2.4, 2.5, 2.6, 2.7)], was) is True
+    # one swapped (U = 1): P(U <= 1) = 2/70, p = 4/70 = 5.7%.
+    assert intervals.significant_change([(r, 1.0) for r in (2.25, 2.5, 2.6, 2.7)], was) is False
+    # ranks, not sizes: an outlier as big as you like counts once
+    assert intervals.significant_change([(r, 1.0) for r in (2.4, 2.5, 2.6, 270.0)], was) is True
+
+
+def test_anytime_ranks_hold_at_every_count_together() -> None:
+    # Every sequence of 14 fair coins (heads: a pair's ratio below the median): the share whose head count
+    # leaves [k_n, n - k_n] at some n must be at most 5%.
+    ranks = sequential.anytime_ranks(14)
+    escaped = sum(
+        any(k and not k <= sum(1 for bit in range(n) if flips >> bit & 1) <= n - k for n, k in enumerate(ranks))
+        for flips in range(2**14)
+    )
+    assert 0 < escaped <= 0.05 * 2**14
+    # n = 10 is the first count with an interval over 100 pairs: ranks are narrower than at a fixed count
+    assert sequential.anytime_ranks()[9:11] == (0, 1)
+    assert sequential.anytime_ranks()[30] < intervals.order_statistic_rank(30, 0.95)
+
+
+def test_auto_interval_is_the_fixed_one_until_the_rule_could_stop() -> None:
+    ratios = [2.0, 2.4, 1.9, 2.2, 2.1, 1.7, 2.05, 2.3, 1.8, 2.15]
+    ones = [1.0] * 10
+    assert sequential.auto_interval(ratios[:9], ones[:9]) == intervals.speedup_interval(ratios[:9], ones[:9])
+    assert sequential.auto_interval(ratios, ones) == pytest.approx((1.7, 2.4))  # anytime rank 1 at 10 pairs
+    assert intervals.speedup_interval(ratios, ones) == pytest.approx((1.8, 2.3))  # fixed rank 2
+
+
+def test_auto_stops_when_the_anytime_interval_meets_the_target() -> None:
+    ratios = [2.0, 2.04, 1.97, 2.02, 2.01, 1.96, 2.03, 1.99, 1.98, 2.05]
+    ones = [1.0] * 10
+    assert not sequential.auto_should_stop(ratios[:9], ones[:9], 0.5)  # no anytime interval yet
+    # at 10 pairs the interval is 1.96..2.05 around a median of 2.005: -2.2%, +2.2%
+    assert sequential.auto_should_stop(ratios, ones, 0.025)
+    assert not sequential.auto_should_stop(ratios, ones, 0.02)
+    assert sequential.auto_should_stop([3.0, 1.0], [1.0, 1.0], 0.01, max_pairs=2)  # the pair cap

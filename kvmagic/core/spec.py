@@ -21,7 +21,7 @@ __all__ = ["CACHED", "CONDITIONS", "MIN_AUTO_PAIRS", "UNCACHED", "BenchSpec", "R
 
 UNCACHED, CACHED = "uncached", "cached"
 CONDITIONS = (UNCACHED, CACHED)  # the plain run's two conditions: the cache off and on
-MIN_AUTO_PAIRS = 5  # a bootstrap over 3 pairs has 10 distinct resamples and looks tighter than it is
+MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
 Repeat = int | Literal["auto"]
 
 
@@ -83,8 +83,11 @@ class BenchSpec:
 
     @property
     def rounds(self) -> int:
-        """Timed rounds per configuration the budget counts: ``auto`` at its minimum, plus the hooked one."""
-        return (MIN_AUTO_PAIRS if self.repeat == "auto" else self.repeat) + (1 if self.profile else 0)
+        """Timed rounds per configuration the budget counts (``auto`` at the fewest pairs its interval can stop
+        at), plus the hooked one."""
+        from kvmagic.core.sequential import first_stop
+
+        return (first_stop() if self.repeat == "auto" else self.repeat) + (1 if self.profile else 0)
 
     def recorded(self) -> dict[str, Any]:
         """The request as a result's metadata records it (what a comparison with a baseline reads)."""

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 
 __all__ = [
     "SPREAD_WARNING",
-    "bootstrap_ratio_ci",
     "iqr",
     "median",
     "percentile",
@@ -44,34 +42,6 @@ def iqr(values: Sequence[float]) -> float:
 def relative_spread(values: Sequence[float]) -> float:
     """IQR over median: how much the timings disagree, as a fraction of the typical one."""
     return iqr(values) / median(values)
-
-
-def bootstrap_ratio_ci(
-    numerators: Sequence[float],
-    denominators: Sequence[float],
-    *,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile-bootstrap interval for ``median(numerators) / median(denominators)``.
-
-    The values are paired (run i of each condition ran back to back), so pairs are resampled
-    together and drift that hit both members of a pair stays matched. The RNG is seeded:
-    the same timings always give the same interval.
-    """
-    if len(numerators) != len(denominators) or not numerators:
-        raise ValueError("need the same, non-zero number of numerators and denominators")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    rng = random.Random(seed)
-    count = len(numerators)
-    ratios = []
-    for _ in range(resamples):
-        picks = [rng.randrange(count) for _ in range(count)]
-        ratios.append(median([numerators[i] for i in picks]) / median([denominators[i] for i in picks]))
-    tail = (1 - confidence) / 2 * 100
-    return percentile(ratios, tail), percentile(ratios, 100 - tail)
 
 
 def relative_half_width(estimate: float, low: float, high: float) -> float:

@@ -11,13 +11,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kvmagic.core import stats
+from kvmagic.core import sequential
 from kvmagic.core.spec import CACHED, MIN_AUTO_PAIRS, UNCACHED, BenchSpec
 
-__all__ = ["FixedRounds", "StopRule", "UntilPrecise", "enough_pairs", "stop_rule"]
+__all__ = ["FixedRounds", "StopRule", "UntilPrecise", "stop_rule"]
 
 
 class StopRule(Protocol):
+    @property
+    def sequential(self) -> bool:
+        """Whether the number of rounds depends on the times: then only an anytime interval is honest."""
+        ...
+
     def done(self, rounds: int, elapsed: float, times: Mapping[str, Sequence[float]]) -> bool:
         """Whether ``rounds`` rounds, taking ``elapsed`` seconds with these times per condition, are enough."""
         ...
@@ -28,6 +33,7 @@ class FixedRounds:
     """A fixed number of rounds (``repeat=N``)."""
 
     rounds: int
+    sequential = False
 
     def done(self, rounds: int, elapsed: float, times: Mapping[str, Sequence[float]]) -> bool:
         return rounds >= self.rounds
@@ -35,24 +41,19 @@ class FixedRounds:
 
 @dataclass(frozen=True)
 class UntilPrecise:
-    """``repeat="auto"``: at least ``minimum`` pairs, then until the speed-up is known to ``target``
-    (a fraction) or ``cap`` seconds have passed."""
+    """``repeat="auto"``: at least ``minimum`` pairs, then until the speed-up's anytime 95% interval
+    reaches no further than ``target`` (a fraction) from it, or ``cap`` seconds have passed."""
 
     target: float
     cap: float
     minimum: int = MIN_AUTO_PAIRS
+    sequential = True
 
     def done(self, rounds: int, elapsed: float, times: Mapping[str, Sequence[float]]) -> bool:
+        """The cap first (it ignores the times), then the anytime interval's reach (see :mod:`.sequential`)."""
         if rounds < self.minimum:
             return False
-        return elapsed >= self.cap or enough_pairs(list(times[UNCACHED]), list(times[CACHED]), self.target)
-
-
-def enough_pairs(uncached: list[float], cached: list[float], target: float) -> bool:
-    """Whether the 95% bootstrap interval of the speed-up lies within ``target`` (a fraction) of it."""
-    speedup = stats.median(uncached) / stats.median(cached)
-    low, high = stats.bootstrap_ratio_ci(uncached, cached)
-    return stats.relative_half_width(speedup, low, high) <= target
+        return elapsed >= self.cap or sequential.auto_should_stop(times[UNCACHED], times[CACHED], self.target)
 
 
 def stop_rule(spec: BenchSpec) -> StopRule:

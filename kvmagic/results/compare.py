@@ -1,11 +1,12 @@
 """A run against a saved baseline: did the speed-up move by more than the runs' own noise?
 
-Rows are matched by (prompt_tokens, new_tokens). A run's noise is the range of its per-round
-speed-ups (each interleaved uncached/cached pair divided), so a change counts as significant only
-when the two ranges do not overlap; a run with one round has no range, and then the question has
-no answer (None) rather than a made-up one. Whatever metadata both runs record is compared, and
-every difference is reported: a baseline measured on another device or dtype is still shown, but
-not silently.
+Rows are matched by (prompt_tokens, new_tokens). A change counts as significant when a test of the
+two runs' per-round speed-ups (each interleaved uncached/cached pair divided) rejects "no change" at
+5%, so that with no change it fires one time in twenty at most (see
+:func:`kvmagic.core.intervals.significant_change`); a run with one round says nothing about its own
+noise, and then the question has no answer (None) rather than a made-up one. Whatever metadata
+both runs record is compared, and every difference is reported: a baseline measured on another
+device or dtype is still shown, but not silently.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.intervals import significant_change
 from kvmagic.core.spec import CACHED, UNCACHED
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.report import COLUMNS, row
@@ -21,27 +23,16 @@ from kvmagic.results.report import COLUMNS, row
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COMPARE_COLUMNS", "Comparison", "compare", "speedup_range"]
+__all__ = ["COMPARE_COLUMNS", "Comparison", "compare"]
 
 COMPARE_COLUMNS = ("speedup_was", "speedup_change", "significant")
 # Facts about the run itself rather than about the conditions it measured.
 _RUN_ONLY = frozenset({"estimated_s", "configurations"})
 
 
-def speedup_range(measurement: Measurement) -> tuple[float, float] | None:
-    """The lowest and highest per-round speed-up, or None with fewer than two rounds."""
-    uncached, cached = measurement.times(UNCACHED), measurement.times(CACHED)
-    ratios = [u / c for u, c in zip(uncached, cached)]
-    if len(ratios) < 2:
-        return None
-    return min(ratios), max(ratios)
-
-
 def _significant(now: Measurement, was: Measurement) -> bool | None:
-    now_range, was_range = speedup_range(now), speedup_range(was)
-    if now_range is None or was_range is None:
-        return None
-    return now_range[0] > was_range[1] or now_range[1] < was_range[0]
+    now_pairs, was_pairs = (list(zip(m.times(UNCACHED), m.times(CACHED))) for m in (now, was))
+    return significant_change(now_pairs, was_pairs)
 
 
 @dataclass
@@ -109,8 +100,8 @@ class Comparison:
             notes.append("the saved run was interrupted: it has only the rows it finished")
         if any(was is not None and _significant(now, was) is None for now, was in pairs):
             notes.append(
-                "significant is empty where a run timed a single round: with -r 2 or more in both runs, "
-                "a change counts when the runs' ranges of per-round speed-ups do not overlap"
+                "significant is empty where a run timed a single round: with -r 2 or more in both runs, a change "
+                "counts when a test of the runs' per-round speed-ups finds one at 5% (false alarms: 1 in 20 at most)"
             )
         return notes
 

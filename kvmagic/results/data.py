@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core import stats
 from kvmagic.core.costmodel import CostModel
+from kvmagic.core.intervals import speedup_interval
+from kvmagic.core.sequential import auto_interval
 from kvmagic.core.spec import CACHED, UNCACHED, BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.records import Mismatch, Prediction, StepProfile, times_of
@@ -46,6 +48,7 @@ class Measurement:
     kv_predicted_bytes: int | None = None
     mismatches: dict[str, Mismatch] = field(default_factory=dict)  # condition -> where it left the first run
     compile_s: dict[str, float] = field(default_factory=dict)  # compiled condition -> its first call's extra
+    sequential: bool = False  # the number of rounds was chosen by looking at the times (-r auto)
 
     def times(self, condition: str) -> list[float]:
         return times_of(self.runs, self.seconds, condition)
@@ -61,12 +64,15 @@ class Measurement:
 
     @property
     def speedup_ci(self) -> tuple[float, float]:
-        """95% bootstrap interval of the speed-up over the interleaved pairs; NaNs with too few."""
+        """95% interval of the true speed-up, from the per-pair speed-ups (see :mod:`kvmagic.core.intervals`);
+        after ``-r auto``, the anytime interval that holds whenever the loop stopped. NaNs below
+        MIN_REPEAT_FOR_SPREAD pairs."""
         uncached, cached = self.times(UNCACHED), self.times(CACHED)
         pairs = min(len(uncached), len(cached))
         if pairs < MIN_REPEAT_FOR_SPREAD:
             return math.nan, math.nan
-        return stats.bootstrap_ratio_ci(uncached[:pairs], cached[:pairs])
+        interval = (auto_interval if self.sequential else speedup_interval)(uncached[:pairs], cached[:pairs])
+        return interval if interval is not None else (math.nan, math.nan)
 
     def steps(self) -> pd.DataFrame:
         """Per-step seconds of each condition's hooked run, indexed by the position of the new token:

@@ -12,6 +12,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core import stats
+from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.spec import CACHED, CONDITIONS, UNCACHED
 
 if TYPE_CHECKING:
@@ -202,12 +203,13 @@ def _auto_repeat_notes(result: BenchmarkResult) -> list[str]:
     found = []
     for m in result.measurements:
         low, high = m.speedup_ci
-        width = stats.relative_half_width(m.speedup, low, high)
+        middle = speedup_estimate(m.times(UNCACHED), m.times(CACHED))  # what the stop rule measures from
+        width = stats.relative_half_width(middle, low, high)
         verdict = (
             f"within the ±{target:.0%} target" if width <= target else f"the {cap:g} s cap (--auto-cap) came first"
         )
         found.append(
-            f"-r auto: {m.prompt_tokens}+{m.new_tokens} tokens took {len(m.times(CACHED))} pairs; "
-            f"95% interval {low:.3g}-{high:.3g}x is ±{width:.1%} of {m.speedup:.3g}x: {verdict}"
+            f"-r auto: {m.prompt_tokens}+{m.new_tokens} tokens took {len(m.times(CACHED))} pairs; 95% interval "
+            f"{low:.3g}-{high:.3g}x reaches ±{width:.1%} from the median pair's {middle:.3g}x: {verdict}"
         )
     return found

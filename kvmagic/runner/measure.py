@@ -92,7 +92,8 @@ def measure(
         if stop.done(rounds, perf_counter() - started, times):
             break
     profiles = {name: _profile(loaded, inputs, c, prompt_tokens) for name, c in configs.items()} if profile else {}
-    return _measurement(loaded, prompt_tokens, new_tokens, runs, seconds, generated, profiles)
+    found = _measurement(loaded, prompt_tokens, new_tokens, runs, seconds, generated, profiles)
+    return dataclasses.replace(found, sequential=stop.sequential)
 
 
 def _measurement(
