@@ -168,3 +168,33 @@ def test_interrupted_load_leaves_no_model_and_the_next_load_works(shell, monkeyp
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", original)
     shell.run_line_magic("kvload", "tiny")
     assert shell.run_cell_magic("kvbench", LINE, PROMPT).identical
+
+
+def test_out_of_memory_mid_sweep_keeps_the_finished_rows(tiny, monkeypatch) -> None:
+    """Long uncached runs are where a GPU runs out: the rows measured before stay, and the model stays usable."""
+    before = snapshot(tiny.model)
+    real = type(tiny.model).generate
+
+    def generate(self, *args, **kwargs):
+        if kwargs["generation_config"].max_new_tokens == 3:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tiny.model), "generate", generate)
+    result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3, 4], warmup_tokens=0, max_seconds=0)
+    assert result.partial and [m.new_tokens for m in result.measurements] == [2]
+    prompt_tokens = result.measurements[0].prompt_tokens
+    assert result.notes()[:2] == [
+        f"partial: out of accelerator memory at {prompt_tokens}+3 tokens after 1 of 3 configurations; "
+        "the rows shown are complete, the rest were not measured",
+        "to measure the rest: lower -n or -p, or load the model with a smaller --dtype",
+    ]
+    monkeypatch.undo()
+    assert snapshot(tiny.model) == before
+    assert run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0).identical
+
+
+def test_out_of_memory_before_any_row_is_the_advice(tiny, monkeypatch) -> None:
+    monkeypatch.setattr(type(tiny.model), "generate", _raising(lambda: torch.cuda.OutOfMemoryError("CUDA out")))
+    with pytest.raises(KVMagicError, match=r"^out of accelerator memory generating up to 3 tokens: lower new_tokens"):
+        run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=0)

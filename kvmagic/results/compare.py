@@ -27,7 +27,7 @@ __all__ = ["COMPARE_COLUMNS", "Comparison", "compare"]
 
 COMPARE_COLUMNS = ("speedup_was", "speedup_change", "significant")
 # Facts about the run itself rather than about the conditions it measured.
-_RUN_ONLY = frozenset({"estimated_s", "configurations"})
+_RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
 
 
 def _significant(now: Measurement, was: Measurement) -> bool | None:

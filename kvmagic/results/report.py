@@ -164,10 +164,13 @@ def _sweep_notes(result: BenchmarkResult) -> list[str]:
     found = []
     if result.partial:
         planned = result.metadata.get("configurations", "?")
+        stopped = result.metadata.get("stopped", "interrupted")
         found.append(
-            f"partial: interrupted after {len(result.measurements)} of {planned} configurations; "
+            f"partial: {stopped} after {len(result.measurements)} of {planned} configurations; "
             "the rows shown are complete, the rest were not measured"
         )
+        if stopped.startswith("out of"):
+            found.append("to measure the rest: lower -n or -p, or load the model with a smaller --dtype")
     natural = result.metadata.get("natural_prompt_tokens")
     if result.metadata.get("prompt_stretched") and natural:
         lengths = ", ".join(str(n) for n in dict.fromkeys(m.prompt_tokens for m in result.measurements))

@@ -19,6 +19,7 @@ from kvmagic.core.budget import check_budget, estimate_seconds, plan_within_budg
 from kvmagic.core.lengths import configurations
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
+from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
 from kvmagic.measure.memory import predicted_kv_nbytes
@@ -94,7 +95,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     plan = _prepare(loaded, prompt, spec)
     budget = _Budget(plan.configs, [1.0] * len(plan.configs))
     measurements: list[Measurement] = []
-    partial = False
+    stopped = ""  # why the configurations left were not measured
     try:
         _warm(plan, plan.configs[0][0])
         budget = _budget(plan)
@@ -103,8 +104,15 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     except KeyboardInterrupt:
         if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
             raise
-        partial = True  # the interrupted configuration is dropped: only finished rows are results
-    return _result(plan, prompt, budget, measurements, partial)
+        stopped = "interrupted"  # the interrupted configuration is dropped: only finished rows are results
+    except RuntimeError as error:
+        if not (is_out_of_memory(error) and measurements):
+            raise  # with nothing finished, the memory advice says what to change
+        prompt_tokens, new_tokens = budget.todo[len(measurements)]
+        stopped = f"out of accelerator memory at {prompt_tokens}+{new_tokens} tokens"
+    if stopped.startswith("out of"):
+        release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
+    return _result(plan, prompt, budget, measurements, stopped)
 
 
 def _prepare(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> _Plan:
@@ -188,7 +196,7 @@ def _measure_each(plan: _Plan, budget: _Budget, progress: bool) -> Iterator[Meas
 
 
 def _result(
-    plan: _Plan, prompt: str, budget: _Budget, measurements: list[Measurement], partial: bool
+    plan: _Plan, prompt: str, budget: _Budget, measurements: list[Measurement], stopped: str
 ) -> BenchmarkResult:
     """The result, built once from what was measured; its metadata records how."""
     loaded, spec = plan.loaded, plan.spec
@@ -204,11 +212,13 @@ def _result(
         metadata["weight_bytes"] = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
     if budget.estimate_s is not None:
         metadata["estimated_s"] = budget.estimate_s
+    if stopped:
+        metadata["stopped"] = stopped
     return BenchmarkResult(
         model=loaded.name,
         measurements=measurements,
         metadata=metadata,
-        partial=partial,
+        partial=bool(stopped),
         predictions=list(budget.predictions),
         cost_model=budget.cost,
         spec=spec,
