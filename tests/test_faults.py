@@ -185,8 +185,10 @@ def test_out_of_memory_mid_sweep_keeps_the_finished_rows(tiny, monkeypatch) -> N
     assert result.partial and [m.new_tokens for m in result.measurements] == [2]
     prompt_tokens = result.measurements[0].prompt_tokens
     assert result.notes()[:2] == [
-        f"partial: out of accelerator memory at {prompt_tokens}+3 tokens after 1 of 3 configurations; "
-        "the rows shown are complete, the rest were not measured",
+        (
+            f"partial: out of accelerator memory at {prompt_tokens}+3 tokens after 1 of 3 configurations; "
+            "the rows shown are complete, the rest were not measured"
+        ),
         "to measure the rest: lower -n or -p, or load the model with a smaller --dtype",
     ]
     monkeypatch.undo()
