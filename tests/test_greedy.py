@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import torch
 import transformers
 from packaging.version import Version
 
@@ -120,6 +121,38 @@ def test_the_cached_condition_and_dynamic_state_their_cache(tiny, own_config, in
         for settings in ({"use_cache": True}, dict(resolve(tiny, "dynamic").settings)):
             run = profiled_generate(tiny.model, inputs, _config(tiny, settings), tiny.devices)
             assert type(run.cache).__name__ == "DynamicCache"
+
+
+@contextmanager
+def _as_if_on_cuda(model: torch.nn.Module) -> Iterator[None]:
+    cls = type(model)
+    assert "device" not in vars(cls)
+    cls.device = property(lambda self: torch.device("cuda", 0))
+    try:
+        yield
+    finally:
+        del cls.device
+
+
+def test_only_a_compile_strategy_would_be_compiled_on_cuda(tiny, inputs, monkeypatch) -> None:
+    """transformers compiles any static cache by itself on CUDA unless told not to: ask its own
+    criteria, as if the model sat on CUDA, for every strategy's generate (then run uncompiled here)."""
+    decisions: list[tuple[str, bool]] = []
+    criteria = type(tiny.model)._valid_auto_compile_criteria
+    name = ""
+
+    def on_cuda(model_kwargs: dict, generation_config: transformers.GenerationConfig) -> bool:
+        with _as_if_on_cuda(tiny.model):
+            decisions.append((name, criteria(tiny.model, model_kwargs, generation_config)))
+        return False
+
+    monkeypatch.setattr(tiny.model, "_valid_auto_compile_criteria", on_cuda)
+    for name in ("off", "dynamic", "static", "static+compile"):
+        timed_generate(tiny.model, inputs, _config(tiny, dict(resolve(tiny, name).settings), 2), tiny.devices)
+    name = "cached condition"
+    timed_generate(tiny.model, inputs, _config(tiny, {"use_cache": True}, 2), tiny.devices)
+    assert [n for n, compiled in decisions if compiled] == ["static+compile"]
+    assert {n for n, _ in decisions} == {"off", "dynamic", "static", "static+compile", "cached condition"}
 
 
 def test_the_model_config_object_is_never_replaced_for_good(tiny, inputs) -> None:

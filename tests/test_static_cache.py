@@ -1,0 +1,70 @@
+"""Static caches: when transformers compiles one."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+import transformers
+from packaging.version import Version
+
+from kvmagic.measure import strategies
+from kvmagic.measure.strategies import resolve
+from kvmagic.measure.timing import greedy_config
+
+TF5 = Version(transformers.__version__).major >= 5
+
+
+def _fake(device: str, device_map: dict[str, Any] | None = None, quantizer: Any = None) -> SimpleNamespace:
+    model = SimpleNamespace(device=torch.device(device), _can_compile_fullgraph=True, hf_quantizer=quantizer)
+    if device_map is not None:
+        model.hf_device_map = device_map
+    return model
+
+
+def _loaded(model: SimpleNamespace) -> SimpleNamespace:
+    places = getattr(model, "hf_device_map", {"": model.device}).values()
+    devices = {torch.device("cuda", p) if isinstance(p, int) else torch.device(p) for p in places if p != "disk"}
+    return SimpleNamespace(model=model, devices=tuple(sorted(devices, key=str)))
+
+
+PLACEMENTS = {
+    "one gpu": ("cuda:0", {"": 0}, None),
+    "no map": ("cuda:0", None, None),
+    "two gpus": ("cuda:0", {"model.layers.0": 0, "model.layers.1": 1}, None),
+    "gpu and cpu": ("cuda:0", {"model.layers.0": 0, "lm_head": "cpu"}, None),
+    "gpu and disk": ("cuda:0", {"model.layers.0": 0, "lm_head": "disk"}, None),
+    "cpu only map": ("cpu", {"": "cpu"}, None),
+    "quantized, not compileable": ("cuda:0", {"": 0}, SimpleNamespace(is_compileable=False)),
+    "quantized, compileable": ("cuda:0", {"": 0}, SimpleNamespace(is_compileable=True)),
+    "xpu": ("xpu:0", None, None),
+}
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_the_compile_reason_says_what_transformers_decides(tiny, placement: str) -> None:
+    """Ask transformers' own criteria about a model placed so, with a real static cache and the
+    +compile settings: a row claims a compile exactly when transformers would do it."""
+    device, device_map, quantizer = PLACEMENTS[placement]
+    fake = _fake(device, device_map, quantizer)
+    fake.config = tiny.model.config
+    config = greedy_config(tiny.model, tiny.tokenizer, 2, True)
+    for key, value in resolve(tiny, "static+compile").settings.items():
+        setattr(config, key, value)
+    cache = transformers.StaticCache(
+        config=tiny.model.config, max_cache_len=8, **({} if TF5 else {"max_batch_size": 1})
+    )
+    model_kwargs = {"cache" if TF5 else "past_key_values": cache}
+    compiles = type(tiny.model)._valid_auto_compile_criteria(fake, model_kwargs, config)
+    reason = strategies._compile_reason(_loaded(fake))
+    assert (reason == "") is compiles, reason
+    assert reason == "" or reason.endswith(": not compiled")
+
+
+def test_the_reason_names_the_cpu_offload(tiny) -> None:
+    reason = strategies._compile_reason(_loaded(_fake("cuda:0", {"a": 0, "b": "cpu"})))
+    assert "layers on the CPU beside the accelerator" in reason
+    reason = strategies._compile_reason(_loaded(_fake("cuda:0", {"a": 0, "b": "disk"})))
+    assert "offloads layers to disk" in reason
