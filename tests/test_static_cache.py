@@ -1,4 +1,4 @@
-"""Static caches: when transformers compiles one."""
+"""Static caches: the state transformers keeps between calls, and when it compiles one."""
 
 from __future__ import annotations
 
@@ -11,10 +11,55 @@ import transformers
 from packaging.version import Version
 
 from kvmagic.measure import strategies
-from kvmagic.measure.strategies import resolve
-from kvmagic.measure.timing import greedy_config
+from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+from kvmagic.measure.strategies import reset_static_cache_state, resolve
+from kvmagic.measure.timing import greedy_config, profiled_generate
+from kvmagic.runner.bench import encode_prompt
+
+from .conftest import PROMPT
 
 TF5 = Version(transformers.__version__).major >= 5
+
+
+def _static_run(tiny, inputs, new_tokens: int, name: str = "static") -> Any:
+    config = greedy_config(tiny.model, tiny.tokenizer, new_tokens, True)
+    for key, value in resolve(tiny, name).settings.items():
+        setattr(config, key, value)
+    return profiled_generate(tiny.model, inputs, config, tiny.devices)
+
+
+def _held_tokens(tiny, cache: Any) -> float:
+    """Positions the returned cache holds, from its bytes (transformers 5 adds a few bytes of counters)."""
+    return cache_nbytes(cache) / predicted_kv_nbytes(tiny.model.config, 1, tiny.dtype)
+
+
+@pytest.fixture
+def inputs(tiny):
+    reset_static_cache_state(tiny.model)
+    yield encode_prompt(tiny, PROMPT)
+    reset_static_cache_state(tiny.model)
+
+
+def test_a_short_static_run_after_a_long_one_holds_the_long_cache_unless_reset(tiny, inputs) -> None:
+    prompt = inputs["input_ids"].shape[-1]
+    _static_run(tiny, inputs, 64)
+    carried = _static_run(tiny, inputs, 8)
+    assert int(_held_tokens(tiny, carried.cache)) == prompt + 64 - 1
+    reset_static_cache_state(tiny.model)
+    sized = _static_run(tiny, inputs, 8)
+    exact = predicted_kv_nbytes(tiny.model.config, prompt + 8 - 1, tiny.dtype)
+    assert 0 <= cache_nbytes(sized.cache) - exact <= 8 * tiny.model.config.num_hidden_layers
+    assert sized.output.tolist() == carried.output.tolist()
+
+
+def test_the_reset_forgets_what_either_line_keeps(tiny) -> None:
+    """4.55 keeps the cache object (an offloaded static one, once run, is reused for static); 5.x its length."""
+    model = tiny.model
+    model._cache = object()
+    model._previous_max_cache_length = 4096
+    reset_static_cache_state(model)
+    assert "_cache" not in vars(model) and "_previous_max_cache_length" not in vars(model)
+    reset_static_cache_state(model)  # nothing there: nothing to do
 
 
 def _fake(device: str, device_map: dict[str, Any] | None = None, quantizer: Any = None) -> SimpleNamespace:

@@ -25,6 +25,7 @@ __all__ = [
     "REFERENCE",
     "Strategy",
     "parse_names",
+    "reset_static_cache_state",
     "resolve",
     "strategies",
 ]
@@ -41,6 +42,7 @@ _BACKENDS: dict[str, tuple[str | None, str | None, str | None]] = {
 _BACKEND_MODULES = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
 _BITS = {"quanto": (2, 4), "hqq": (1, 2, 3, 4, 8)}  # the nbits each backend accepts; fp8 has no choice
 _STATIC = ("static", "offloaded_static")  # the caches torch.compile can work with
+_STATIC_STATE = ("_cache", "_previous_max_cache_length")  # what 4.55 and 5.x keep on the model between calls
 KNOWN = ("off", "dynamic", "static", "offloaded", "offloaded_static", *(f"{QUANTIZED}:{b}" for b in _BACKENDS))
 
 
@@ -174,6 +176,21 @@ def _compile_reason(loaded: LoadedModel) -> str:
             "a model that spans both: not compiled"
         )
     return ""
+
+
+def reset_static_cache_state(model: Any) -> None:
+    """Forget the static cache transformers keeps on the model between ``generate`` calls.
+
+    transformers 4.55 keeps the cache itself (``model._cache``) and reuses it for any later call it
+    fits, whatever its class: once ``offloaded_static`` has run, ``static`` silently runs on the
+    offloaded cache. transformers 5 keeps the longest length so far (``_previous_max_cache_length``)
+    and sizes every later static cache to at least that. Either way a short run would hold the
+    cache of an earlier long one. Call it before each configuration and strategy; a compiled
+    forward stays (it belongs to ``torch.compile``'s own cache, keyed by shape).
+    """
+    for name in _STATIC_STATE:
+        if name in vars(model):
+            delattr(model, name)
 
 
 def _compile_config() -> Any:
