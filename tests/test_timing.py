@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 
 import pytest
 import torch
@@ -89,3 +90,46 @@ def test_instruct_sampling_settings_do_not_leak_as_warnings(tiny, recwarn, caplo
     assert result.identical
     assert not [w for w in recwarn if "temperature" in str(w.message) or "top_p" in str(w.message)]
     assert "temperature" not in caplog.text and "top_p" not in caplog.text
+
+
+class _Recorder:
+    """A model whose generate notes whether the garbage collector was on, and may fail."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.collector_on: list[bool] = []
+        self.error = error
+
+    def generate(self, **kwargs):
+        self.collector_on.append(gc.isenabled())
+        if self.error is not None:
+            raise self.error
+        return "output"
+
+
+@pytest.fixture
+def collector():
+    """The collector's state is the test's to set; the session gets its own back afterwards."""
+    was = gc.isenabled()
+    yield
+    (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_off_in_the_timed_region_and_restored_after(collector, monkeypatch, enabled: bool) -> None:
+    collected: list[bool] = []
+    monkeypatch.setattr(timing.gc, "collect", lambda *args: collected.append(gc.isenabled()) or 0)
+    (gc.enable if enabled else gc.disable)()
+    model = _Recorder()
+    timed_generate(model, {"input_ids": "ids"}, "config", [])
+    assert model.collector_on == [False]
+    assert collected == [enabled]  # collected just before, outside the region
+    assert gc.isenabled() is enabled
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_comes_back_after_a_failed_run(collector, enabled: bool) -> None:
+    (gc.enable if enabled else gc.disable)()
+    model = _Recorder(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        timed_generate(model, {"input_ids": "ids"}, "config", [])
+    assert model.collector_on == [False] and gc.isenabled() is enabled

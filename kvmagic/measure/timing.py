@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from time import perf_counter
@@ -54,6 +55,20 @@ def _as_model_defaults(model: Any, config: GenerationConfig) -> Iterator[None]:
         model.generation_config = own
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Collect now, then keep the garbage collector out of the timed region (as ``timeit`` does);
+    its previous state comes back afterwards, whatever happens inside."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def timed_generate(
     model: PreTrainedModel,
     inputs: Mapping[str, torch.Tensor],
@@ -62,10 +77,11 @@ def timed_generate(
 ) -> tuple[torch.Tensor, float]:
     """Run ``generate`` once and return its output ids and wall-clock seconds.
 
-    Only the ``generate`` call and the synchronizations that bound it lie inside the timed region.
+    Only the ``generate`` call and the synchronizations that bound it lie inside the timed region;
+    the garbage collector runs just before it and stays off during it.
     """
     devices = tuple(devices)
-    with torch.inference_mode(), _as_model_defaults(model, config):
+    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused():
         synchronize(devices)
         start = perf_counter()
         output = model.generate(**inputs, generation_config=config, **_GENERATE_KWARGS)
@@ -145,7 +161,7 @@ def profiled_generate(
     config = copy.deepcopy(config)
     config.return_dict_in_generate = True
     timer, tops = StepTimer(devices), TopTwo()
-    with torch.inference_mode(), _as_model_defaults(model, config), track_peak(devices) as peak:
+    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused(), track_peak(devices) as peak:
         synchronize(devices)
         start = perf_counter()
         output = model.generate(
