@@ -133,3 +133,23 @@ def test_the_collector_comes_back_after_a_failed_run(collector, enabled: bool) -
     with pytest.raises(KeyboardInterrupt):
         timed_generate(model, {"input_ids": "ids"}, "config", [])
     assert model.collector_on == [False] and gc.isenabled() is enabled
+
+
+def test_the_probe_hooks_find_the_devices_once(tiny, monkeypatch) -> None:
+    """Walking every parameter for the device set in each hook would inflate generate's own cost G."""
+    from kvmagic.core.costmodel import OVERHEAD_TOKENS
+    from kvmagic.measure import probe
+    from kvmagic.model.loading import LoadedModel
+    from kvmagic.runner.bench import encode_prompt
+
+    walks: list[int] = []
+    real = LoadedModel.devices
+
+    def counted(self):
+        walks.append(1)
+        return real.fget(self)
+
+    monkeypatch.setattr(LoadedModel, "devices", property(counted))
+    config = greedy_config(tiny.model, tiny.tokenizer, OVERHEAD_TOKENS, use_cache=True)
+    probe._hooked_overhead(tiny, dict(encode_prompt(tiny, "hello")), config)
+    assert len(walks) == 1

@@ -106,14 +106,15 @@ def _hooked_overhead(loaded: LoadedModel, inputs: dict[str, Any], config: Any) -
     from kvmagic.measure.timing import timed_generate
 
     stamps: list[float] = []
+    devices = loaded.devices  # once: it walks every parameter, which a hook would repeat in each stamp
 
     def stamp(*_: Any) -> None:
-        synchronize(loaded.devices)
+        synchronize(devices)
         stamps.append(perf_counter())
 
     hooks = [loaded.model.register_forward_pre_hook(stamp), loaded.model.register_forward_hook(stamp)]
     try:
-        taken = timed_generate(loaded.model, inputs, config, loaded.devices)[1]
+        taken = timed_generate(loaded.model, inputs, config, devices)[1]
     finally:
         for hook in hooks:
             hook.remove()
