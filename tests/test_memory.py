@@ -86,7 +86,7 @@ def _hold_until_seen(tracker: PeakMemory, size: int, baseline: int) -> None:
     for offset in range(0, size, mmap.PAGESIZE):
         block[offset] = 1
     deadline = time.monotonic() + 10
-    while tracker.sample and tracker.peak_bytes < baseline + size * 7 // 8 and time.monotonic() < deadline:
+    while tracker.sample and tracker.rss_peak_bytes < baseline + size * 7 // 8 and time.monotonic() < deadline:
         time.sleep(0.005)
     block.close()
 

@@ -139,6 +139,7 @@ class ProfiledRun:
     margins: list[float]
     peak_bytes: int
     cache: Any
+    peak_source: str = ""  # where peak_bytes comes from (see PeakMemory.source)
 
     @property
     def step_seconds(self) -> list[float]:
@@ -175,4 +176,4 @@ def profiled_generate(
     # transformers 5 returns the cache as ``cache``; 4.x as ``past_key_values`` (deprecated in 5).
     fields = {f.name for f in dataclasses.fields(output)}
     cache = output.cache if "cache" in fields else output.past_key_values
-    return ProfiledRun(output["sequences"], start, timer.stamps, tops.margins(), peak.peak_bytes, cache)
+    return ProfiledRun(output["sequences"], start, timer.stamps, tops.margins(), peak.peak_bytes, cache, peak.source)
