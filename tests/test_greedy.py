@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -173,3 +174,14 @@ def test_the_model_config_object_is_never_replaced_for_good(tiny, inputs) -> Non
     finally:
         del tiny.model.generate
     assert tiny.model.generate == original and tiny.model.generation_config is own
+
+
+@pytest.mark.parametrize("name", ["off", "dynamic", "static"])
+def test_a_greedy_run_draws_no_warning_from_transformers(tiny, inputs, name: str, caplog, recwarn, monkeypatch) -> None:
+    monkeypatch.setattr(logging.getLogger("transformers"), "propagate", True)  # transformers keeps its logs apart
+    config = _config(tiny, dict(resolve(tiny, name).settings))
+    with caplog.at_level("WARNING"):
+        timed_generate(tiny.model, inputs, config, tiny.devices)
+        profiled_generate(tiny.model, inputs, config, tiny.devices)
+    assert [r.getMessage() for r in caplog.records] == []
+    assert [str(w.message) for w in recwarn] == []

@@ -32,7 +32,6 @@ GREEDY_OFF: dict[str, Any] = {
     "begin_suppress_tokens": None, "forced_bos_token_id": None, "forced_eos_token_id": None,
     "exponential_decay_length_penalty": None, "renormalize_logits": False, "remove_invalid_values": False,
     "guidance_scale": None, "watermarking_config": None, "token_healing": False, "low_memory": None,
-    "min_length": 0,
     # stopping: only the token count ends a run
     "stop_strings": None, "max_time": None,
     # assisted and speculative decoding
@@ -48,8 +47,9 @@ GREEDY_OFF: dict[str, Any] = {
     "return_dict_in_generate": False,
 }  # fmt: skip
 _TOKENS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
-# Settings a checkpoint may ship that are not in GREEDY_OFF but still change a run.
-_ALSO_REPORTED = ("cache_implementation",)
+# Settings a checkpoint may ship that a fresh config already holds at "off" (min_length: 0 in 4.55, unset in
+# 5.x, where setting it makes transformers warn beside min_new_tokens), or that each condition states itself.
+_ALSO_REPORTED = {"min_length": 0, "cache_implementation": None}
 
 
 def greedy_config(
@@ -93,8 +93,8 @@ def non_greedy_settings(model: PreTrainedModel) -> dict[str, Any]:
         if key == "disable_compile" or value is None or value == off:
             continue
         found[key] = value
-    for key in _ALSO_REPORTED:
-        if getattr(own, key, None) is not None:
+    for key, off in _ALSO_REPORTED.items():
+        if getattr(own, key, None) not in (None, off):
             found[key] = getattr(own, key)
     text_config = model.config.get_text_config()
     if getattr(text_config, "cache_implementation", None) is not None:
