@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import weakref
 
 import pytest
 import torch
@@ -95,12 +96,14 @@ def test_instruct_sampling_settings_do_not_leak_as_warnings(tiny, recwarn, caplo
 class _Recorder:
     """A model whose generate notes whether the garbage collector was on, and may fail."""
 
-    def __init__(self, error: BaseException | None = None) -> None:
+    def __init__(self, error: BaseException | None = None, check=lambda: None) -> None:
         self.collector_on: list[bool] = []
-        self.error = error
+        self.checked: list[object] = []
+        self.error, self.check = error, check
 
     def generate(self, **kwargs):
         self.collector_on.append(gc.isenabled())
+        self.checked.append(self.check())
         if self.error is not None:
             raise self.error
         return "output"
@@ -115,14 +118,20 @@ def collector():
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_the_collector_is_off_in_the_timed_region_and_restored_after(collector, monkeypatch, enabled: bool) -> None:
-    collected: list[bool] = []
-    monkeypatch.setattr(timing.gc, "collect", lambda *args: collected.append(gc.isenabled()) or 0)
+def test_the_collector_is_off_in_the_timed_region_and_restored_after(collector, enabled: bool) -> None:
+    class Cycle:
+        pass
+
+    gc.disable()
+    garbage = Cycle()
+    garbage.me = garbage
+    alive = weakref.ref(garbage)
+    del garbage  # unreachable, and only a collection frees a cycle
     (gc.enable if enabled else gc.disable)()
-    model = _Recorder()
+    model = _Recorder(check=lambda: alive() is None)
     timed_generate(model, {"input_ids": "ids"}, "config", [])
     assert model.collector_on == [False]
-    assert collected == [enabled]  # collected just before, outside the region
+    assert model.checked == [True]  # collected just before the region
     assert gc.isenabled() is enabled
 
 
