@@ -1,4 +1,5 @@
-# `make demo` runs %%kvbench on the embedded tiny model; `make test` runs the test suite.
+# `make demo` runs %%kvbench on the embedded tiny model; `make test` runs the test suite;
+# `make gpu-check` checks on a CUDA GPU what the tests can only fake (a dry run without one), in the current Python.
 # Each transformers line gets its own virtual environment: `make test TRANSFORMERS=4.55.4`.
 # torch is pinned to the CPU build that installs in seconds; kvmagic itself accepts any torch >= 2.1.
 
@@ -15,7 +16,7 @@ endif
 VENV := .venv/tf$(TRANSFORMERS)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test clean
+.PHONY: demo test gpu-check clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+gpu-check:
+	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py
 
 clean:
 	rm -rf .venv build *.egg-info
