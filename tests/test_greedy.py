@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,7 +95,11 @@ def test_the_settings_that_differ_from_greedy_are_listed(tiny, own_config) -> No
     for key, value in shipped.items():
         setattr(own_config, key, value)
     listed = non_greedy_settings(tiny.model)
-    assert listed == {k: v for k, v in shipped.items() if v is not None}
+    assert set(listed) == {k for k, v in shipped.items() if v is not None}
+    assert listed["watermarking_config"] == shipped["watermarking_config"].to_dict()
+    assert listed["exponential_decay_length_penalty"] == [1, 3.0]
+    assert listed["repetition_penalty"] == 1.3 and listed["sequence_bias"] == shipped["sequence_bias"]
+    assert json.loads(json.dumps(listed)) == listed
 
 
 @contextmanager
@@ -185,3 +190,4 @@ def test_a_greedy_run_draws_no_warning_from_transformers(tiny, inputs, name: str
         profiled_generate(tiny.model, inputs, config, tiny.devices)
     assert [r.getMessage() for r in caplog.records] == []
     assert [str(w.message) for w in recwarn] == []
+

@@ -82,9 +82,10 @@ def greedy_config(
 def non_greedy_settings(model: PreTrainedModel) -> dict[str, Any]:
     """The settings the model ships that differ from plain greedy decoding, which the benchmark overrides.
 
-    Worth recording beside a result: someone running the model with its own defaults gets other
-    tokens, or another speed, than the benchmark measured. A cache implementation named in the
-    model config itself (which transformers 4.55 falls back to) is listed as ``config.cache_implementation``.
+    Worth recording beside a result (as plain JSON values): someone running the model with its own
+    defaults gets other tokens, or another speed, than the benchmark measured. A cache
+    implementation named in the model config itself (which transformers 4.55 falls back to) is
+    listed as ``config.cache_implementation``.
     """
     own = model.generation_config
     found = {}
@@ -92,11 +93,22 @@ def non_greedy_settings(model: PreTrainedModel) -> dict[str, Any]:
         value = getattr(own, key, None)
         if key == "disable_compile" or value is None or value == off:
             continue
-        found[key] = value
+        found[key] = _plain(value)
     for key, off in _ALSO_REPORTED.items():
         if getattr(own, key, None) not in (None, off):
-            found[key] = getattr(own, key)
+            found[key] = _plain(getattr(own, key))
     text_config = model.config.get_text_config()
     if getattr(text_config, "cache_implementation", None) is not None:
         found["config.cache_implementation"] = text_config.cache_implementation
     return found
+
+
+def _plain(value: Any) -> Any:
+    """A value as JSON holds it, so the settings can go into a result's metadata as they are."""
+    if hasattr(value, "to_dict"):  # WatermarkingConfig, CompileConfig
+        return value.to_dict()
+    if isinstance(value, (tuple, list)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    return value
