@@ -132,3 +132,12 @@ def test_release_leaves_absent_backends_alone(monkeypatch) -> None:
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
     release_memory()
     assert emptied == ["xpu"]
+
+
+@pytest.mark.gpu
+def test_release_hands_cuda_memory_back() -> None:
+    block = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    del block
+    held = torch.cuda.memory_reserved()
+    release_memory()
+    assert torch.cuda.memory_reserved() <= held - 256 * 2**20

@@ -68,3 +68,11 @@ def test_load_model_with_a_cpu_map_on_a_cuda_machine_loads_float32(cuda_present,
     with pytest.raises(KVMagicError):
         load_model("tiny", device_map="cpu")
     assert asked[loading._dtype_keyword()] == torch.float32 and asked["device_map"] == "cpu"
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_auto_is_float16_on_cuda_and_float32_on_the_cpu() -> None:
+    on_gpu = load_model("tiny")
+    assert on_gpu.dtype == torch.float16 and {d.type for d in on_gpu.devices} == {"cuda"}
+    on_cpu = load_model("tiny", device_map="cpu")
+    assert on_cpu.dtype == torch.float32 and {d.type for d in on_cpu.devices} == {"cpu"}

@@ -191,3 +191,19 @@ def test_a_greedy_run_draws_no_warning_from_transformers(tiny, inputs, name: str
     assert [r.getMessage() for r in caplog.records] == []
     assert [str(w.message) for w in recwarn] == []
 
+
+@pytest.mark.gpu
+def test_on_cuda_transformers_decides_to_compile_only_the_compile_strategy(tiny, inputs, monkeypatch) -> None:
+    """Its real decision, on the real device; the compile itself is skipped (it takes a while)."""
+    decisions: list[tuple[str, bool]] = []
+    decide = tiny.model._valid_auto_compile_criteria
+    name = ""
+
+    def record(model_kwargs: dict, generation_config: transformers.GenerationConfig) -> bool:
+        decisions.append((name, decide(model_kwargs, generation_config)))
+        return False
+
+    monkeypatch.setattr(tiny.model, "_valid_auto_compile_criteria", record)
+    for name in ("off", "dynamic", "static", "offloaded_static", "static+compile"):
+        timed_generate(tiny.model, inputs, _config(tiny, dict(resolve(tiny, name).settings), 2), tiny.devices)
+    assert [n for n, compiled in decisions if compiled] == ["static+compile"]

@@ -112,6 +112,7 @@ def test_cuda_peak_is_the_allocator_peak() -> None:
         block = torch.empty(64 * MIB, dtype=torch.uint8, device=device)
         del block
     assert peak.peak_bytes >= before + 64 * MIB
+    assert peak.source == "cuda allocator"
 
 
 def test_sliding_layers_against_what_each_transformers_line_keeps() -> None:
