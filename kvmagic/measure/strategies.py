@@ -182,11 +182,12 @@ def reset_static_cache_state(model: Any) -> None:
     """Forget the static cache transformers keeps on the model between ``generate`` calls.
 
     transformers 4.55 keeps the cache itself (``model._cache``) and reuses it for any later call it
-    fits, whatever its class: once ``offloaded_static`` has run, ``static`` silently runs on the
-    offloaded cache. transformers 5 keeps the longest length so far (``_previous_max_cache_length``)
-    and sizes every later static cache to at least that. Either way a short run would hold the
-    cache of an earlier long one. Call it before each configuration and strategy; a compiled
-    forward stays (it belongs to ``torch.compile``'s own cache, keyed by shape).
+    fits that asks for its class or a parent of it: once ``offloaded_static`` has run (an
+    ``OffloadedStaticCache`` is a ``StaticCache``), ``static`` silently runs on the offloaded cache.
+    transformers 5 keeps the longest length so far (``_previous_max_cache_length``) and sizes every
+    later static cache to at least that. Either way a short run would hold the cache of an earlier
+    long one. Call it before each configuration and strategy; a compiled forward stays (it belongs
+    to ``torch.compile``'s own cache, keyed by shape).
     """
     for name in _STATIC_STATE:
         if name in vars(model):
