@@ -1,5 +1,6 @@
 # `make demo` runs %%kvbench on the embedded tiny model; `make test` runs the test suite;
 # `make check` runs the gates: lint, format, types and the architecture contract.
+# `make gpu-check` checks on a CUDA GPU what the tests can only fake (a dry run without one), in the current Python.
 # Each transformers line gets its own virtual environment: `make test TRANSFORMERS=4.55.4`.
 # torch is pinned to the CPU build that installs in seconds; kvmagic itself accepts any torch >= 2.1.
 
@@ -16,7 +17,7 @@ endif
 VENV := .venv/tf$(TRANSFORMERS)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check clean
+.PHONY: demo test check gpu-check clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +35,9 @@ check: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+gpu-check:
+	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py
 
 clean:
 	rm -rf .venv build *.egg-info

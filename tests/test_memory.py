@@ -11,8 +11,9 @@ import transformers
 from packaging.version import Version
 
 from kvmagic.measure.accelerator import PeakMemory, track_peak
+from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
-from kvmagic.measure.timing import greedy_config, profiled_generate
+from kvmagic.measure.timing import profiled_generate
 from kvmagic.results.report import MIB
 from kvmagic.runner.prompt import encode_prompt
 
@@ -86,7 +87,7 @@ def _hold_until_seen(tracker: PeakMemory, size: int, baseline: int) -> None:
     for offset in range(0, size, mmap.PAGESIZE):
         block[offset] = 1
     deadline = time.monotonic() + 10
-    while tracker.sample and tracker.peak_bytes < baseline + size * 7 // 8 and time.monotonic() < deadline:
+    while tracker.sample and tracker.rss_peak_bytes < baseline + size * 7 // 8 and time.monotonic() < deadline:
         time.sleep(0.005)
     block.close()
 
@@ -112,6 +113,7 @@ def test_cuda_peak_is_the_allocator_peak() -> None:
         block = torch.empty(64 * MIB, dtype=torch.uint8, device=device)
         del block
     assert peak.peak_bytes >= before + 64 * MIB
+    assert peak.source == "cuda allocator"
 
 
 def test_sliding_layers_against_what_each_transformers_line_keeps() -> None:

@@ -47,11 +47,15 @@ def test_mistyped_names_say_what_to_write(text: str, message: str) -> None:
         parse_names(text)
 
 
-def test_off_dynamic_and_static_run_here_and_set_only_what_they_mean(tiny) -> None:
-    assert resolve(tiny, "off") == Strategy("off", {"use_cache": False})
-    assert resolve(tiny, "dynamic") == Strategy("dynamic", {"use_cache": True})
+def test_off_dynamic_and_static_run_here_and_state_their_cache_with_compilation_off(tiny) -> None:
+    off = {"use_cache": False, "cache_implementation": None, "disable_compile": True}
+    assert resolve(tiny, "off") == Strategy("off", off)
+    dynamic = {"use_cache": True, "cache_implementation": "dynamic", "disable_compile": True}
+    assert resolve(tiny, "dynamic") == Strategy("dynamic", dynamic)
     static = resolve(tiny, "static")
-    assert static.reason == "" and static.settings == {"use_cache": True, "cache_implementation": "static"}
+    assert static.reason == "" and static.settings == {**dynamic, "cache_implementation": "static"}
+    compiled = resolve(tiny, "static+compile").settings
+    assert compiled["disable_compile"] is False and compiled["compile_config"] is not None
 
 
 @pytest.mark.skipif(ON_GPU, reason="the reason shows only without a GPU")

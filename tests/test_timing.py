@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+import gc
+import weakref
 
 import pytest
 import torch
 
 from kvmagic.measure import timing
 from kvmagic.measure.accelerator import synchronize
-from kvmagic.measure.timing import greedy_config, timed_generate
+from kvmagic.measure.greedy import greedy_config
+from kvmagic.measure.timing import timed_generate
 
 
 class Recorder:
@@ -89,3 +92,74 @@ def test_instruct_sampling_settings_do_not_leak_as_warnings(tiny, recwarn, caplo
     assert result.identical
     assert not [w for w in recwarn if "temperature" in str(w.message) or "top_p" in str(w.message)]
     assert "temperature" not in caplog.text and "top_p" not in caplog.text
+
+
+class _Recorder:
+    """A model whose generate notes whether the garbage collector was on, and may fail."""
+
+    def __init__(self, error: BaseException | None = None, check=lambda: None) -> None:
+        self.collector_on: list[bool] = []
+        self.checked: list[object] = []
+        self.error, self.check = error, check
+
+    def generate(self, **kwargs):
+        self.collector_on.append(gc.isenabled())
+        self.checked.append(self.check())
+        if self.error is not None:
+            raise self.error
+        return "output"
+
+
+@pytest.fixture
+def collector():
+    """The collector's state is the test's to set; the session gets its own back afterwards."""
+    was = gc.isenabled()
+    yield
+    (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_off_in_the_timed_region_and_restored_after(collector, enabled: bool) -> None:
+    class Cycle:
+        pass
+
+    gc.disable()
+    garbage = Cycle()
+    garbage.me = garbage
+    alive = weakref.ref(garbage)
+    del garbage  # unreachable, and only a collection frees a cycle
+    (gc.enable if enabled else gc.disable)()
+    model = _Recorder(check=lambda: alive() is None)
+    timed_generate(model, {"input_ids": "ids"}, "config", [])
+    assert model.collector_on == [False]
+    assert model.checked == [True]  # collected just before the region
+    assert gc.isenabled() is enabled
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_comes_back_after_a_failed_run(collector, enabled: bool) -> None:
+    (gc.enable if enabled else gc.disable)()
+    model = _Recorder(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        timed_generate(model, {"input_ids": "ids"}, "config", [])
+    assert model.collector_on == [False] and gc.isenabled() is enabled
+
+
+def test_the_probe_hooks_find_the_devices_once(tiny, monkeypatch) -> None:
+    """Walking every parameter for the device set in each hook would inflate generate's own cost G."""
+    from kvmagic.core.costmodel import OVERHEAD_TOKENS
+    from kvmagic.measure import probe
+    from kvmagic.model.loading import LoadedModel
+    from kvmagic.runner.prompt import encode_prompt
+
+    walks: list[int] = []
+    real = LoadedModel.devices
+
+    def counted(self):
+        walks.append(1)
+        return real.fget(self)
+
+    monkeypatch.setattr(LoadedModel, "devices", property(counted))
+    config = greedy_config(tiny.model, tiny.tokenizer, OVERHEAD_TOKENS, use_cache=True)
+    probe._hooked_overhead(tiny, dict(encode_prompt(tiny, "hello")), config)
+    assert len(walks) == 1

@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["PeakMemory", "release_memory", "synchronize", "track_peak"]
+__all__ = ["HOST_DELTA", "PROCESS_PEAK", "PeakMemory", "release_memory", "synchronize", "track_peak"]
+
+PROCESS_PEAK = "process peak RSS"  # the whole process's resident peak: no device keeps its own statistics
+HOST_DELTA = "host RSS delta"  # the growth of resident memory beside an accelerator's figure
+_BACKENDS = ("cuda", "xpu", "mps")
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
@@ -42,65 +46,120 @@ def synchronize(devices: Iterable[torch.device]) -> None:
 
 
 def release_memory() -> None:
-    """Collect what was dropped and hand cached accelerator memory back to the driver."""
+    """Collect what was dropped and hand every accelerator's cached memory back to its driver."""
     import torch
 
     gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    for kind in _BACKENDS:
+        backend = getattr(torch, kind, None)
+        if backend is not None and hasattr(backend, "empty_cache") and _available(kind):
+            backend.empty_cache()
+    accelerator = getattr(torch, "accelerator", None)  # also reaches backends named nowhere here
+    if accelerator is not None and hasattr(accelerator, "empty_cache") and accelerator.is_available():
+        accelerator.empty_cache()
+
+
+def _available(kind: str) -> bool:
+    import torch
+
+    if kind == "mps":
+        return torch.backends.mps.is_available()
+    backend = getattr(torch, kind, None)
+    return bool(backend is not None and getattr(backend, "is_available", lambda: False)())
+
+
+def _allocator(kind: str) -> tuple[Callable[[torch.device], None], Callable[[torch.device], int]] | None:
+    """How to reset and read the peak of ``kind``'s allocator: ``torch.accelerator`` where it serves
+    that backend, else the backend's own statistics; None where neither keeps a peak (MPS)."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "max_memory_allocated"):
+        current = accelerator.current_accelerator()
+        if current is not None and current.type == kind:
+            return accelerator.reset_peak_memory_stats, accelerator.max_memory_allocated
+    backend = getattr(torch, kind, None)
+    if backend is not None and hasattr(backend, "reset_peak_memory_stats") and hasattr(backend, "max_memory_allocated"):
+        return backend.reset_peak_memory_stats, backend.max_memory_allocated
+    return None
 
 
 class PeakMemory:
-    """Peak memory during one run: CUDA's allocator peak on CUDA, the process's peak RSS otherwise.
+    """Peak memory during one run, from the best source each device has; ``source`` names them.
 
-    On CUDA it is ``torch.cuda.max_memory_allocated`` summed over the model's CUDA devices, reset
-    at the start: tensors only (weights, cache, activations), not the allocator's reserve. Elsewhere
-    it is the peak resident set size of the whole process: exact on Linux (the kernel's high-water
-    mark, reset at the start), else sampled every ``interval`` seconds by a thread.
+    An accelerator with allocator statistics (CUDA, XPU) gives its allocator's peak, summed over
+    the model's devices of that kind and reset at the start: tensors only (weights, cache,
+    activations), not the allocator's reserve. Devices without such statistics (the CPU, MPS)
+    are counted from the process's resident memory: the whole process's peak when no device has
+    allocator statistics, else the growth of its peak over the start, beside the accelerators'
+    figures (the CPU share of a mixed device map). The resident peak is exact on Linux (the
+    kernel's high-water mark, reset at the start), else sampled every ``interval`` seconds.
     """
 
     def __init__(self, devices: Iterable[torch.device], *, interval: float = 0.001, sample: bool | None = None) -> None:
-        self.cuda = tuple(d for d in devices if d.type == "cuda")
+        devices = tuple(devices)
+        self.allocators = {d: api for d in devices if d.type != "cpu" and (api := _allocator(d.type)) is not None}
+        self.host = not self.allocators or any(d not in self.allocators for d in devices)
         self.interval = interval
         self.sample = (not _kernel_peak_available()) if sample is None else sample
+        self.parts: dict[str, int] = {}  # source -> bytes; peak_bytes is their sum
         self.peak_bytes = 0
+        self._rss_start = 0
+        self.rss_peak_bytes = 0  # the resident peak seen so far (live while a sampling thread runs)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        import torch
+    @property
+    def source(self) -> str:
+        """Where the figure comes from, e.g. ``cuda allocator`` or ``cuda allocator + host RSS delta``."""
+        return " + ".join(self.parts)
 
-        if self.cuda:
-            for device in self.cuda:
-                torch.cuda.reset_peak_memory_stats(device)
-        elif self.sample:
+    def start(self) -> None:
+        for device, (reset, _) in self.allocators.items():
+            reset(device)
+        if self.host:
+            self._start_host()
+
+    def stop(self) -> int:
+        parts: dict[str, int] = {}
+        for device, (_, read) in self.allocators.items():
+            label = f"{device.type} allocator"
+            parts[label] = parts.get(label, 0) + read(device)
+        if self.host:
+            peak = self._stop_host()
+            if self.allocators:
+                parts[HOST_DELTA] = max(0, peak - self._rss_start)
+            else:
+                parts[PROCESS_PEAK] = peak
+        self.parts = parts
+        self.peak_bytes = sum(parts.values())
+        return self.peak_bytes
+
+    def _start_host(self) -> None:
+        if self.sample:
             import psutil
 
             process = psutil.Process()
-            self.peak_bytes = process.memory_info().rss
+            self._rss_start = self.rss_peak_bytes = process.memory_info().rss
             self._stop.clear()
             self._thread = threading.Thread(target=self._poll, args=(process,), daemon=True)
             self._thread.start()
         else:
-            _CLEAR_REFS.write_text("5")  # resets VmHWM, the kernel's peak RSS
+            _CLEAR_REFS.write_text("5")  # resets VmHWM, the kernel's peak RSS, to the current RSS
+            self._rss_start = _status_kib("VmRSS") * 1024
 
-    def stop(self) -> int:
-        import torch
-
-        if self.cuda:
-            self.peak_bytes = sum(torch.cuda.max_memory_allocated(device) for device in self.cuda)
-        elif self._thread is not None:
+    def _stop_host(self) -> int:
+        if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
-        else:
-            self.peak_bytes = _status_kib("VmHWM") * 1024
-        return self.peak_bytes
+            return self.rss_peak_bytes
+        return _status_kib("VmHWM") * 1024
 
     def _poll(self, process: Any) -> None:
         while not self._stop.wait(self.interval):
-            self.peak_bytes = max(self.peak_bytes, process.memory_info().rss)
-        self.peak_bytes = max(self.peak_bytes, process.memory_info().rss)
+            self.rss_peak_bytes = max(self.rss_peak_bytes, process.memory_info().rss)
+        self.rss_peak_bytes = max(self.rss_peak_bytes, process.memory_info().rss)
 
 
 @contextmanager

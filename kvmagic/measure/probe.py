@@ -47,7 +47,7 @@ def probe(
     """
     import torch
 
-    from kvmagic.measure.timing import greedy_config
+    from kvmagic.measure.greedy import greedy_config
 
     started = perf_counter()
     forwards = _Forwards(loaded, inputs["input_ids"], longest + DECODE_STEPS)
@@ -133,7 +133,7 @@ def _hooked_overhead(loaded: LoadedModel, inputs: dict[str, Any], config: Any) -
 
     hooks = [loaded.model.register_forward_pre_hook(stamp), loaded.model.register_forward_hook(stamp)]
     try:
-        taken = timed_generate(loaded.model, inputs, config, loaded.devices)[1]
+        taken = timed_generate(loaded.model, inputs, config, devices)[1]
     finally:
         for hook in hooks:
             hook.remove()

@@ -21,7 +21,17 @@ from kvmagic.errors import KVMagicError
 if TYPE_CHECKING:
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["COMPILE_SUFFIX", "KNOWN", "REFERENCE", "Strategy", "parse_names", "plain_pair", "resolve", "strategies"]
+__all__ = [
+    "COMPILE_SUFFIX",
+    "KNOWN",
+    "REFERENCE",
+    "Strategy",
+    "parse_names",
+    "plain_pair",
+    "reset_static_cache_state",
+    "resolve",
+    "strategies",
+]
 
 REFERENCE = "off"  # every strategy's speed-up and identity are measured against this one
 COMPILE_SUFFIX = "+compile"
@@ -35,6 +45,7 @@ _BACKENDS: dict[str, tuple[str | None, str | None, str | None]] = {
 _BACKEND_MODULES = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
 _BITS = {"quanto": (2, 4), "hqq": (1, 2, 3, 4, 8)}  # the nbits each backend accepts; fp8 has no choice
 _STATIC = ("static", "offloaded_static")  # the caches torch.compile can work with
+_STATIC_STATE = ("_cache", "_previous_max_cache_length")  # what 4.55 and 5.x keep on the model between calls
 KNOWN = ("off", "dynamic", "static", "offloaded", "offloaded_static", *(f"{QUANTIZED}:{b}" for b in _BACKENDS))
 
 
@@ -46,6 +57,12 @@ class Strategy:
     settings: Mapping[str, Any] = field(default_factory=dict)  # generation-config attribute -> value
     reason: str = ""  # why it cannot run here; empty when it can
     compiled: bool = False
+
+    @property
+    def static(self) -> bool:
+        """Whether transformers keeps this strategy's cache on the model between calls (see
+        :func:`reset_static_cache_state`)."""
+        return self.settings.get("cache_implementation") in _STATIC
 
 
 def plain_pair(loaded: LoadedModel) -> tuple[Strategy, Strategy]:
@@ -92,21 +109,31 @@ def strategies(
 
 
 def resolve(loaded: LoadedModel, name: str, *, kv_bits: int | None = None) -> Strategy:
-    """The settings ``name`` needs under the installed transformers, or the reason it cannot run."""
+    """The settings ``name`` needs under the installed transformers, or the reason it cannot run.
+
+    Every strategy states its cache implementation and whether transformers may compile: only a
+    ``+compile`` strategy may (transformers compiles any static cache by itself on CUDA otherwise).
+    """
     compiled = name.endswith(COMPILE_SUFFIX)
     base = name.removesuffix(COMPILE_SUFFIX)
     if base == "off":
-        return Strategy(name, {"use_cache": False})
+        return Strategy(name, _settings(None))
     if base == "dynamic":
-        return Strategy(name, {"use_cache": True})
+        return Strategy(name, _settings("dynamic"))
     if base.startswith(QUANTIZED + ":"):
         return _quantized(name, base.split(":", 1)[1], kv_bits)
-    settings: dict[str, Any] = {"use_cache": True, "cache_implementation": base}
+    settings = _settings(base)
     reason = _implementation_reason(loaded, base)
     if compiled and not reason:
         reason = _compile_reason(loaded)
-        settings["compile_config"] = _compile_config()
+        settings.update(compile_config=_compile_config(), disable_compile=False)
     return Strategy(name, settings, reason, compiled)
+
+
+def _settings(implementation: str | None, **extra: Any) -> dict[str, Any]:
+    """``use_cache``, ``cache_implementation`` and ``disable_compile`` always, so nothing falls back to the model's."""
+    return {"use_cache": implementation is not None, "cache_implementation": implementation,
+            "disable_compile": True, **extra}  # fmt: skip
 
 
 def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
@@ -121,7 +148,7 @@ def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
     config: dict[str, Any] = {"backend": spelling}
     if kv_bits is not None and backend in _BITS:
         config["nbits"] = kv_bits
-    return Strategy(name, {"use_cache": True, "cache_implementation": QUANTIZED, "cache_config": config})
+    return Strategy(name, _settings(QUANTIZED, cache_config=config))
 
 
 def _installed(package: str) -> bool:
@@ -144,14 +171,44 @@ def _implementation_reason(loaded: LoadedModel, implementation: str) -> str:
 
 
 def _compile_reason(loaded: LoadedModel) -> str:
-    """transformers compiles generate's forward only on some devices (others need a private flag)."""
+    """Why transformers will skip compiling, mirroring its ``_valid_auto_compile_criteria`` (4.55 and 5.x)."""
+    model = loaded.model
     kinds = ("cuda",) if _major() < 5 else ("cuda", "xpu", "neuron", "tpu")
-    if not any(d.type in kinds for d in loaded.devices):
-        devices = ", ".join(sorted({d.type for d in loaded.devices}))
-        return f"transformers {_version()} compiles generate only on {'/'.join(kinds)}, not on {devices}: not compiled"
-    if not getattr(loaded.model, "_can_compile_fullgraph", True):
-        return f"{type(loaded.model).__name__} cannot be compiled as one graph"
+    if model.device.type not in kinds:
+        return (
+            f"transformers {_version()} compiles generate only on {'/'.join(kinds)}, "
+            f"not on {model.device.type}: not compiled"
+        )
+    if _major() < 5 and not getattr(model, "_can_compile_fullgraph", True):
+        return f"{type(model).__name__} cannot be compiled as one graph: not compiled"
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None and not getattr(quantizer, "is_compileable", False):
+        return f"transformers does not compile weights quantized by {type(quantizer).__name__}: not compiled"
+    places = {str(place) for place in (getattr(model, "hf_device_map", None) or {}).values()}
+    if "disk" in places:
+        return "the device map offloads layers to disk, and transformers does not compile that: not compiled"
+    if "cpu" in places and len(places) > 1:
+        return (
+            "the device map puts layers on the CPU beside the accelerator, and transformers does not compile "
+            "a model that spans both: not compiled"
+        )
     return ""
+
+
+def reset_static_cache_state(model: Any) -> None:
+    """Forget the static cache transformers keeps on the model between ``generate`` calls.
+
+    transformers 4.55 keeps the cache itself (``model._cache``) and reuses it for any later call it
+    fits that asks for its class or a parent of it: once ``offloaded_static`` has run (an
+    ``OffloadedStaticCache`` is a ``StaticCache``), ``static`` silently runs on the offloaded cache.
+    transformers 5 keeps the longest length so far (``_previous_max_cache_length``) and sizes every
+    later static cache to at least that. Either way a short run would hold the cache of an earlier
+    long one. Call it before each configuration and strategy; a compiled forward stays (it belongs
+    to ``torch.compile``'s own cache, keyed by shape).
+    """
+    for name in _STATIC_STATE:
+        if name in vars(model):
+            delattr(model, name)
 
 
 def _compile_config() -> Any:

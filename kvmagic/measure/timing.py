@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -15,27 +17,14 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 from kvmagic.measure.accelerator import synchronize, track_peak
 
 if TYPE_CHECKING:
-    from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers import GenerationConfig, PreTrainedModel
 
-__all__ = ["ProfiledRun", "StepTimer", "TopTwo", "greedy_config", "profiled_generate", "timed_generate"]
-
-# Sampling knobs an instruct model may ship, at the values that mean "off". Greedy decoding ignores
-# them, but any other value makes transformers warn on every call, and transformers 5 fills a knob
-# left at None from the model's own config, so "off" must be spelled out.
-_SAMPLING_OFF = {
-    "temperature": 1.0,
-    "top_k": 50,
-    "top_p": 1.0,
-    "min_p": None,
-    "typical_p": 1.0,
-    "epsilon_cutoff": 0.0,
-    "eta_cutoff": 0.0,
-}
+__all__ = ["ProfiledRun", "StepTimer", "TopTwo", "profiled_generate", "timed_generate"]
 
 
 def _legacy_generate_kwargs() -> dict[str, bool]:
     """transformers 4.50-4.57 overwrite config values that equal the global defaults with the model's
-    own (undoing "temperature off") unless told not to; 5.x has no such switch and needs none."""
+    own (undoing "temperature off") unless told not to; 5.x has no such switch (see :func:`_as_model_defaults`)."""
     from importlib.metadata import version
 
     from packaging.version import Version
@@ -46,24 +35,44 @@ def _legacy_generate_kwargs() -> dict[str, bool]:
 _GENERATE_KWARGS = _legacy_generate_kwargs()
 
 
-def greedy_config(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, new_tokens: int, use_cache: bool
-) -> GenerationConfig:
-    """A copy of the model's generation config for exactly ``new_tokens`` greedy tokens.
+@contextmanager
+def _as_model_defaults(model: Any, config: GenerationConfig) -> Iterator[None]:
+    """Make ``config`` the model's defaults for one call, then put the model's own back.
 
-    The model's own config is never touched, so a loaded model behaves afterwards as before.
+    transformers 5 fills every setting the passed config leaves at None from the model's own
+    ``generation_config``, and None is the only "off" of many (banned, forced and suppressed
+    tokens, a watermark, a guidance scale): with the model's defaults swapped for the config
+    itself, nothing of the checkpoint's leaks in. The model's config object is never touched.
     """
-    config = copy.deepcopy(model.generation_config)
-    for key, value in _SAMPLING_OFF.items():
-        setattr(config, key, value)
-    config.do_sample = False
-    config.num_beams = 1
-    config.min_new_tokens = new_tokens
-    config.max_new_tokens = new_tokens
-    config.use_cache = use_cache
-    if config.pad_token_id is None:
-        config.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return config
+    if not hasattr(model, "generation_config"):
+        yield
+        return
+    own = model.generation_config
+    model.generation_config = config
+    try:
+        yield
+    finally:
+        model.generation_config = own
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Collect now, then keep the garbage collector out of the timed region (as ``timeit`` does);
+    its previous state comes back afterwards, whatever happens inside.
+
+    The collection covers the young generations: what the previous run left was allocated with
+    the collector off, so it is still young. A full collection would also walk the long-lived
+    objects of torch and transformers, 0.2-0.4 s per run on a busy machine with tiny loaded,
+    longer than tiny's own runs.
+    """
+    gc.collect(1)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def timed_generate(
@@ -74,10 +83,11 @@ def timed_generate(
 ) -> tuple[torch.Tensor, float]:
     """Run ``generate`` once and return its output ids and wall-clock seconds.
 
-    Only the ``generate`` call and the synchronizations that bound it lie inside the timed region.
+    Only the ``generate`` call and the synchronizations that bound it lie inside the timed region;
+    the garbage collector runs just before it and stays off during it.
     """
     devices = tuple(devices)
-    with torch.inference_mode():
+    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused():
         synchronize(devices)
         start = perf_counter()
         output = model.generate(**inputs, generation_config=config, **_GENERATE_KWARGS)  # type: ignore[operator]  # torch types Module attributes as Tensor | Module
@@ -135,6 +145,7 @@ class ProfiledRun:
     margins: list[float]
     peak_bytes: int
     cache: Any
+    peak_source: str = ""  # where peak_bytes comes from (see PeakMemory.source)
 
     @property
     def step_seconds(self) -> list[float]:
@@ -157,7 +168,7 @@ def profiled_generate(
     config = copy.deepcopy(config)
     config.return_dict_in_generate = True
     timer, tops = StepTimer(devices), TopTwo()
-    with torch.inference_mode(), track_peak(devices) as peak:
+    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused(), track_peak(devices) as peak:
         synchronize(devices)
         start = perf_counter()
         output = model.generate(  # type: ignore[operator]  # as above
@@ -171,4 +182,4 @@ def profiled_generate(
     # transformers 5 returns the cache as ``cache``; 4.x as ``past_key_values`` (deprecated in 5).
     fields = {f.name for f in dataclasses.fields(output)}
     cache = output.cache if "cache" in fields else output.past_key_values
-    return ProfiledRun(output["sequences"], start, timer.stamps, tops.margins(), peak.peak_bytes, cache)
+    return ProfiledRun(output["sequences"], start, timer.stamps, tops.margins(), peak.peak_bytes, cache, peak.source)

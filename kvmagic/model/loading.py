@@ -76,15 +76,43 @@ class LoadedModel:
         return f"<LoadedModel {self.summary()}>"
 
 
-def resolve_dtype(dtype: str) -> torch.dtype:
-    """``auto`` is the source experiment's rule: float16 on CUDA, float32 elsewhere."""
+def resolve_dtype(dtype: str, device_map: str | dict[str, Any] | None = "auto") -> torch.dtype:
+    """``auto`` is the source experiment's rule, float16 on CUDA and float32 elsewhere, read from where
+    ``device_map`` puts the weights: float16 on a CPU is slow, and some CPU kernels lack it."""
     import torch
 
     if dtype not in DTYPES:
         raise KVMagicError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     if dtype == "auto":
-        return torch.float16 if torch.cuda.is_available() else torch.float32
+        return torch.float16 if _weights_on_cuda(device_map) else torch.float32
     return getattr(torch, dtype)
+
+
+def _weights_on_cuda(device_map: str | dict[str, Any] | None) -> bool:
+    """Whether loading with ``device_map`` computes on CUDA: a placing strategy (auto, balanced, ...) on
+    a machine with CUDA, a CUDA device, or a map with any module on CUDA (accelerate streams the
+    modules it maps to the CPU into the first GPU, so they compute there too)."""
+    import torch
+
+    if device_map is None or not torch.cuda.is_available():
+        return False
+    if isinstance(device_map, dict):
+        return any(_on_cuda(place) for place in device_map.values())
+    return device_map in _DEVICE_MAP_STRATEGIES or _on_cuda(device_map)
+
+
+def _on_cuda(place: object) -> bool:
+    """A device_map entry on CUDA: a GPU index (as accelerate reads a bare int), ``cuda:N`` or a CUDA device."""
+    import torch
+
+    if isinstance(place, bool):
+        return False
+    if isinstance(place, int):
+        return True
+    try:
+        return torch.device(place).type == "cuda"  # type: ignore[call-overload]
+    except (RuntimeError, TypeError, ValueError):
+        return False  # "disk", or a name torch does not know: not a GPU
 
 
 def load_model(
@@ -107,7 +135,7 @@ def load_model(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch_dtype = resolve_dtype(dtype)
+    torch_dtype = resolve_dtype(dtype, device_map)
     _check_device_map(device_map)
     source = _source(name, revision, gguf_file)
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}

@@ -142,6 +142,10 @@ def describe_mismatch(mismatch: Mismatch, runs: tuple[str, ...]) -> str:
 def notes(result: BenchmarkResult) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
     found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
+    shipped = result.metadata.get("model_generation_settings")
+    if shipped:
+        settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
+        found.append(f"the model ships {settings}: turned off here, so its own defaults generate differently")
     if result.metadata.get("profile") is False:
         found.append(
             "--no-profile: no hooked runs, so time to first token, tokens/s, KV cache and peak memory were not measured"

@@ -9,9 +9,10 @@ from time import perf_counter
 from typing import TYPE_CHECKING
 
 from kvmagic.core.stop import FixedRounds, StopRule
+from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
-from kvmagic.measure.strategies import Strategy, plain_pair
-from kvmagic.measure.timing import greedy_config, profiled_generate, timed_generate
+from kvmagic.measure.strategies import Strategy, plain_pair, reset_static_cache_state
+from kvmagic.measure.timing import profiled_generate, timed_generate
 from kvmagic.results.data import Measurement
 from kvmagic.results.records import StepProfile, times_of
 from kvmagic.runner.mismatch import find_mismatch, margin_at, mismatches_by_condition
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["condition_config", "first_calls", "measure", "warm_up"]
+__all__ = ["condition_config", "first_call", "measure", "warm_up"]
 
 _ONE_ROUND = FixedRounds(1)
 
@@ -44,17 +45,10 @@ def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int, conditions:
         timed_generate(loaded.model, inputs, condition_config(loaded, tokens, condition), loaded.devices)
 
 
-def first_calls(
-    loaded: LoadedModel, inputs: BatchEncoding, new_tokens: int, conditions: Sequence[Strategy]
-) -> dict[str, float]:
-    """One untimed run of each compiled strategy at this configuration's exact shape: a static cache is
-    sized by the whole length, so each new length compiles anew, and that compile belongs here."""
-    found = {}
-    for condition in conditions:
-        if condition.compiled:
-            config = condition_config(loaded, new_tokens, condition)
-            found[condition.name] = timed_generate(loaded.model, inputs, config, loaded.devices)[1]
-    return found
+def first_call(loaded: LoadedModel, inputs: BatchEncoding, new_tokens: int, condition: Strategy) -> float:
+    """Seconds of one untimed run of ``condition`` at this configuration's exact shape (a compile's first call)."""
+    config = condition_config(loaded, new_tokens, condition)
+    return timed_generate(loaded.model, inputs, config, loaded.devices)[1]
 
 
 def measure(
@@ -81,9 +75,14 @@ def measure(
     generated: list[list[int]] = []
     started = perf_counter()
     rounds = 0
+    holder = None  # the static strategy whose cache transformers keeps on the model now
     while True:
-        for name, config in configs.items():
-            output, elapsed = timed_generate(loaded.model, inputs, config, loaded.devices)
+        for condition in conditions:
+            name = condition.name
+            if condition.static and holder not in (None, name):
+                reset_static_cache_state(loaded.model)  # untimed: one static strategy must not run on another's
+            holder = name if condition.static else holder
+            output, elapsed = timed_generate(loaded.model, inputs, configs[name], loaded.devices)
             runs.append(name)
             seconds.append(elapsed)
             generated.append(output[0, prompt_tokens:].tolist())

@@ -21,13 +21,14 @@ from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
 from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
+from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
 from kvmagic.measure.memory import predicted_kv_nbytes
 from kvmagic.measure.probe import probe
-from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, strategies
+from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, reset_static_cache_state, strategies
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.records import Prediction
-from kvmagic.runner.measure import first_calls, measure, warm_up
+from kvmagic.runner.measure import first_call, measure, warm_up
 from kvmagic.runner.prompt import check_positions, prompt_inputs
 
 if TYPE_CHECKING:
@@ -138,12 +139,33 @@ def _warm(plan: _Plan, prompt_tokens: int) -> None:
         warm_up(plan.loaded, inputs, tokens, plan.runnable)
         return
     for condition in plan.runnable:
-        try:
-            warm_up(plan.loaded, inputs, max(tokens, 1), [condition])
-        except Exception as error:
-            if is_out_of_memory(error):
-                raise
-            plan.skipped[condition.name] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        if not condition.compiled:  # a compiled strategy warms up at each configuration's own shape
+            _tolerant(plan, condition, lambda c=condition: warm_up(plan.loaded, inputs, max(tokens, 1), [c]))
+
+
+def _tolerant(plan: _Plan, condition: Strategy, run: Any) -> Any:
+    """``run()``; a strategy whose run fails (not for memory) is skipped with the error as its reason."""
+    try:
+        return run()
+    except Exception as error:
+        if is_out_of_memory(error):
+            raise
+        plan.skipped[condition.name] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        return None
+
+
+def _first_calls(plan: _Plan, prompt_tokens: int, new_tokens: int) -> dict[str, float]:
+    """The static cache is sized to the whole length, so every configuration starts from a fresh one, and
+    a compiled strategy compiles here, untimed, at exactly the shape its timed runs use."""
+    reset_static_cache_state(plan.loaded.model)
+    found = {}
+    for condition in plan.runnable:
+        if condition.compiled:
+            call = partial(first_call, plan.loaded, plan.inputs[prompt_tokens], new_tokens, condition)
+            seconds = _tolerant(plan, condition, call)
+            if seconds is not None:
+                found[condition.name] = seconds
+    return found
 
 
 def _budget(plan: _Plan) -> _Budget:
@@ -185,8 +207,8 @@ def _measure_each(plan: _Plan, budget: _Budget, progress: bool) -> Iterator[Meas
             if prompt_tokens not in warmed:
                 _warm(plan, prompt_tokens)
                 warmed.add(prompt_tokens)
+            first = _first_calls(plan, prompt_tokens, new_tokens)
             inputs, conditions = plan.inputs[prompt_tokens], plan.runnable
-            first = first_calls(loaded, inputs, new_tokens, conditions)
             found = measure(
                 loaded, inputs, new_tokens=new_tokens, conditions=conditions, stop=stop, profile=spec.profile
             )
@@ -208,6 +230,9 @@ def _result(
         "prompt_stretched": spec.prompt_tokens is not None and any(n != plan.natural_tokens for n in plan.inputs),
         "configurations": len(plan.configs),
     }
+    shipped = non_greedy_settings(loaded.model)
+    if shipped:
+        metadata["model_generation_settings"] = shipped  # what the benchmark turned off: see the note
     if spec.predict:
         metadata["weight_bytes"] = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
     if budget.estimate_s is not None:

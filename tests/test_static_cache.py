@@ -1,0 +1,116 @@
+"""Static caches: the state transformers keeps between calls, and when it compiles one."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+import transformers
+from packaging.version import Version
+
+from kvmagic.measure import strategies
+from kvmagic.measure.greedy import greedy_config
+from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+from kvmagic.measure.strategies import reset_static_cache_state, resolve
+from kvmagic.measure.timing import profiled_generate
+from kvmagic.runner.prompt import encode_prompt
+
+from .conftest import PROMPT
+
+TF5 = Version(transformers.__version__).major >= 5
+
+
+def _static_run(tiny, inputs, new_tokens: int, name: str = "static") -> Any:
+    config = greedy_config(tiny.model, tiny.tokenizer, new_tokens, True)
+    for key, value in resolve(tiny, name).settings.items():
+        setattr(config, key, value)
+    return profiled_generate(tiny.model, inputs, config, tiny.devices)
+
+
+def _held_tokens(tiny, cache: Any) -> float:
+    """Positions the returned cache holds, from its bytes (transformers 5 adds a few bytes of counters)."""
+    return cache_nbytes(cache) / predicted_kv_nbytes(tiny.model.config, 1, tiny.dtype)
+
+
+@pytest.fixture
+def inputs(tiny):
+    reset_static_cache_state(tiny.model)
+    yield encode_prompt(tiny, PROMPT)
+    reset_static_cache_state(tiny.model)
+
+
+def test_a_short_static_run_after_a_long_one_holds_the_long_cache_unless_reset(tiny, inputs) -> None:
+    prompt = inputs["input_ids"].shape[-1]
+    _static_run(tiny, inputs, 64)
+    carried = _static_run(tiny, inputs, 8)
+    assert int(_held_tokens(tiny, carried.cache)) == prompt + 64 - 1
+    reset_static_cache_state(tiny.model)
+    sized = _static_run(tiny, inputs, 8)
+    exact = predicted_kv_nbytes(tiny.model.config, prompt + 8 - 1, tiny.dtype)
+    assert 0 <= cache_nbytes(sized.cache) - exact <= 8 * tiny.model.config.num_hidden_layers
+    assert sized.output.tolist() == carried.output.tolist()
+
+
+def test_the_reset_forgets_what_either_line_keeps(tiny) -> None:
+    """4.55 keeps the cache object (an offloaded static one, once run, is reused for static); 5.x its length."""
+    model = tiny.model
+    model._cache = object()
+    model._previous_max_cache_length = 4096
+    reset_static_cache_state(model)
+    assert "_cache" not in vars(model) and "_previous_max_cache_length" not in vars(model)
+    reset_static_cache_state(model)  # nothing there: nothing to do
+
+
+def _fake(device: str, device_map: dict[str, Any] | None = None, quantizer: Any = None) -> SimpleNamespace:
+    model = SimpleNamespace(device=torch.device(device), _can_compile_fullgraph=True, hf_quantizer=quantizer)
+    if device_map is not None:
+        model.hf_device_map = device_map
+    return model
+
+
+def _loaded(model: SimpleNamespace) -> SimpleNamespace:
+    places = getattr(model, "hf_device_map", {"": model.device}).values()
+    devices = {torch.device("cuda", p) if isinstance(p, int) else torch.device(p) for p in places if p != "disk"}
+    return SimpleNamespace(model=model, devices=tuple(sorted(devices, key=str)))
+
+
+PLACEMENTS = {
+    "one gpu": ("cuda:0", {"": 0}, None),
+    "no map": ("cuda:0", None, None),
+    "two gpus": ("cuda:0", {"model.layers.0": 0, "model.layers.1": 1}, None),
+    "gpu and cpu": ("cuda:0", {"model.layers.0": 0, "lm_head": "cpu"}, None),
+    "gpu and disk": ("cuda:0", {"model.layers.0": 0, "lm_head": "disk"}, None),
+    "cpu only map": ("cpu", {"": "cpu"}, None),
+    "quantized, not compileable": ("cuda:0", {"": 0}, SimpleNamespace(is_compileable=False)),
+    "quantized, compileable": ("cuda:0", {"": 0}, SimpleNamespace(is_compileable=True)),
+    "xpu": ("xpu:0", None, None),
+}
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_the_compile_reason_says_what_transformers_decides(tiny, placement: str) -> None:
+    """Ask transformers' own criteria about a model placed so, with a real static cache and the
+    +compile settings: a row claims a compile exactly when transformers would do it."""
+    device, device_map, quantizer = PLACEMENTS[placement]
+    fake = _fake(device, device_map, quantizer)
+    fake.config = tiny.model.config
+    config = greedy_config(tiny.model, tiny.tokenizer, 2, True)
+    for key, value in resolve(tiny, "static+compile").settings.items():
+        setattr(config, key, value)
+    cache = transformers.StaticCache(
+        config=tiny.model.config, max_cache_len=8, **({} if TF5 else {"max_batch_size": 1})
+    )
+    model_kwargs = {"cache" if TF5 else "past_key_values": cache}
+    compiles = type(tiny.model)._valid_auto_compile_criteria(fake, model_kwargs, config)
+    reason = strategies._compile_reason(_loaded(fake))
+    assert (reason == "") is compiles, reason
+    assert reason == "" or reason.endswith(": not compiled")
+
+
+def test_the_reason_names_the_cpu_offload(tiny) -> None:
+    reason = strategies._compile_reason(_loaded(_fake("cuda:0", {"a": 0, "b": "cpu"})))
+    assert "layers on the CPU beside the accelerator" in reason
+    reason = strategies._compile_reason(_loaded(_fake("cuda:0", {"a": 0, "b": "disk"})))
+    assert "offloads layers to disk" in reason
