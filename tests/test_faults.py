@@ -1,8 +1,9 @@
 """Faults injected at every stage of %%kvbench (and of %kvload): the session must come out usable.
 
-Stages of ``%%kvbench -n 3 -w 1 -r 1``: tokenizing, the uncached and cached warm-up ``generate``
-(1 token each), the uncached and cached timed ``generate`` (3 tokens each), the identity check and
-building the table. Faults: ``KeyboardInterrupt`` (propagates: the user asked to stop),
+Stages of ``%%kvbench -n 3 -w 1 -r 1``: tokenizing, the two-token ``generate`` of each condition that
+sizes the run against its budget, the uncached and cached warm-up ``generate`` (1 token each), the
+uncached and cached timed ``generate`` (3 tokens each), the one-token runs for the time to first
+token, the identity check and building the table. Faults: ``KeyboardInterrupt`` (propagates: the user asked to stop),
 ``RuntimeError`` (propagates unchanged: not the user's mistake, so no friendly disguise) and
 ``torch.cuda.OutOfMemoryError`` (becomes a ``UsageError`` with advice, after freeing the cache).
 """
@@ -26,10 +27,14 @@ LINE = f"-n {NEW} -w {WARMUP} -r 1 -o"
 
 # generate() stages in the order the protocol runs them: (use_cache, max_new_tokens).
 GENERATE_STAGES = {
-    "warm-up uncached": (1, False, WARMUP),
-    "warm-up cached": (2, True, WARMUP),
-    "timed uncached": (3, False, NEW),
-    "timed cached": (4, True, NEW),
+    "estimate uncached": (1, False, 2),  # two tokens of each condition size the run against its budget
+    "estimate cached": (2, True, 2),
+    "warm-up uncached": (3, False, WARMUP),
+    "warm-up cached": (4, True, WARMUP),
+    "timed uncached": (5, False, NEW),
+    "timed cached": (6, True, NEW),
+    "first token uncached": (7, False, 1),
+    "first token cached": (8, True, 1),
 }
 STAGES = ["tokenizing", *GENERATE_STAGES, "identity check", "table"]
 

@@ -33,8 +33,24 @@ def _measurement(uncached: list[float], cached: list[float], **fields: object) -
     )  # fmt: skip
 
 
-def test_every_condition_gets_one_step_time_per_new_token(tiny) -> None:
+def test_every_figure_comes_from_the_runs_made_anyway(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=5, warmup_tokens=1)
+    m = result.measurements[0]
+    assert m.profiles == {} and m.steps().empty  # no hooked runs by default
+    assert m.kv_bytes == {"uncached": 0, "cached": m.kv_predicted_bytes}  # counted from the timed runs' caches
+    assert set(m.ttft_s) == {"uncached", "cached"} and all(s > 0 for s in m.ttft_s.values())
+    assert m.peak_source == "process peak RSS" and all(b > 0 for b in m.peak_bytes.values())
+    row = result.to_dataframe().iloc[0]
+    assert list(row.index) == list(COLUMNS)
+    assert row["cached_ttft_s"] == m.ttft_s["cached"]
+    assert row["cached_tok_s"] == pytest.approx(4 / (m.times("cached")[0] - m.ttft_s["cached"]))
+    assert row["kv_cache_mib"] == row["kv_predicted_mib"] == m.kv_predicted_bytes / 2**20
+    assert row["cached_peak_mib"] == m.peak_bytes["cached"] / 2**20
+    assert math.isnan(row["uncached_iqr_s"]) and math.isnan(row["speedup_ci_low"])  # one pair: no spread
+
+
+def test_steps_time_every_token_of_each_condition(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=5, warmup_tokens=1, steps=True)
     m = result.measurements[0]
     for name in ("uncached", "cached"):
         profile = m.profiles[name]
@@ -49,41 +65,25 @@ def test_every_condition_gets_one_step_time_per_new_token(tiny) -> None:
     steps = m.steps()
     assert list(steps.columns) == ["uncached_s", "cached_s"]
     assert list(steps.index) == list(range(m.prompt_tokens, m.prompt_tokens + 5))
-    row = result.to_dataframe().iloc[0]
-    assert list(row.index) == list(COLUMNS)
-    assert row["cached_ttft_s"] == m.profiles["cached"].ttft_s
-    assert row["kv_cache_mib"] == row["kv_predicted_mib"] == m.kv_predicted_bytes / 2**20
-    assert math.isnan(row["uncached_iqr_s"]) and math.isnan(row["speedup_ci_low"])  # one pair: no spread
 
 
-def test_headline_runs_carry_no_hooks_and_two_hooked_runs_follow(tiny, monkeypatch) -> None:
-    calls: list[tuple[bool, bool, bool]] = []
+def test_headline_runs_carry_no_hooks_and_hooked_runs_follow_only_with_steps(tiny, monkeypatch) -> None:
+    calls: list[tuple[bool, int, bool]] = []
     generate = tiny.model.generate
 
     def recording_generate(*args, **kwargs):
         config = kwargs["generation_config"]
-        calls.append((config.use_cache, bool(config.return_dict_in_generate), "stopping_criteria" in kwargs))
+        calls.append((config.use_cache, config.max_new_tokens, "stopping_criteria" in kwargs))
         return generate(*args, **kwargs)
 
     monkeypatch.setattr(tiny.model, "generate", recording_generate)
-    measure(tiny, encode_prompt(tiny, PROMPT), new_tokens=2, stop=FixedRounds(2))
-    bare = [(False, False, False), (True, False, False)]
-    assert calls == bare * 2 + [(False, True, True), (True, True, True)]
+    inputs = encode_prompt(tiny, PROMPT)
+    plain = measure(tiny, inputs, new_tokens=2, stop=FixedRounds(2))
+    timed, first_token = [(False, 2, False), (True, 2, False)] * 2, [(False, 1, False), (True, 1, False)]
+    assert calls == timed + first_token and plain.profiles == {}
     calls.clear()
-    unprofiled = measure(tiny, encode_prompt(tiny, PROMPT), new_tokens=2, stop=FixedRounds(2), profile=False)
-    assert calls == bare * 2 and unprofiled.profiles == {}
-
-
-def test_no_profile_leaves_the_hooked_columns_empty_and_says_so(shell) -> None:
-    result = shell.run_cell_magic("kvbench", "-n 3 -w 0 -r 2 -o --no-profile", PROMPT)
-    row = result.to_dataframe().iloc[0]
-    hooked = ["uncached_ttft_s", "cached_ttft_s", "uncached_tok_s", "cached_tok_s", "kv_cache_mib",
-              "uncached_peak_mib", "cached_peak_mib"]  # fmt: skip
-    assert row[hooked].isna().all() and row["speedup"] > 0 and row["identical"]
-    assert result.metadata["profile"] is False and result.measurements[0].steps().empty
-    assert result.notes()[0].startswith("--no-profile: no hooked runs")
-    again = BenchmarkResult.from_json(result.to_json())
-    assert again.to_dataframe().equals(result.to_dataframe())
+    measure(tiny, inputs, new_tokens=2, stop=FixedRounds(2), steps=True)
+    assert calls == timed + first_token + [(False, 2, True), (True, 2, True)]
 
 
 def test_first_mismatch_on_constructed_sequences() -> None:

@@ -16,7 +16,7 @@ from kvmagic.measure.strategies import Strategy, parse_names, resolve
 from kvmagic.results.data import BenchmarkResult
 from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS, strategy_row
 from kvmagic.runner import measure as measure_module
-from kvmagic.runner import runner
+from kvmagic.runner import plan
 
 from .conftest import PROMPT
 from .model_state import snapshot
@@ -212,14 +212,17 @@ def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> N
     calls: list[tuple[object, int]] = []
     real = measure_module.timed_generate
 
-    def recording(model, inputs, config, devices):
+    def recording(model, inputs, config, devices, **kwargs):
         calls.append((config.cache_implementation, config.max_new_tokens))
-        return real(model, inputs, config, devices)
+        return real(model, inputs, config, devices, **kwargs)
 
     monkeypatch.setattr(measure_module, "timed_generate", recording)
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, cache=f"static,{QUANTIZED}")
-    # Each strategy's first call is one untimed token; only then come the timed runs, interleaved.
-    assert calls == [(None, 1), ("static", 1), ("quantized", 1), (None, 3), ("static", 3), ("quantized", 3)]
+    # Each strategy's first call is one untimed token; only then come the timed runs, interleaved,
+    # and last one token each for the time to first token.
+    firsts = [(None, 1), ("static", 1), ("quantized", 1)]
+    estimate = [(None, 2), ("static", 2), ("quantized", 2)]  # two tokens each size the run against its budget
+    assert calls == [*estimate, *firsts, (None, 3), ("static", 3), ("quantized", 3), *firsts]
 
 
 def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, monkeypatch) -> None:
@@ -227,7 +230,7 @@ def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, m
     broken = Strategy(
         "static", {"use_cache": True, "cache_implementation": "quantized", "cache_config": {"backend": "nope"}}
     )
-    monkeypatch.setattr(runner, "strategies", lambda loaded, names, **kwargs: [resolve(loaded, "off"), broken])
+    monkeypatch.setattr(plan, "strategies", lambda loaded, names, **kwargs: [resolve(loaded, "off"), broken])
     result = run_benchmark(tiny, PROMPT, new_tokens=2, cache="static")
     row = result.to_dataframe().iloc[1]
     assert row["strategy"] == "static" and row["note"].startswith("failed: ") and "nope" in row["note"]

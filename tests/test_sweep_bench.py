@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.lengths import LENGTH_FORMS
 from kvmagic.results.data import BenchmarkResult
-from kvmagic.runner import runner
+from kvmagic.runner import plan, runner
 from kvmagic.runner.prompt import encode_prompt, stretch_prompt
 
 from .conftest import PROMPT
@@ -49,7 +49,7 @@ def test_sweep_measures_the_cross_product_at_exact_lengths(tiny) -> None:
 def test_a_plain_int_still_gives_one_row(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0)
     assert len(result.measurements) == 1 and result.new_tokens == 2
-    assert result.notes() == [] and "estimated_s" not in result.metadata  # no budget, no probe
+    assert result.notes() == [] and result.metadata["estimated_s"] > 0  # estimated from two tokens, not probed
 
 
 def test_prompt_tokens_with_chat_is_refused(tiny) -> None:
@@ -93,7 +93,7 @@ def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatc
     with pytest.raises(KVMagicError) as caught:
         run_benchmark(tiny, PROMPT, new_tokens=[2, 4], warmup_tokens=1, max_seconds=1e-6)
     assert re.fullmatch(
-        r"this benchmark would take about [0-9.e+-]+ (s|min|h) \(estimated from a short probe\), over the 1e-06 s "
+        r"this benchmark would take about [0-9.e+-]+ (s|min|h) \(estimated from short runs\), over the 1e-06 s "
         r"budget: raise max_seconds \(0 means no limit\), "
         r"or measure fewer or shorter lengths \(new_tokens, prompt_tokens, repeat\)",
         str(caught.value),
@@ -103,13 +103,13 @@ def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatc
     assert calls == [2, 3] and result.metadata["estimated_s"] > 0
 
 
-def test_the_estimate_counts_the_hooked_round_unless_profile_is_off(tiny, monkeypatch) -> None:
+def test_the_estimate_counts_the_hooked_round_only_with_steps(tiny, monkeypatch) -> None:
     # one timed round and one hooked round per configuration, against the timed round alone
     rounds: list[int] = []
-    real = runner.estimate_seconds
-    monkeypatch.setattr(runner, "estimate_seconds", lambda *a, **k: rounds.append(k["repeat"]) or real(*a, **k))
-    for profile in (True, False):
-        run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=1e6, profile=profile)
+    real = plan.estimate_seconds
+    monkeypatch.setattr(plan, "estimate_seconds", lambda *a, **k: rounds.append(k["repeat"]) or real(*a, **k))
+    for steps in (True, False):
+        run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=1e6, steps=steps)
     assert rounds == [2, 1]
 
 
@@ -201,10 +201,11 @@ def test_magic_budget_uses_the_flag_then_the_trait(shell, monkeypatch) -> None:
         with pytest.raises(UsageError, match=r"over the 1e-06 s budget"):
             shell.run_cell_magic("kvbench", "-n 2,3 -w 0", PROMPT)
         assert shell.run_cell_magic("kvbench", "-n 2 -w 0 --max-seconds 0", PROMPT) is not None
-        assert shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT) is not None  # one configuration: no probe
+        with pytest.raises(UsageError, match=r"over the 1e-06 s budget"):  # one configuration is bounded too
+            shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT)
     finally:
         shell.run_line_magic("config", "KVMagics.max_seconds = 600")
-    assert calls == [2, 2]
+    assert calls == [2]
 
 
 def test_magic_returns_a_partial_result_on_ctrl_c(shell, tiny, capsys) -> None:

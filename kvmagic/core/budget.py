@@ -13,7 +13,9 @@ from kvmagic.errors import KVMagicError
 if TYPE_CHECKING:
     from kvmagic.core.costmodel import CostModel
 
-__all__ = ["check_budget", "estimate_seconds", "format_seconds", "plan_within_budget", "round_seconds"]
+__all__ = [
+    "check_budget", "estimate_seconds", "format_seconds", "plan_within_budget", "round_seconds", "scaled_seconds",
+]  # fmt: skip
 
 PAIR = (False, True)  # use_cache of each condition a round runs: uncached, then cached
 
@@ -59,11 +61,28 @@ def plan_within_budget(
     return plan
 
 
+def scaled_seconds(prefill_s: float, two_tokens_s: float, prompt_tokens: int, tokens: int, *, use_cache: bool) -> float:
+    """One generate of ``tokens`` after ``prompt_tokens``, scaled from short runs: a cost model in two numbers.
+
+    ``prefill_s`` is one forward over the prompt (a one-token run without the cache, F(P));
+    ``two_tokens_s`` the condition's own two-token run. Uncached, every step is a forward over the
+    whole sequence, taken to grow in proportion to its length: F(P + i) = F(P) (P + i) / P. Cached,
+    the prefill and then steps as long as the second token took (at least 1% of the prefill).
+    Short prompts and long generations make the uncached figure an over-estimate, which is the
+    safe side for a budget.
+    """
+    if tokens < 1:
+        return 0.0
+    if not use_cache:
+        return prefill_s * (tokens + tokens * (tokens - 1) / (2 * prompt_tokens))
+    return prefill_s + (tokens - 1) * max(two_tokens_s - prefill_s, 0.01 * prefill_s)
+
+
 def check_budget(estimate_s: float, max_seconds: float) -> None:
     """Refuse a sweep estimated to run past ``max_seconds`` (0 means no limit)."""
     if max_seconds and estimate_s > max_seconds:
         raise KVMagicError(
-            f"this benchmark would take about {format_seconds(estimate_s)} (estimated from a short probe), "
+            f"this benchmark would take about {format_seconds(estimate_s)} (estimated from short runs), "
             f"over the {format_seconds(max_seconds)} budget: raise {{max_seconds}} (0 means no limit), "
             "or measure fewer or shorter lengths ({new_tokens}, {prompt_tokens}, {repeat})",
             *("max_seconds", "new_tokens", "prompt_tokens", "repeat"),

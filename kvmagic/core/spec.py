@@ -45,7 +45,7 @@ class BenchSpec:
     cache: tuple[str, ...] | None = None
     kv_bits: int | None = None
     compile: bool = False
-    profile: bool = True
+    steps: bool = False
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -84,15 +84,15 @@ class BenchSpec:
     @property
     def rounds(self) -> int:
         """Timed rounds per configuration the budget counts (``auto`` at the fewest pairs its interval can stop
-        at), plus the hooked one."""
+        at), plus the hooked one of ``steps``."""
         from kvmagic.core.sequential import first_stop
 
-        return (first_stop() if self.repeat == "auto" else self.repeat) + (1 if self.profile else 0)
+        return (first_stop() if self.repeat == "auto" else self.repeat) + (1 if self.steps else 0)
 
     def recorded(self) -> dict[str, Any]:
         """The request as a result's metadata records it (what a comparison with a baseline reads)."""
         record: dict[str, Any] = {"chat": self.chat, "warmup_tokens": self.warmup_tokens, "repeat": self.repeat}
-        record["profile"] = self.profile
+        record["steps"] = self.steps
         if self.repeat == "auto":
             record.update(ci_target=self.ci_target, auto_cap=self.auto_cap)
         if self.predict:
@@ -190,6 +190,6 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "cache": _names,
     "kv_bits": _bits,
     "compile": _flag,
-    "profile": _flag,
+    "steps": _flag,
 }
 _NAMES: Sequence[str] = tuple(_CHECKS)

@@ -158,9 +158,9 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "auto_cap", _default("auto_cap"), type=float, configurable=True),
     Option(("--chat",), "Wrap the prompt in the tokenizer's chat template (--no-chat: do not).", "chat",
            _default("chat"), action=argparse.BooleanOptionalAction, configurable=True),
-    Option(("--profile",), "After the timed runs, one hooked run per condition measures time to first token, "
-           "tokens/s, KV-cache bytes and peak memory (--no-profile: skip it, leave those columns empty and save "
-           "one generate per condition).", "profile", _default("profile"), action=argparse.BooleanOptionalAction,
+    Option(("--steps",), "After the timed runs, one hooked run per condition times every step (result.steps(), "
+           "the plot's per-step panel) and keeps the top-2 margins (--no-steps: not; --plot turns it on).",
+           "steps", _default("steps"), action=argparse.BooleanOptionalAction,
            configurable=True),
     Option(("--expand",), "Replace {name} and {name.attr} in the cell with values from the notebook; {{ and }} "
            "stay literal braces (--no-expand: keep the text as written).", "expand", False,
@@ -232,8 +232,11 @@ def load_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict
 
 
 def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> BenchSpec:
-    """The request the parsed benchmark options (and the configured defaults) ask for."""
-    return BenchSpec.of(**{name: resolved(args, configured, name) for name in _SPEC_FIELDS if name in vars(args)})
+    """The request the parsed benchmark options (and the configured defaults) ask for; a plot needs the steps."""
+    values = {name: resolved(args, configured, name) for name in _SPEC_FIELDS if name in vars(args)}
+    if getattr(args, "plot", False):
+        values["steps"] = True
+    return BenchSpec.of(**values)
 
 
 def prepare(args: argparse.Namespace) -> BenchmarkResult | None:

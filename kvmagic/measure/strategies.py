@@ -59,6 +59,11 @@ class Strategy:
     compiled: bool = False
 
     @property
+    def caches(self) -> bool:
+        """Whether ``generate`` keeps keys and values at all (every strategy but ``off``)."""
+        return bool(self.settings.get("use_cache", True))
+
+    @property
     def static(self) -> bool:
         """Whether transformers keeps this strategy's cache on the model between calls (see
         :func:`reset_static_cache_state`)."""

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from kvmagic.measure.accelerator import synchronize, track_peak
+from kvmagic.measure.accelerator import PeakMemory, synchronize, track_peak
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel
 
-__all__ = ["ProfiledRun", "StepTimer", "TopTwo", "profiled_generate", "timed_generate"]
+__all__ = ["ProfiledRun", "StepTimer", "TopTwo", "profiled_generate", "returned_cache", "timed_generate"]
 
 
 def _legacy_generate_kwargs() -> dict[str, bool]:
@@ -80,20 +80,35 @@ def timed_generate(
     inputs: Mapping[str, torch.Tensor],
     config: GenerationConfig,
     devices: Iterable[torch.device],
-) -> tuple[torch.Tensor, float]:
-    """Run ``generate`` once and return its output ids and wall-clock seconds.
+    *,
+    peak: PeakMemory | None = None,
+) -> tuple[Any, float]:
+    """Run ``generate`` once and return its output and wall-clock seconds.
 
     Only the ``generate`` call and the synchronizations that bound it lie inside the timed region;
-    the garbage collector runs just before it and stays off during it.
+    the garbage collector runs just before it and stays off during it. ``peak``, if given, is reset
+    before the region and read after it (the output is a ``GenerateOutput`` when the config asks
+    for ``return_dict_in_generate``, with the cache it built).
     """
     devices = tuple(devices)
     with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused():
+        if peak is not None:
+            peak.start()
         synchronize(devices)
         start = perf_counter()
         output = model.generate(**inputs, generation_config=config, **_GENERATE_KWARGS)  # type: ignore[operator]  # torch types Module attributes as Tensor | Module
         synchronize(devices)
         elapsed = perf_counter() - start
+        if peak is not None:
+            peak.stop()
     return output, elapsed
+
+
+def returned_cache(output: Any) -> Any:
+    """The cache a ``generate`` with ``return_dict_in_generate`` returned: ``cache`` in transformers 5,
+    ``past_key_values`` in 4.x (deprecated in 5)."""
+    fields = {f.name for f in dataclasses.fields(output)}
+    return output.cache if "cache" in fields else output.past_key_values
 
 
 class StepTimer(StoppingCriteria):
@@ -179,7 +194,5 @@ def profiled_generate(
             **_GENERATE_KWARGS,
         )
         synchronize(devices)
-    # transformers 5 returns the cache as ``cache``; 4.x as ``past_key_values`` (deprecated in 5).
-    fields = {f.name for f in dataclasses.fields(output)}
-    cache = output.cache if "cache" in fields else output.past_key_values
+    cache = returned_cache(output)
     return ProfiledRun(output["sequences"], start, timer.stamps, tops.margins(), peak.peak_bytes, cache, peak.source)

@@ -49,6 +49,10 @@ class Measurement:
     mismatches: dict[str, Mismatch] = field(default_factory=dict)  # condition -> where it left the first run
     compile_s: dict[str, float] = field(default_factory=dict)  # compiled condition -> its first call's extra
     sequential: bool = False  # the number of rounds was chosen by looking at the times (-r auto)
+    ttft_s: dict[str, float] = field(default_factory=dict)  # condition -> a one-token run: time to first token
+    kv_bytes: dict[str, int] = field(default_factory=dict)  # condition -> what the cache its timed run returned held
+    peak_bytes: dict[str, int] = field(default_factory=dict)  # condition -> peak memory over its timed runs
+    peak_source: str = ""  # where peak_bytes comes from (see kvmagic.measure.accelerator.PeakMemory.source)
 
     def times(self, condition: str) -> list[float]:
         return times_of(self.runs, self.seconds, condition)
@@ -82,6 +86,11 @@ class Measurement:
         columns = {f"{name}_s": list(profile.step_s) for name, profile in self.profiles.items()}
         index = pd.RangeIndex(self.prompt_tokens, self.prompt_tokens + self.new_tokens, name="position")
         return pd.DataFrame(columns, index=index)
+
+    def decode_tok_s(self, condition: str) -> float:
+        """Tokens after the first per second of decoding: the median timed run less the time to first token."""
+        decoding = statistics.median(self.times(condition)) - self.ttft_s.get(condition, math.nan)
+        return (self.new_tokens - 1) / decoding if self.new_tokens > 1 and decoding > 0 else math.nan
 
     @property
     def uncached_s(self) -> float:

@@ -43,20 +43,17 @@ STRATEGY_COLUMNS = (
 
 
 def condition_summary(m: Measurement, name: str) -> dict[str, float]:
-    """One condition's figures in a measurement: its times, spread, hooked-run figures and compile."""
-    times, profile = m.times(name), m.profiles.get(name)
-
-    def profiled(value: str, scale: float = 1.0) -> float:
-        return getattr(profile, value) / scale if profile is not None else math.nan
-
+    """One condition's figures in a measurement: its times and spread, what its runs left, its compile."""
+    times = m.times(name)
+    kv_bytes, peak_bytes = m.kv_bytes.get(name), m.peak_bytes.get(name)
     return {
         "s": statistics.median(times),
         "min_s": min(times),
         "iqr_s": m.iqr_s(name),
-        "ttft_s": profiled("ttft_s"),
-        "tok_s": profiled("tok_s"),
-        "kv_cache_mib": profiled("kv_bytes", MIB),
-        "peak_mib": profiled("peak_bytes", MIB),
+        "ttft_s": m.ttft_s.get(name, math.nan),
+        "tok_s": m.decode_tok_s(name),
+        "kv_cache_mib": math.nan if kv_bytes is None else kv_bytes / MIB,
+        "peak_mib": math.nan if peak_bytes is None else peak_bytes / MIB,
         "compile_s": m.compile_s.get(name, math.nan),
     }
 
@@ -146,10 +143,6 @@ def notes(result: BenchmarkResult) -> list[str]:
     if shipped:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
         found.append(f"the model ships {settings}: turned off here, so its own defaults generate differently")
-    if result.metadata.get("profile") is False:
-        found.append(
-            "--no-profile: no hooked runs, so time to first token, tokens/s, KV cache and peak memory were not measured"
-        )
     for m in result.measurements:
         where = f"{m.prompt_tokens}+{m.new_tokens} tokens"
         if m.mismatch is not None and not result.strategies:  # a comparison says it per strategy

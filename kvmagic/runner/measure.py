@@ -1,23 +1,25 @@
-"""Measuring one configuration: warm-ups, interleaved timed rounds under a stop rule, the hooked runs."""
+"""Measuring one configuration: warm-ups, interleaved timed rounds under a stop rule, and what they leave."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING
 
 from kvmagic.core.stop import FixedRounds, StopRule
+from kvmagic.measure.accelerator import PeakMemory
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
 from kvmagic.measure.strategies import Strategy, plain_pair, reset_static_cache_state
-from kvmagic.measure.timing import profiled_generate, timed_generate
+from kvmagic.measure.timing import profiled_generate, returned_cache, timed_generate
 from kvmagic.results.data import Measurement
 from kvmagic.results.records import StepProfile, times_of
 from kvmagic.runner.mismatch import find_mismatch, margin_at, mismatches_by_condition
 
 if TYPE_CHECKING:
+    import torch
     from transformers import BatchEncoding, GenerationConfig
 
     from kvmagic.model.loading import LoadedModel
@@ -27,12 +29,17 @@ __all__ = ["condition_config", "first_call", "measure", "warm_up"]
 _ONE_ROUND = FixedRounds(1)
 
 
-def condition_config(loaded: LoadedModel, new_tokens: int, strategy: Strategy) -> GenerationConfig:
-    """The greedy config of one condition: its settings applied to a fresh copy, never to the model's."""
+def condition_config(
+    loaded: LoadedModel, new_tokens: int, strategy: Strategy, *, keep_cache: bool = False
+) -> GenerationConfig:
+    """The greedy config of one condition: its settings applied to a fresh copy, never to the model's.
+
+    ``keep_cache`` asks ``generate`` to return the cache it built (it builds it either way)."""
     settings = strategy.settings
     config = greedy_config(loaded.model, loaded.tokenizer, new_tokens, settings.get("use_cache", True))
     for key, value in settings.items():
         setattr(config, key, copy.deepcopy(value))  # generate may consume a cache_config dict
+    config.return_dict_in_generate = keep_cache
     return config
 
 
@@ -58,70 +65,111 @@ def measure(
     new_tokens: int,
     conditions: Sequence[Strategy] = (),
     stop: StopRule = _ONE_ROUND,
-    profile: bool = True,
+    steps: bool = False,
+    on_run: Callable[[float], object] | None = None,
 ) -> Measurement:
     """Time interleaved rounds (one run of each condition per round) until ``stop`` says enough, and
     check that every run generated the same tokens as the first.
 
-    The headline runs are bare ``generate`` calls. After them comes one extra hooked run per
-    condition for what needs hooks: per-step times, top-2 margins, peak memory and the returned
-    cache. Their cost never reaches the headline times; ``profile=False`` skips them.
+    Everything a row reports comes from the runs the protocol makes anyway, read outside the timed
+    region: the KV cache's bytes from the cache each timed run returns, peak memory reset before and
+    read after each timed run (where the backend keeps a peak: allocator statistics, the kernel's
+    high-water mark), and time to first token from one one-token run per condition. The hooked run
+    per condition (per-step times, top-2 margins) comes only with ``steps``, or for the condition
+    whose tokens differed, to say how close its choice was there. ``on_run`` hears each timed run's seconds.
     """
     conditions = conditions or plain_pair(loaded)
     prompt_tokens = inputs["input_ids"].shape[-1]
-    configs = {c.name: condition_config(loaded, new_tokens, c) for c in conditions}
-    runs: list[str] = []
-    seconds: list[float] = []
-    generated: list[list[int]] = []
+    configs = {c.name: condition_config(loaded, new_tokens, c, keep_cache=True) for c in conditions}
+    rounds = _Rounds(loaded, inputs, prompt_tokens, on_run)
     started = perf_counter()
-    rounds = 0
-    holder = None  # the static strategy whose cache transformers keeps on the model now
     while True:
         for condition in conditions:
-            name = condition.name
-            if condition.static and holder not in (None, name):
-                reset_static_cache_state(loaded.model)  # untimed: one static strategy must not run on another's
-            holder = name if condition.static else holder
-            output, elapsed = timed_generate(loaded.model, inputs, configs[name], loaded.devices)
-            runs.append(name)
-            seconds.append(elapsed)
-            generated.append(output[0, prompt_tokens:].tolist())
-        rounds += 1
-        times = {name: times_of(runs, seconds, name) for name in configs}
-        if stop.done(rounds, perf_counter() - started, times):
+            rounds.run(condition, configs[condition.name])
+        if stop.done(rounds.count(conditions), perf_counter() - started, rounds.times(conditions)):
             break
-    profiles = {name: _profile(loaded, inputs, c, prompt_tokens) for name, c in configs.items()} if profile else {}
-    found = _measurement(loaded, prompt_tokens, new_tokens, runs, seconds, generated, profiles)
-    return dataclasses.replace(found, sequential=stop.sequential)
+    ttft = {c.name: first_call(loaded, inputs, 1, c) for c in conditions}
+    found = _measurement(loaded, prompt_tokens, new_tokens, rounds, ttft)
+    profiled = list(configs) if steps else [found.runs[found.mismatch.run]] if found.mismatch else []
+    profiles = {name: _profile(loaded, inputs, configs[name], prompt_tokens) for name in profiled}
+    mismatch = found.mismatch
+    if mismatch is not None and profiles:
+        ids = rounds.generated[mismatch.run]
+        mismatch = dataclasses.replace(
+            mismatch, margin=margin_at(profiles[found.runs[mismatch.run]], ids, mismatch.position)
+        )
+    return dataclasses.replace(found, profiles=profiles, mismatch=mismatch, sequential=stop.sequential)
+
+
+class _Rounds:
+    """The timed runs so far, in the order they ran, and what each condition's runs left behind."""
+
+    def __init__(
+        self, loaded: LoadedModel, inputs: BatchEncoding, prompt_tokens: int, on_run: Callable[[float], object] | None
+    ) -> None:
+        self.loaded, self.inputs, self.prompt_tokens, self.on_run = loaded, inputs, prompt_tokens, on_run
+        self.devices = loaded.devices  # once: reading it walks every parameter
+        self.names: list[str] = []
+        self.seconds: list[float] = []
+        self.generated: list[list[int]] = []
+        self.kv_bytes: dict[str, int] = {}
+        self.peak_bytes: dict[str, int] = {}
+        self.peak_source = ""
+        self._holder: str | None = None  # the static strategy whose cache transformers keeps on the model now
+
+    def run(self, condition: Strategy, config: GenerationConfig) -> None:
+        """One timed run; the cache it returned is counted and dropped, all outside the timed region."""
+        loaded, name = self.loaded, condition.name
+        if condition.static and self._holder not in (None, name):
+            reset_static_cache_state(loaded.model)  # one static strategy must not run on another's cache
+        self._holder = name if condition.static else self._holder
+        peak = _quiet_peak(self.devices)
+        output, elapsed = timed_generate(loaded.model, self.inputs, config, self.devices, peak=peak)
+        cache = returned_cache(output)
+        self.kv_bytes[name] = 0 if cache is None else cache_nbytes(cache)
+        if peak is not None:
+            self.peak_bytes[name] = max(self.peak_bytes.get(name, 0), peak.peak_bytes)
+            self.peak_source = peak.source
+        self.names.append(name)
+        self.seconds.append(elapsed)
+        if self.on_run is not None:
+            self.on_run(elapsed)
+        self.generated.append(output.sequences[0, self.prompt_tokens :].tolist())
+
+    def count(self, conditions: Sequence[Strategy]) -> int:
+        return len(self.names) // len(conditions)
+
+    def times(self, conditions: Sequence[Strategy]) -> dict[str, list[float]]:
+        return {c.name: times_of(self.names, self.seconds, c.name) for c in conditions}
+
+
+def _quiet_peak(devices: tuple[torch.device, ...]) -> PeakMemory | None:
+    """A peak tracker that costs nothing inside the timed region: allocator statistics or the kernel's
+    high-water mark, never a sampling thread (that would compete with the run it measures)."""
+    peak = PeakMemory(devices)
+    return None if peak.host and peak.sample else peak
 
 
 def _measurement(
-    loaded: LoadedModel,
-    prompt_tokens: int,
-    new_tokens: int,
-    runs: list[str],
-    seconds: list[float],
-    generated: list[list[int]],
-    profiles: dict[str, StepProfile],
+    loaded: LoadedModel, prompt_tokens: int, new_tokens: int, rounds: _Rounds, ttft: dict[str, float]
 ) -> Measurement:
-    tokenizer, model = loaded.tokenizer, loaded.model
+    tokenizer, model, generated = loaded.tokenizer, loaded.model, rounds.generated
     reference = generated[0]
-    mismatch = find_mismatch(tokenizer, reference, generated, range(1, len(generated)))
-    if mismatch is not None and profiles:
-        margin = margin_at(profiles[runs[mismatch.run]], generated[mismatch.run], mismatch.position)
-        mismatch = dataclasses.replace(mismatch, margin=margin)
     return Measurement(
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
-        runs=tuple(runs),
-        seconds=tuple(seconds),
+        runs=tuple(rounds.names),
+        seconds=tuple(rounds.seconds),
         generated_ids=tuple(reference),
         generated_text=str(tokenizer.decode(reference)),
-        mismatch=mismatch,
-        mismatches=mismatches_by_condition(tokenizer, runs, generated),
-        profiles=profiles,
+        mismatch=find_mismatch(tokenizer, reference, generated, range(1, len(generated))),
+        mismatches=mismatches_by_condition(tokenizer, rounds.names, generated),
         # generate computes keys and values for every position but the last generated token's.
         kv_predicted_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
+        ttft_s=ttft,
+        kv_bytes=rounds.kv_bytes,
+        peak_bytes=rounds.peak_bytes,
+        peak_source=rounds.peak_source,
     )
 
 

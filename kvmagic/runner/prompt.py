@@ -61,8 +61,9 @@ def check_positions(loaded: LoadedModel, prompt_tokens: int, tokens: int, what: 
     """Refuse a run whose prompt plus ``tokens`` generated passes the positions the model has."""
     limit = loaded.max_positions
     if limit is not None and prompt_tokens + tokens > limit:
+        kind = "warm-up " if what == "warmup_tokens" else "new "
         raise KVMagicError(
-            f"the prompt ({_tokens(prompt_tokens)}) plus {_tokens(tokens, 'new ')} exceeds the "
+            f"the prompt ({_tokens(prompt_tokens)}) plus {_tokens(tokens, kind)} exceeds the "
             f"{limit} positions {loaded.name!r} supports: shorten the prompt or lower {{{what}}}",
             what,
         )

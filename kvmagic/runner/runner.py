@@ -11,33 +11,26 @@ import hashlib
 import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.budget import check_budget, estimate_seconds, plan_within_budget, round_seconds
-from kvmagic.core.lengths import configurations
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
 from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
-from kvmagic.measure.memory import predicted_kv_nbytes
-from kvmagic.measure.probe import probe
-from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, reset_static_cache_state, strategies
+from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.results.data import BenchmarkResult, Measurement
-from kvmagic.results.records import Prediction
 from kvmagic.runner.measure import first_call, measure, warm_up
-from kvmagic.runner.prompt import check_positions, prompt_inputs
+from kvmagic.runner.plan import Budget, Plan, plan_budget, prepare
 
 if TYPE_CHECKING:
-    from transformers import BatchEncoding
-
-    from kvmagic.core.costmodel import CostModel
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["run_benchmark"]
+__all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
+
+PROGRESS_AFTER_S = 3.0  # a run estimated to take longer shows a progress bar over its timed runs
 
 
 def run_benchmark(
@@ -64,42 +57,14 @@ def run_benchmark(
     return with_memory_advice(partial(_run, loaded, prompt, spec, progress), advice, "new_tokens", "dtype")
 
 
-@dataclass
-class _Plan:
-    """What the runner works from: the request, its inputs per prompt length, and the conditions."""
-
-    loaded: LoadedModel
-    spec: BenchSpec
-    inputs: dict[int, BatchEncoding]
-    natural_tokens: int
-    configs: list[tuple[int, int]]
-    strategies: list[Strategy]  # every condition asked for, in order, runnable or not
-    skipped: dict[str, str] = field(default_factory=dict)  # condition -> why it did not run
-
-    @property
-    def runnable(self) -> list[Strategy]:
-        return [s for s in self.strategies if not s.reason and s.name not in self.skipped]
-
-
-@dataclass(frozen=True)
-class _Budget:
-    """Which configurations to measure, their estimated weights, and the cost model behind them."""
-
-    todo: list[tuple[int, int]]
-    weights: list[float]
-    cost: CostModel | None = None
-    predictions: tuple[Prediction, ...] = ()
-    estimate_s: float | None = None
-
-
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> BenchmarkResult:
-    plan = _prepare(loaded, prompt, spec)
-    budget = _Budget(plan.configs, [1.0] * len(plan.configs))
+    plan = prepare(loaded, prompt, spec)
+    budget = Budget(plan.configs, [1.0] * len(plan.configs))
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
     try:
+        budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
         _warm(plan, plan.configs[0][0])
-        budget = _budget(plan)
         for measurement in _measure_each(plan, budget, progress):
             measurements.append(measurement)
     except KeyboardInterrupt:
@@ -116,21 +81,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     return _result(plan, prompt, budget, measurements, stopped)
 
 
-def _prepare(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> _Plan:
-    """Resolve the conditions, tokenize, and check every configuration fits the model."""
-    if spec.cache is None:
-        chosen = list(plain_pair(loaded))
-    else:
-        chosen = strategies(loaded, parse_names(spec.cache), kv_bits=spec.kv_bits, compile=spec.compile)
-    inputs, natural_tokens = prompt_inputs(loaded, prompt, spec)
-    configs = configurations(list(inputs), spec.new_tokens)
-    for prompt_tokens, new_tokens in configs:
-        check_positions(loaded, prompt_tokens, new_tokens)
-    skipped = {s.name: s.reason for s in chosen if s.reason}
-    return _Plan(loaded, spec, inputs, natural_tokens, configs, chosen, skipped)
-
-
-def _warm(plan: _Plan, prompt_tokens: int) -> None:
+def _warm(plan: Plan, prompt_tokens: int) -> None:
     """Warm up each condition at this prompt length. With ``cache``, every strategy runs at least one
     token (a backend builds its kernels on first use), and one that fails here is skipped with the
     error as its reason instead of ending the run."""
@@ -140,21 +91,10 @@ def _warm(plan: _Plan, prompt_tokens: int) -> None:
         return
     for condition in plan.runnable:
         if not condition.compiled:  # a compiled strategy warms up at each configuration's own shape
-            _tolerant(plan, condition, lambda c=condition: warm_up(plan.loaded, inputs, max(tokens, 1), [c]))
+            plan.attempt(condition, partial(warm_up, plan.loaded, inputs, max(tokens, 1), [condition]))
 
 
-def _tolerant(plan: _Plan, condition: Strategy, run: Any) -> Any:
-    """``run()``; a strategy whose run fails (not for memory) is skipped with the error as its reason."""
-    try:
-        return run()
-    except Exception as error:
-        if is_out_of_memory(error):
-            raise
-        plan.skipped[condition.name] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
-        return None
-
-
-def _first_calls(plan: _Plan, prompt_tokens: int, new_tokens: int) -> dict[str, float]:
+def _first_calls(plan: Plan, prompt_tokens: int, new_tokens: int) -> dict[str, float]:
     """The static cache is sized to the whole length, so every configuration starts from a fresh one, and
     a compiled strategy compiles here, untimed, at exactly the shape its timed runs use."""
     reset_static_cache_state(plan.loaded.model)
@@ -162,46 +102,21 @@ def _first_calls(plan: _Plan, prompt_tokens: int, new_tokens: int) -> dict[str, 
     for condition in plan.runnable:
         if condition.compiled:
             call = partial(first_call, plan.loaded, plan.inputs[prompt_tokens], new_tokens, condition)
-            seconds = _tolerant(plan, condition, call)
+            seconds = plan.attempt(condition, call)
             if seconds is not None:
                 found[condition.name] = seconds
     return found
 
 
-def _budget(plan: _Plan) -> _Budget:
-    """Probe the cost model where the request needs one: to predict, or to hold a sweep to its budget.
-
-    The estimate counts ``repeat="auto"`` at its minimum of pairs (``auto_cap`` bounds the rest),
-    plus the hooked round of ``profile``. A single configuration is the experiment itself: no probe.
-    """
-    spec, configs = plan.spec, plan.configs
-    if not (spec.predict or (spec.max_seconds and len(configs) > 1)):
-        return _Budget(configs, [1.0] * len(configs))
-    shortest, longest = min(p for p, _ in configs), max(p + n - 1 for p, n in configs)
-    cost = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
-    caches = [bool(s.settings.get("use_cache", True)) for s in plan.runnable]
-    rounds, warmup = spec.rounds, spec.warmup_tokens
-    estimate = estimate_seconds(cost, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
-    predictions: tuple[Prediction, ...] = ()
-    if spec.predict:
-        predictions = tuple(_prediction(plan.loaded, cost, p, n) for p, n in configs)
-        fits = plan_within_budget(
-            cost, configs, repeat=rounds, warmup_tokens=warmup, max_seconds=spec.max_seconds, caches=caches
-        )
-        todo = [config for config, fit in zip(configs, fits) if fit]
-    else:
-        check_budget(estimate, spec.max_seconds)
-        todo = configs
-    weights = [rounds * round_seconds(cost, p, n, caches) for p, n in todo]
-    return _Budget(todo, weights, cost, predictions, estimate)
-
-
-def _measure_each(plan: _Plan, budget: _Budget, progress: bool) -> Iterator[Measurement]:
+def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[Measurement]:
     """Measure the planned configurations in order, warming up each new prompt length first."""
     loaded, spec = plan.loaded, plan.spec
     warmed = {plan.configs[0][0]}
     stop = stop_rule(spec)
-    with _progress_bar(sum(budget.weights), enabled=progress and len(budget.todo) > 1) as bar:
+    timed = budget.estimate_s is not None  # weights in seconds: the bar moves with every timed run
+    long = sum(budget.weights) > PROGRESS_AFTER_S if timed else len(budget.todo) > 1
+    with _progress_bar(sum(budget.weights), enabled=progress and long) as bar:
+        on_run = bar.update if timed else None
         for index, ((prompt_tokens, new_tokens), weight) in enumerate(zip(budget.todo, budget.weights)):
             bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: prompt {prompt_tokens}, new {new_tokens}")
             if prompt_tokens not in warmed:
@@ -210,16 +125,15 @@ def _measure_each(plan: _Plan, budget: _Budget, progress: bool) -> Iterator[Meas
             first = _first_calls(plan, prompt_tokens, new_tokens)
             inputs, conditions = plan.inputs[prompt_tokens], plan.runnable
             found = measure(
-                loaded, inputs, new_tokens=new_tokens, conditions=conditions, stop=stop, profile=spec.profile
+                loaded, inputs, new_tokens=new_tokens, conditions=conditions, stop=stop, steps=spec.steps, on_run=on_run
             )
             compile_s = {name: seconds - statistics.median(found.times(name)) for name, seconds in first.items()}
             yield dataclasses.replace(found, compile_s=compile_s)
-            bar.update(weight)
+            if not timed:
+                bar.update(weight)
 
 
-def _result(
-    plan: _Plan, prompt: str, budget: _Budget, measurements: list[Measurement], stopped: str
-) -> BenchmarkResult:
+def _result(plan: Plan, prompt: str, budget: Budget, measurements: list[Measurement], stopped: str) -> BenchmarkResult:
     """The result, built once from what was measured; its metadata records how."""
     loaded, spec = plan.loaded, plan.spec
     metadata: dict[str, Any] = {
@@ -252,20 +166,9 @@ def _result(
     )
 
 
-def _prediction(loaded: LoadedModel, cost: CostModel, prompt_tokens: int, new_tokens: int) -> Prediction:
-    model = loaded.model
-    return Prediction(
-        prompt_tokens=prompt_tokens,
-        new_tokens=new_tokens,
-        uncached_s=cost.generate_seconds(prompt_tokens, new_tokens, use_cache=False),
-        cached_s=cost.generate_seconds(prompt_tokens, new_tokens, use_cache=True),
-        kv_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
-    )
-
-
 @contextmanager
 def _progress_bar(total: float, *, enabled: bool) -> Iterator[Any]:
-    """tqdm's auto bar (a widget in Jupyter, text in a terminal), weighted by estimated cost when known."""
+    """tqdm's auto bar (a widget in Jupyter, text in a terminal) with an ETA, in estimated seconds when known."""
     from tqdm.auto import tqdm
 
     bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"

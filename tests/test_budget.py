@@ -1,0 +1,94 @@
+"""Every run is bounded and visible: one configuration is estimated and refused like a sweep, the warm-up
+is checked and counted, and a long run shows a progress bar over its timed runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvmagic import KVMagicError, run_benchmark
+from kvmagic.core.budget import scaled_seconds
+from kvmagic.runner import plan
+
+from .conftest import PROMPT
+
+PROMPT_TOKENS = len(PROMPT.encode())  # tiny's tokenizer: one token per byte
+
+
+@pytest.fixture
+def two_tokens(monkeypatch) -> list[int]:
+    """The budget's two-token runs, timed as 0.02 s without the cache and 0.012 s with it (F(P) = 0.01 s)."""
+    calls: list[int] = []
+
+    def injected(loaded, inputs, new_tokens, condition):
+        calls.append(new_tokens)
+        return 0.012 if condition.caches else 0.02
+
+    monkeypatch.setattr(plan, "first_call", injected)
+    return calls
+
+
+def test_scaled_seconds_by_hand() -> None:
+    # Uncached: 0.01 s * (1 + 11/10 + 12/10 + 13/10) for 4 tokens after 10; cached: 0.01 + 3 * (0.012 - 0.01).
+    assert scaled_seconds(0.01, 0.02, 10, 4, use_cache=False) == pytest.approx(0.046)
+    assert scaled_seconds(0.01, 0.012, 10, 4, use_cache=True) == pytest.approx(0.016)
+    assert scaled_seconds(0.01, 0.005, 10, 3, use_cache=True) == pytest.approx(0.0102)  # noise: 1% of F(P) a step
+    assert scaled_seconds(0.01, 0.02, 10, 0, use_cache=False) == 0.0
+
+
+def test_one_configuration_past_the_budget_is_refused_before_it_runs(tiny, two_tokens, monkeypatch) -> None:
+    generated: list[int] = []
+    monkeypatch.setattr(type(tiny.model), "generate", lambda *a, **k: generated.append(1))
+    new, warmup = 1500, 4
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=new, warmup_tokens=warmup, max_seconds=5)
+    uncached = sum(scaled_seconds(0.01, 0.02, PROMPT_TOKENS, n, use_cache=False) for n in (warmup, new, 1))
+    cached = sum(scaled_seconds(0.01, 0.012, PROMPT_TOKENS, n, use_cache=True) for n in (warmup, new, 1))
+    minutes = round((uncached + cached) / 60)
+    assert str(caught.value) == (
+        f"this benchmark would take about {minutes} min (estimated from short runs), over the 5 s budget: raise "
+        "max_seconds (0 means no limit), or measure fewer or shorter lengths (new_tokens, prompt_tokens, repeat)"
+    )
+    assert two_tokens == [2, 2] and generated == []  # nothing but the estimate ran
+
+
+def test_the_magic_refuses_it_with_its_flags(shell, two_tokens) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match=r"over the 1 s budget: raise --max-seconds .* \(-n, -p, -r\)$"):
+        shell.run_cell_magic("kvbench", "-n 1500 --max-seconds 1", PROMPT)
+
+
+def test_the_warm_up_is_checked_against_the_positions(tiny) -> None:
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=3000)
+    assert str(caught.value) == (
+        f"the prompt ({PROMPT_TOKENS} tokens) plus 3000 warm-up tokens exceeds the 2048 positions 'tiny' supports: "
+        "shorten the prompt or lower warmup_tokens"
+    )
+
+
+def test_the_magic_names_the_warm_up_flag(shell) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match=r"plus 3000 warm-up tokens exceeds .*: shorten the prompt or lower -w$"):
+        shell.run_cell_magic("kvbench", "-n 2 -w 3000", PROMPT)
+
+
+def test_the_warm_up_counts_in_the_estimate(tiny, two_tokens) -> None:
+    short = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1).metadata["estimated_s"]
+    long = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=8).metadata["estimated_s"]
+    extra = sum(scaled_seconds(0.01, t, PROMPT_TOKENS, 8, use_cache=c) for t, c in ((0.02, False), (0.012, True)))
+    extra -= sum(scaled_seconds(0.01, t, PROMPT_TOKENS, 1, use_cache=c) for t, c in ((0.02, False), (0.012, True)))
+    assert long - short == pytest.approx(extra)
+
+
+def test_a_long_run_shows_a_bar_over_its_timed_runs(tiny, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: 5.0)  # about 20 s
+    run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
+    bar = capsys.readouterr().err
+    assert f"kvbench 1/1: prompt {PROMPT_TOKENS}, new 3" in bar and "<" in bar  # elapsed<remaining: the ETA
+
+
+def test_a_short_run_shows_none(tiny, two_tokens, capsys) -> None:
+    run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
+    assert "kvbench" not in capsys.readouterr().err
