@@ -207,3 +207,12 @@ def test_kvload_prints_a_summary_and_replaces_the_model(capsys):
     finally:
         ip.run_line_magic("unload_ext", "kvmagic")
     assert "kvbench" not in ip.magics_manager.magics["cell"]
+
+
+def test_the_table_shows_the_columns_a_reader_needs_and_wide_shows_every_one(shell):
+    frame = bench(shell, "-n 2 -w 0")
+    assert list(frame.columns) == list(COLUMNS)  # the data: every column
+    header = repr(frame).splitlines()[0].split()
+    assert header == ["prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical", "kv_cache_mib"]
+    wide = repr(bench(shell, "-n 2 -w 0 --wide"))
+    assert all(column in wide for column in COLUMNS)

@@ -146,6 +146,11 @@ class KVMagics(Magics):
         speedup_ci_low/high: 95% bootstrap interval). Those extra figures come from one extra
         hooked run per condition after the timed ones; the headline times stay bare.
 
+        The table shows the columns a reader needs first, to fit a 100-column terminal: prompt_tokens,
+        new_tokens, uncached_s, cached_s, speedup (with its interval, where there is one, as
+        "3.47 [3.10, 3.90]"), identical and kv_cache_mib; the DataFrame holds every column. --wide (or
+        %config KVMagics.wide = True) shows them all.
+
         -n and -p take lists and ranges (16,64,256; 16-256*4; 32-128+32): the benchmark then sweeps
         their cross product, one row each, with a progress bar. Ctrl-C stops a sweep and returns the
         rows finished so far, marked partial. --compare PATH.json adds, per row, the change in
@@ -169,7 +174,10 @@ class KVMagics(Magics):
         vs token"), kv_cache_mib (counted from the returned cache), peak_mib, compile_s (first call's
         extra seconds with --compile) and note: why a strategy could not run here (a missing package
         and its pip extra, no GPU, a spelling the installed transformers lacks). --kv-bits sets the
-        width of quantized:quanto/hqq; --compile adds static+compile.
+        width of quantized:quanto/hqq; --compile adds static+compile. Shown by default: the sizes,
+        strategy, seconds, tok_s, speedup, identical, kv_cache_mib, peak_mib, and a note column whose
+        marks ([1]) point to footnotes under the table: where tokens first differed, why a strategy
+        could not run.
 
         Examples::
 
@@ -217,7 +225,8 @@ class KVMagics(Magics):
             print(note)
         from kvmagic.results.display import styled_table
 
-        return styled_table(shown.to_dataframe(), {"model": result.model, **result.metadata})
+        metadata = {"model": result.model, **result.metadata}
+        return styled_table(shown.to_dataframe(), metadata, wide=resolved(args, configured, "wide"))
 
     def unload(self) -> None:
         """Drop the loaded model and free its memory."""
