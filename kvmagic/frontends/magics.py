@@ -22,6 +22,7 @@ from kvmagic.frontends.options import (
     prepare,
     resolved,
 )
+from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
 
 if TYPE_CHECKING:
@@ -149,7 +150,8 @@ class KVMagics(Magics):
         The table shows the columns a reader needs first, to fit a 100-column terminal: prompt_tokens,
         new_tokens, uncached_s, cached_s, speedup (with its interval, where there is one, as
         "3.47 [3.10, 3.90]"), identical and kv_cache_mib; the DataFrame holds every column. --wide (or
-        %config KVMagics.wide = True) shows them all.
+        %config KVMagics.wide = True) shows them all. -v NAME must be a Python variable name; if NAME
+        held something other than an earlier result, or is a builtin, a note says what it replaced.
 
         -n and -p take lists and ranges (16,64,256; 16-256*4; 32-128+32): the benchmark then sweeps
         their cross product, one row each, with a progress bar. Ctrl-C stops a sweep and returns the
@@ -206,17 +208,19 @@ class KVMagics(Magics):
         configured = self._configured()
         namespace: dict[str, Any] = self.shell.user_ns if self.shell is not None else {}
         try:
+            check_name(args.var)
             prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
             baseline = prepare(args)
             spec = bench_spec(args, configured)
             result = run_benchmark(self.loaded, prompt.strip(), spec, progress=not args.quiet)
-            if args.var:
-                namespace[args.var] = result
+            replaced = store(namespace, args.var, result) if args.var is not None else None
             shown = finish(args, result, baseline)
         except KVMagicError as error:
             raise _usage_error(error) from None
         if args.plot and result.measurements:
             _show(result.plot())
+        if replaced and not args.quiet:
+            print(replaced)
         if args.output:
             return shown
         if args.quiet:
