@@ -257,6 +257,32 @@ def test_var_says_what_it_replaced_or_hid(shell, capsys):
             shell.user_ns.pop(name, None)
 
 
+def test_a_kvload_that_fails_after_releasing_the_model_says_so(shell, monkeypatch):
+    import transformers
+
+    shell.run_line_magic("kvload", "tiny")
+    magics = shell.magics_manager.registry["KVMagics"]
+    assert magics.loaded.name == "tiny"
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fail)
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("kvload", "tiny")
+    assert str(caught.value) == (
+        "cannot load 'tiny': the disk is full; the previously loaded model ('tiny') was released: run %kvload again"
+    )
+    assert magics.loaded is None
+    with pytest.raises(UsageError) as caught:
+        bench(shell)
+    assert str(caught.value) == "no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)"
+    magics.loaded = None
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("kvload", "tiny")
+    assert str(caught.value) == "cannot load 'tiny': the disk is full"  # nothing was loaded, nothing released
+
+
 def test_the_table_shows_the_columns_a_reader_needs_and_wide_shows_every_one(shell):
     frame = bench(shell, "-n 2 -w 0")
     assert list(frame.columns) == list(COLUMNS)  # the data: every column

@@ -126,10 +126,17 @@ class KVMagics(Magics):
         args = _parse(self.kvload, line)
         from kvmagic.model.loading import load_model
 
+        # The name only: holding the old model here would keep it in memory while the new weights load.
+        previous = self.loaded.name if self.loaded is not None else None
         try:
             self.loaded = load_model(**load_kwargs(args, self._configured()), before_weights=self.unload)
         except KVMagicError as error:
-            raise _usage_error(error) from None
+            usage = _usage_error(error)
+            if previous is not None and self.loaded is None:  # it failed after the old model was released
+                usage = UsageError(
+                    f"{usage}; the previously loaded model ({previous!r}) was released: run %kvload again"
+                )
+            raise usage from None
         print(self.loaded.summary())
 
     @_with_options(BENCH_OPTIONS)
