@@ -31,15 +31,27 @@ def kvbench(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
-def test_table_from_an_argument():
-    run = kvbench("-m", "tiny", "-n", "3", "-w", "1", PROMPT)
+def test_table_from_an_argument_fits_100_columns():
+    run = kvbench("-m", "tiny", "-n", "3", "-w", "1", "-r", "3", PROMPT)
     assert run.returncode == 0, run.stderr
     header, row = run.stdout.splitlines()[:2]
-    assert header.split() == list(COLUMNS)
-    prompt_tokens, new_tokens, uncached, cached, speedup, identical = row.split()[:6]
-    assert (int(prompt_tokens), int(new_tokens), identical) == (len(PROMPT.encode()), 3, "True")
-    assert float(speedup) == pytest.approx(float(uncached) / float(cached), rel=1e-3)
+    assert header.split() == [
+        "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical", "kv_cache_mib",
+    ]  # fmt: skip
+    prompt_tokens, new_tokens, uncached, cached, speedup = row.split()[:5]
+    assert (int(prompt_tokens), int(new_tokens), row.split()[-2]) == (len(PROMPT.encode()), 3, "True")
+    assert float(speedup) == pytest.approx(float(uncached) / float(cached), rel=1e-2)  # 4 and 3 digits
+    assert all(len(line) <= 100 for line in run.stdout.splitlines()), run.stdout
     assert "tiny: Exaone4ForCausalLM, 3.87 M parameters, float32 on cpu" in run.stderr  # the summary stays off stdout
+
+
+def test_wide_table_and_markdown_have_every_column():
+    run = kvbench("-m", "tiny", "-n", "2", "-w", "0", "--wide", "hi")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0].split() == list(COLUMNS)
+    run = kvbench("-m", "tiny", "-n", "2", "-w", "0", "--format", "markdown", "hi")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == "| " + " | ".join(COLUMNS) + " |"
 
 
 def test_csv_from_stdin_sweeps():

@@ -117,3 +117,13 @@ def test_bad_profile_value_is_one_clear_line(tmp_path):
         in out
     )
     assert "Traceback" not in out
+
+
+def test_wide_setting_shows_every_column_and_no_wide_the_short_table(shell):
+    from kvmagic.results.report import COLUMNS
+
+    with configured(shell, wide=True):
+        wide = repr(shell.run_cell_magic("kvbench", "-n 2 -w 0", "hello"))
+        short = repr(shell.run_cell_magic("kvbench", "-n 2 -w 0 --no-wide", "hello"))
+    assert all(column in wide for column in COLUMNS)
+    assert "speedup" in short and "uncached_ttft_s" not in short

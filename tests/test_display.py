@@ -10,6 +10,8 @@ from kvmagic.results.compare import compare
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.display import StyledTable, styled_table, to_html
 from kvmagic.results.records import Mismatch
+from kvmagic.results.report import COLUMNS
+from kvmagic.results.shown import shown_table, shown_text
 
 
 def _styles(page: str) -> dict[str, str]:
@@ -47,15 +49,22 @@ def test_significant_change_is_marked():
     faster = BenchmarkResult("tiny", [Measurement(8, 4, ("uncached", "cached") * 2, (4.0, 1.0, 4.4, 1.1), (), "")])
     comparison = compare(faster, result)
     page = comparison._repr_html_()
-    column = list(comparison.to_dataframe().columns).index("speedup_change")
+    column = list(shown_table(comparison.to_dataframe())[0].columns).index("speedup_change")
     assert "+100.0%" in page and _styles(page)[f"row0_col{column}"].startswith("background-color: #fff3cd;")
+    wide = to_html(comparison.to_dataframe(), {}, wide=True)
+    column = list(comparison.to_dataframe().columns).index("speedup_change")
+    assert "+100.0%" in wide and _styles(wide)[f"row0_col{column}"].startswith("background-color: #fff3cd;")
 
 
 def test_styled_table_is_a_dataframe_with_plain_text_and_plain_derivatives():
     result = _result()
     table = styled_table(result.to_dataframe(), result.metadata)
     assert isinstance(table, StyledTable) and isinstance(table, pd.DataFrame)
-    assert repr(table) == repr(result.to_dataframe())
+    assert list(table.columns) == list(COLUMNS)  # the data keeps every column; only the view is short
+    assert repr(table) == shown_text(result.to_dataframe())
+    assert "speedup_ci_high" not in table._repr_html_()
+    wide = styled_table(result.to_dataframe(), result.metadata, wide=True)
+    assert all(column in repr(wide) and column in wide._repr_html_() for column in COLUMNS)
     assert "<details>" in table._repr_html_()
     assert type(table[["speedup"]]) is pd.DataFrame and type(table.head(1)) is pd.DataFrame
     assert "<details>" in result._repr_html_() and "generated tokens differ from position 2" in result._repr_html_()

@@ -212,3 +212,86 @@ def test_kvload_prints_a_summary_and_replaces_the_model(capsys):
     finally:
         ip.run_line_magic("unload_ext", "kvmagic")
     assert "kvbench" not in ip.magics_manager.magics["cell"]
+
+
+VAR_ERRORS = [
+    (
+        "-v my-result",
+        "-v must name a Python variable, and 'my-result' is not one: use letters, digits and underscores, not starting with a digit (e.g. -v my_result)",
+    ),
+    (
+        "-v 2nd",
+        "-v must name a Python variable, and '2nd' is not one: use letters, digits and underscores, not starting with a digit (e.g. -v result_2nd)",
+    ),
+    (
+        "-v {x}",
+        "-v must name a Python variable, and '{x}' is not one: use letters, digits and underscores, not starting with a digit (e.g. -v x)",
+    ),
+    ("-v class", "-v must name a Python variable, and 'class' is a keyword: pick another name (e.g. -v class_)"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), VAR_ERRORS)
+def test_var_must_be_a_name_python_can_assign_and_is_refused_before_measuring(shell, monkeypatch, line, message):
+    import kvmagic.runner.runner
+
+    monkeypatch.setattr(kvmagic.runner.runner, "run_benchmark", pytest.fail)  # refused before anything runs
+    with pytest.raises(UsageError) as caught:
+        bench(shell, line)
+    assert str(caught.value) == message
+
+
+def test_var_says_what_it_replaced_or_hid(shell, capsys):
+    shell.user_ns.pop("max", None)
+    shell.user_ns["data"] = [1, 2]
+    try:
+        bench(shell, "-n 2 -w 0 -v max")
+        bench(shell, "-n 2 -w 0 -o -v data")
+        lines = capsys.readouterr().out.splitlines()
+        assert lines == [
+            "-v max: max now holds the BenchmarkResult and hides the builtin max (`del max` brings it back)",
+            "-v data: replaced the list that data held with the BenchmarkResult",
+        ]
+        assert isinstance(shell.user_ns["max"], BenchmarkResult) and isinstance(shell.user_ns["data"], BenchmarkResult)
+        bench(shell, "-n 2 -w 0 -v data")  # an earlier result: replacing it is what -v is for
+        bench(shell, "-n 2 -w 0 -q -v data2")
+        bench(shell, "-n 2 -w 0 -v data2")
+        assert capsys.readouterr().out == ""
+    finally:
+        for name in ("max", "data", "data2"):
+            shell.user_ns.pop(name, None)
+
+
+def test_a_kvload_that_fails_after_releasing_the_model_says_so(shell, monkeypatch):
+    import transformers
+
+    shell.run_line_magic("kvload", "tiny")
+    magics = shell.magics_manager.registry["KVMagics"]
+    assert magics.loaded.name == "tiny"
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fail)
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("kvload", "tiny")
+    assert str(caught.value) == (
+        "cannot load 'tiny': the disk is full; the previously loaded model ('tiny') was released: run %kvload again"
+    )
+    assert magics.loaded is None
+    with pytest.raises(UsageError) as caught:
+        bench(shell)
+    assert str(caught.value) == "no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)"
+    magics.loaded = None
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("kvload", "tiny")
+    assert str(caught.value) == "cannot load 'tiny': the disk is full"  # nothing was loaded, nothing released
+
+
+def test_the_table_shows_the_columns_a_reader_needs_and_wide_shows_every_one(shell):
+    frame = bench(shell, "-n 2 -w 0")
+    assert list(frame.columns) == list(COLUMNS)  # the data: every column
+    header = repr(frame).splitlines()[0].split()
+    assert header == ["prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical", "kv_cache_mib"]
+    wide = repr(bench(shell, "-n 2 -w 0 --wide"))
+    assert all(column in wide for column in COLUMNS)

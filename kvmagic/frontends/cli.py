@@ -85,8 +85,13 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     return prompt
 
 
-def render(shown: BenchmarkResult | Comparison, kind: str) -> str:
-    """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes."""
+def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -> str:
+    """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes.
+
+    ``table`` is for reading in a terminal: the shown columns, fitting 100 columns (every column if
+    ``wide``). ``markdown``, like ``csv`` and ``json``, is a format for files and pages, and keeps every
+    column, as ``--save run.md`` does.
+    """
     if kind == "json":
         from kvmagic.results.compare import Comparison
         from kvmagic.results.serialize import json_text
@@ -103,7 +108,10 @@ def render(shown: BenchmarkResult | Comparison, kind: str) -> str:
         from kvmagic.results.serialize import markdown_table
 
         return markdown_table(frame, shown.notes())
-    return "\n".join([frame.to_string(index=False), *shown.notes()]) + "\n"
+    from kvmagic.results.shown import shown_text
+
+    text = frame.to_string(index=False) if wide else shown_text(frame)
+    return "\n".join([text, *shown.notes()]) + "\n"
 
 
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
@@ -133,7 +141,7 @@ def _run(args: argparse.Namespace, stdin: TextIO) -> int:
     shown: Any = finish(args, result, baseline)
     if args.quiet:
         return 0
-    sys.stdout.write(render(shown, args.format))
+    sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
     if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it
         for note in shown.notes():
             _say(note, args)

@@ -22,6 +22,7 @@ from kvmagic.frontends.options import (
     prepare,
     resolved,
 )
+from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
 
 if TYPE_CHECKING:
@@ -125,10 +126,17 @@ class KVMagics(Magics):
         args = _parse(self.kvload, line)
         from kvmagic.model.loading import load_model
 
+        # The name only: holding the old model here would keep it in memory while the new weights load.
+        previous = self.loaded.name if self.loaded is not None else None
         try:
             self.loaded = load_model(**load_kwargs(args, self._configured()), before_weights=self.unload)
         except KVMagicError as error:
-            raise _usage_error(error) from None
+            usage = _usage_error(error)
+            if previous is not None and self.loaded is None:  # it failed after the old model was released
+                usage = UsageError(
+                    f"{usage}; the previously loaded model ({previous!r}) was released: run %kvload again"
+                )
+            raise usage from None
         print(self.loaded.summary())
 
     @_with_options(BENCH_OPTIONS)
@@ -145,6 +153,12 @@ class KVMagics(Magics):
         process peak RSS otherwise), and with -r 3 or more the spread (*_min_s, *_iqr_s,
         speedup_ci_low/high: 95% bootstrap interval). Those extra figures come from one extra
         hooked run per condition after the timed ones; the headline times stay bare.
+
+        The table shows the columns a reader needs first, to fit a 100-column terminal: prompt_tokens,
+        new_tokens, uncached_s, cached_s, speedup (with its interval, where there is one, as
+        "3.47 [3.10, 3.90]"), identical and kv_cache_mib; the DataFrame holds every column. --wide (or
+        %config KVMagics.wide = True) shows them all. -v NAME must be a Python variable name; if NAME
+        held something other than an earlier result, or is a builtin, a note says what it replaced.
 
         -n and -p take lists and ranges (16,64,256; 16-256*4; 32-128+32): the benchmark then sweeps
         their cross product, one row each, with a progress bar. Ctrl-C stops a sweep and returns the
@@ -169,7 +183,10 @@ class KVMagics(Magics):
         vs token"), kv_cache_mib (counted from the returned cache), peak_mib, compile_s (first call's
         extra seconds with --compile) and note: why a strategy could not run here (a missing package
         and its pip extra, no GPU, a spelling the installed transformers lacks). --kv-bits sets the
-        width of quantized:quanto/hqq; --compile adds static+compile.
+        width of quantized:quanto/hqq; --compile adds static+compile. Shown by default: the sizes,
+        strategy, seconds, tok_s, speedup, identical, kv_cache_mib, peak_mib, and a note column whose
+        marks ([1]) point to footnotes under the table: where tokens first differed, why a strategy
+        could not run.
 
         Examples::
 
@@ -198,17 +215,19 @@ class KVMagics(Magics):
         configured = self._configured()
         namespace: dict[str, Any] = self.shell.user_ns if self.shell is not None else {}
         try:
+            check_name(args.var)
             prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
             baseline = prepare(args)
             spec = bench_spec(args, configured)
             result = run_benchmark(self.loaded, prompt.strip(), spec, progress=not args.quiet)
-            if args.var:
-                namespace[args.var] = result
+            replaced = store(namespace, args.var, result) if args.var is not None else None
             shown = finish(args, result, baseline)
         except KVMagicError as error:
             raise _usage_error(error) from None
         if args.plot and result.measurements:
             _show(result.plot())
+        if replaced and not args.quiet:
+            print(replaced)
         if args.output:
             return shown
         if args.quiet:
@@ -217,7 +236,8 @@ class KVMagics(Magics):
             print(note)
         from kvmagic.results.display import styled_table
 
-        return styled_table(shown.to_dataframe(), {"model": result.model, **result.metadata})
+        metadata = {"model": result.model, **result.metadata}
+        return styled_table(shown.to_dataframe(), metadata, wide=resolved(args, configured, "wide"))
 
     def unload(self) -> None:
         """Drop the loaded model and free its memory."""

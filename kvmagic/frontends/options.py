@@ -170,6 +170,9 @@ BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("-v", "--var"), "Also store the BenchmarkResult in this variable.", "var", hosts=("magic",)),
     Option(("-q", "--quiet"), "Print nothing and show no progress bar (in a notebook, return nothing unless -o or "
            "--plot).", "quiet", action="store_true"),
+    Option(("--wide",), "Show every column, not only those a reader needs first (lengths, both times, the speed-up "
+           "and its interval, identical, KV cache size); the data keeps every column either way (--no-wide: the "
+           "short table).", "wide", False, action=argparse.BooleanOptionalAction, configurable=True),
     Option(("--plot",), "Draw time and speed-up against length (and per-step latency, when measured).", "plot",
            action="store_true", hosts=("magic",)),
     Option(("--save",), "Also write the result to PATH: .csv, .json (everything, loadable with "

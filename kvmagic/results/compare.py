@@ -106,7 +106,9 @@ class Comparison:
         return notes
 
     def __str__(self) -> str:
-        return "\n".join([self.to_dataframe().to_string(index=False), *self.notes()])
+        from kvmagic.results.shown import shown_text
+
+        return "\n".join([shown_text(self.to_dataframe()), *self.notes()])
 
     def __repr__(self) -> str:
         return f"<Comparison of {self.result!r} with {self.baseline!r}>"

@@ -157,7 +157,10 @@ class BenchmarkResult:
         return notes(self)
 
     def __str__(self) -> str:
-        return "\n".join([self.to_dataframe().to_string(index=False), *self.notes()])
+        """The shown table (``to_dataframe()`` has every column) and the notes."""
+        from kvmagic.results.shown import shown_text
+
+        return "\n".join([shown_text(self.to_dataframe()), *self.notes()])
 
     def __repr__(self) -> str:
         if self.strategies:

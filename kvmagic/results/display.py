@@ -1,8 +1,10 @@
-"""How a result looks in Jupyter: a styled table, with how it was measured folded into the caption.
+"""How a result looks in Jupyter and in a terminal: the shown table, styled, with how it was measured folded
+into the caption.
 
-Terminals get pandas' plain text; only the HTML a notebook asks for is styled. The speed-up is set
-in bold, a row whose runs did not generate the same tokens is flagged red, and a significant
-change against a baseline is marked. Imports pandas: import this module only to render.
+Both show :mod:`~kvmagic.results.shown`'s columns unless asked for every one (``wide``); the data stays
+whole either way. Only the HTML a notebook asks for is styled: the speed-up is set in bold, a row whose
+runs did not generate the same tokens is flagged red, and a significant change against a baseline is
+marked. Imports pandas: import this module only to render.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-__all__ = ["StyledTable", "styled_table", "to_html"]
+from kvmagic.results.shown import shown_table, shown_text
+
+__all__ = ["StyledTable", "styled_table", "to_html", "wide_text"]
 
 _FLAGGED = "background-color: #f8d7da; color: #842029; font-weight: bold"
 _MARKED = "background-color: #fff3cd; font-weight: bold"
@@ -28,6 +32,11 @@ def _change(value: Any) -> str:
     return "" if isinstance(value, float) and math.isnan(value) else f"{value:+.1%}"
 
 
+def _differs(identical: Any) -> bool:
+    """False, not merely missing (a strategy that could not run has no verdict)."""
+    return identical is not None and not (isinstance(identical, float) and math.isnan(identical)) and not identical
+
+
 def _caption(metadata: Mapping[str, Any]) -> str:
     rows = "".join(
         f"<tr><th style='text-align:left'>{html.escape(str(key))}</th><td style='text-align:left'>"
@@ -37,39 +46,57 @@ def _caption(metadata: Mapping[str, Any]) -> str:
     return f"<details><summary>how this was measured</summary><table>{rows}</table></details>"
 
 
-def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = ()) -> str:
-    """The table styled, the metadata in a collapsed caption, then the notes."""
-    styler = frame.style.hide(axis="index").set_caption(_caption(metadata))
-    floats = [c for c in frame.columns if frame[c].dtype.kind == "f" and c != "speedup_change"]
+def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False) -> str:
+    """The shown table (every column if ``wide``) styled, the metadata in a collapsed caption, then the notes."""
+    shown, footnotes = (frame, []) if wide else shown_table(frame)
+    styler = shown.style.hide(axis="index").set_caption(_caption(metadata))
+    floats = [c for c in shown.columns if shown[c].dtype.kind == "f" and c != "speedup_change"]
     styler = styler.format(_number, subset=floats)
-    cell_map = getattr(styler, "map", None) or styler.applymap  # pandas < 2.1 names it applymap
-    if "speedup" in frame.columns:
+    if "speedup" in shown.columns:
         styler = styler.set_properties(subset=["speedup"], **{"font-weight": "bold"})
-    if "identical" in frame.columns:
-        styler = cell_map(lambda v: "" if v else _FLAGGED, subset=["identical"])
-    if "speedup_change" in frame.columns:
-        styler = styler.format(_change, subset=["speedup_change"])
+    # Flags come from the data, whatever the shown cells read.
+    if "identical" in shown.columns:
+        flags = frame["identical"].map(lambda v: _FLAGGED if _differs(v) else "")
+        styler = styler.apply(lambda _: flags.to_numpy(), subset=["identical"], axis=0)
+    if "speedup_change" in shown.columns:
+        if wide:
+            styler = styler.format(_change, subset=["speedup_change"])
         marks = frame["significant"].map(lambda v: _MARKED if v is True else "").to_numpy()
         styler = styler.apply(lambda _: marks, subset=["speedup_change"], axis=0)
-    paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in notes)
+    paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in [*footnotes, *notes])
     return styler.to_html() + paragraphs
 
 
-class StyledTable(pd.DataFrame):
-    """A DataFrame that renders styled in Jupyter; anything derived from it is a plain DataFrame."""
+def wide_text(frame: pd.DataFrame) -> str:
+    """Every column and every character, wrapped by pandas into blocks as wide as its display allows."""
+    with pd.option_context("display.max_columns", None, "display.max_colwidth", None):
+        return repr(frame)
 
-    _metadata: ClassVar[list[str]] = ["kvmagic_metadata"]
+
+class StyledTable(pd.DataFrame):
+    """A DataFrame that shows the shown table (every column if ``kvmagic_wide``), styled in Jupyter;
+    it holds every column, and anything derived from it is a plain DataFrame."""
+
+    _metadata: ClassVar[list[str]] = ["kvmagic_metadata", "kvmagic_wide"]
 
     @property
     def _constructor(self) -> type[pd.DataFrame]:
         return pd.DataFrame
 
+    def _wide(self) -> bool:
+        return bool(getattr(self, "kvmagic_wide", False))
+
     def _repr_html_(self) -> str:
-        return to_html(pd.DataFrame(self), getattr(self, "kvmagic_metadata", {}) or {})
+        return to_html(pd.DataFrame(self), getattr(self, "kvmagic_metadata", {}) or {}, wide=self._wide())
+
+    def __repr__(self) -> str:
+        return wide_text(pd.DataFrame(self)) if self._wide() else shown_text(pd.DataFrame(self))
 
 
-def styled_table(frame: pd.DataFrame, metadata: Mapping[str, Any]) -> pd.DataFrame:
-    """``frame`` as what the magic returns: still a DataFrame, styled with ``metadata`` when shown as HTML."""
+def styled_table(frame: pd.DataFrame, metadata: Mapping[str, Any], wide: bool = False) -> pd.DataFrame:
+    """``frame`` as what the magic returns: still a DataFrame with every column, shown compact (every column
+    if ``wide``) and styled with ``metadata`` when shown as HTML."""
     table = StyledTable(frame)
     table.kvmagic_metadata = dict(metadata)
+    table.kvmagic_wide = wide
     return table

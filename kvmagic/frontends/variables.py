@@ -1,0 +1,66 @@
+"""``%%kvbench -v NAME``: a name Python can assign, and nothing replaced unseen.
+
+A name that is not an identifier, or is a keyword, is refused before the benchmark runs. A name that
+already holds something other than an earlier result, or that is a builtin, is still assigned, with a
+one-line note saying what it replaced: ``-v`` is an assignment, Python lets a notebook rebind any name,
+and refusing would either throw away a finished run or turn a cell that worked once into an error on
+its second run; the note is what keeps the replacement from being silent.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from collections.abc import MutableMapping
+from typing import Any
+
+from kvmagic.errors import KVMagicError
+
+__all__ = ["check_name", "store"]
+
+_NOTHING = object()
+
+
+def _literal(text: str) -> str:
+    """``text`` inside a message template, where a brace would read as a field."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _suggest(name: str) -> str:
+    candidate = re.sub(r"\W+", "_", name).strip("_") or "result"
+    return f"result_{candidate}" if candidate[0].isdigit() else candidate
+
+
+def check_name(name: str | None) -> None:
+    """Refuse a name no assignment could bind, before anything is measured."""
+    if name is None:
+        return
+    if keyword.iskeyword(name):
+        raise KVMagicError(
+            f"{{var}} must name a Python variable, and {_literal(repr(name))} is a keyword: "
+            f"pick another name (e.g. {{var}} {name}_)",
+            "var",
+        )
+    if not name.isidentifier():
+        raise KVMagicError(
+            f"{{var}} must name a Python variable, and {_literal(repr(name))} is not one: use letters, digits "
+            f"and underscores, not starting with a digit (e.g. {{var}} {_literal(_suggest(name))})",
+            "var",
+        )
+
+
+def store(namespace: MutableMapping[str, Any], name: str, value: Any) -> str | None:
+    """Bind ``name`` to ``value``; return the note to show when that replaced or hid something."""
+    from kvmagic.results.data import BenchmarkResult
+
+    held = namespace.get(name, _NOTHING)
+    namespace[name] = value
+    kind = type(value).__name__
+    if held is _NOTHING:
+        if hasattr(builtins, name):
+            return f"-v {name}: {name} now holds the {kind} and hides the builtin {name} (`del {name}` brings it back)"
+        return None
+    if isinstance(held, BenchmarkResult):
+        return None
+    return f"-v {name}: replaced the {type(held).__name__} that {name} held with the {kind}"

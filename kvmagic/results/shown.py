@@ -1,0 +1,122 @@
+"""The table as a reader first sees it: the columns the benchmark exists for, in 100 columns of text.
+
+:func:`~kvmagic.results.report.table` is the data, every column; this is a view of it, for the
+magic's output, the command's ``table`` format and ``print(result)``. Twenty columns of full-precision
+floats elide the speed-up in a terminal, so the view keeps the sizes, the two times, the speed-up
+(its interval in the same cell, where there is one), whether the tokens matched and the KV cache's
+size, and writes numbers to 4 significant digits (ratios to 3). Where a row would still pass
+:data:`WIDTH`, the least needed columns go first. A cache comparison's long texts (where the tokens
+first differed, why a strategy could not run) become numbered footnotes under the table.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "shown_table", "shown_text"]
+
+WIDTH = 100  # the terminal width the shown table is made to fit
+# In this order, each where the table has it: a baseline's change and a prediction come before the KV size.
+SHOWN_COLUMNS = (
+    "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical",
+    "speedup_change", "significant", "predicted_speedup", "kv_cache_mib",
+)  # fmt: skip
+SHOWN_STRATEGY_COLUMNS = (
+    "prompt_tokens", "new_tokens", "strategy", "seconds", "tok_s", "speedup", "identical", "kv_cache_mib", "peak_mib",
+    "note",
+)  # fmt: skip
+# Left out one by one, in this order, while the table is wider than WIDTH.
+_LEAST_NEEDED = ("peak_mib", "tok_s", "kv_cache_mib")
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _figure(value: Any) -> str:
+    """4 significant digits, without an exponent for large numbers; a missing value is blank."""
+    if _missing(value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+    return str(value)
+
+
+def _ratio(value: float) -> str:
+    """3 significant digits, trailing zeros kept so a column of ratios lines up (1.50, 15.3, 123)."""
+    if _missing(value):
+        return ""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:#.3g}".rstrip(".")
+
+
+def _change(value: float) -> str:
+    return "" if _missing(value) else f"{value:+.1%}"
+
+
+def _speedups(frame: pd.DataFrame) -> list[str]:
+    """The speed-up, followed by its interval where both ends are known: ``3.47 [3.10, 3.90]``."""
+    low = frame.get("speedup_ci_low", [math.nan] * len(frame))
+    high = frame.get("speedup_ci_high", [math.nan] * len(frame))
+    cells = []
+    for value, lo, hi in zip(frame["speedup"], low, high):
+        interval = "" if _missing(lo) or _missing(hi) else f" [{_ratio(lo)}, {_ratio(hi)}]"
+        cells.append(_ratio(value) + interval if not _missing(value) else "")
+    return cells
+
+
+def _footnotes(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Each row's footnote marks, and the footnotes: one per distinct text, numbered in order of appearance."""
+    numbers: dict[str, int] = {}
+    marks = []
+    for mismatch, note in zip(frame["first_mismatch"], frame["note"]):
+        texts = [f"differs from off at position {mismatch}" if isinstance(mismatch, str) and mismatch else ""]
+        texts.append(note if isinstance(note, str) else "")
+        marks.append(" ".join(f"[{numbers.setdefault(t, len(numbers) + 1)}]" for t in texts if t))
+    return marks, [f"[{number}] {text}" for text, number in numbers.items()]
+
+
+def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    import pandas as pd
+
+    strategies = "strategy" in frame.columns
+    cells: dict[str, list[str]] = {}
+    footnotes: list[str] = []
+    for name in SHOWN_STRATEGY_COLUMNS if strategies else SHOWN_COLUMNS:
+        if name == "note" and strategies:
+            marks, footnotes = _footnotes(frame)
+            if footnotes:
+                cells[name] = marks
+        elif name == "speedup":
+            cells[name] = _speedups(frame)
+        elif name in frame.columns:
+            shape = {"speedup_change": _change, "predicted_speedup": _ratio}.get(name, _figure)
+            cells[name] = [shape(value) for value in frame[name]]
+    return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
+
+
+def _lines(cells: pd.DataFrame) -> list[str]:
+    if cells.empty:
+        return [" ".join(cells.columns)]
+    return [line.rstrip() for line in textwrap.dedent(cells.to_string(index=False)).splitlines()]
+
+
+def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, list[str]]:
+    """The shown columns of ``frame`` (a result's or a comparison's table) as text cells, and their footnotes."""
+    cells, footnotes = _cells(frame)
+    for name in _LEAST_NEEDED:
+        if max(map(len, _lines(cells))) <= width:
+            break
+        cells = cells.drop(columns=[name], errors="ignore")
+    return cells, footnotes
+
+
+def shown_text(frame: pd.DataFrame, width: int = WIDTH) -> str:
+    """The shown table as plain text, footnotes wrapped to ``width`` beneath it."""
+    cells, footnotes = shown_table(frame, width)
+    wrapped = [textwrap.fill(note, width, subsequent_indent="    ") for note in footnotes]
+    return "\n".join([*_lines(cells), *wrapped])

@@ -1,0 +1,131 @@
+"""The shown table: the columns a reader needs first, in 100 columns, numbers to a few digits, footnotes."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from kvmagic.results.compare import compare
+from kvmagic.results.data import BenchmarkResult, Measurement
+from kvmagic.results.records import Mismatch, Prediction
+from kvmagic.results.report import COLUMNS
+from kvmagic.results.shown import WIDTH, shown_table, shown_text
+
+# What the timed runs leave of each condition: 1 GiB of cache, 3 GiB peak, 0.57 s to the first token.
+LEFT = {"ttft_s": 0.57, "kv_bytes": 2**30, "peak_bytes": 3 * 2**30}
+
+
+def _left(*names: str) -> dict[str, dict]:
+    return {figure: dict.fromkeys(names, value) for figure, value in LEFT.items()}
+
+
+def _result(pairs: int = 1, *, uncached: float = 7.945844, cached: float = 5.175697) -> BenchmarkResult:
+    seconds = (uncached, cached) * pairs
+    rows = [
+        Measurement(
+            prompt_tokens, new_tokens, ("uncached", "cached") * pairs, seconds, (1,), "x",
+            **_left("uncached", "cached"), kv_predicted_bytes=2**30,
+        )
+        for prompt_tokens, new_tokens in ((16, 64), (16384, 4096))
+    ]  # fmt: skip
+    return BenchmarkResult("tiny", rows)
+
+
+def _fits(text: str) -> bool:
+    return max(len(line) for line in text.splitlines()) <= WIDTH
+
+
+def test_the_default_columns_with_numbers_to_four_digits_and_the_ratio_to_three():
+    cells, footnotes = shown_table(_result().to_dataframe())
+    assert list(cells.columns) == [
+        "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical", "kv_cache_mib",
+    ]  # fmt: skip
+    assert cells.iloc[0].tolist() == ["16", "64", "7.946", "5.176", "1.54", "True", "1024"]
+    assert footnotes == []
+
+
+def test_the_interval_shares_the_speedup_cell_and_a_missing_one_leaves_it_alone():
+    frame = _result(pairs=5).to_dataframe()
+    frame["speedup_ci_low"], frame["speedup_ci_high"] = [1.5, math.nan], [1.6, 1.7]
+    cells, _ = shown_table(frame)
+    assert cells["speedup"].tolist() == ["1.54 [1.50, 1.60]", "1.54"]
+    frame["speedup"] = [15.3, 150.2]
+    frame["speedup_ci_low"], frame["speedup_ci_high"] = [14.9, 149.0], [15.8, 151.0]
+    assert shown_table(frame)[0]["speedup"].tolist() == ["15.3 [14.9, 15.8]", "150 [149, 151]"]
+
+
+def test_large_and_missing_numbers_keep_their_cells_narrow():
+    frame = _result(uncached=12345.678, cached=0.00123456).to_dataframe()
+    frame.loc[1, "kv_cache_mib"] = math.nan
+    cells, _ = shown_table(frame)
+    assert cells.iloc[0][["uncached_s", "cached_s"]].tolist() == ["12346", "0.001235"]
+    assert cells.iloc[1]["kv_cache_mib"] == ""
+
+
+def test_every_layout_fits_in_100_columns_and_the_data_keeps_every_column():
+    long = _result(pairs=5, uncached=1234.5678, cached=123.45678)
+    frame = long.to_dataframe()
+    assert list(frame.columns) == list(COLUMNS) and len(frame.to_string().splitlines()[0]) > 2 * WIDTH
+    frame["speedup_ci_low"], frame["speedup_ci_high"] = 9.87654, 10.1234
+    assert _fits(shown_text(frame)) and "speedup" in shown_text(frame) and "identical" in shown_text(frame)
+    comparison = compare(long, _result(pairs=5)).to_dataframe()
+    assert _fits(shown_text(comparison)) and "speedup_change" in shown_text(comparison)
+    long.predictions = [Prediction(p, n, 2000.0, 100.0) for p, n in ((16, 64), (16384, 4096), (32768, 8192))]
+    predicted = long.to_dataframe()
+    assert _fits(shown_text(predicted)) and "predicted_speedup" in shown_text(predicted)
+    assert _fits(str(long))
+
+
+def test_columns_a_reader_can_spare_go_first_when_the_table_would_not_fit():
+    frame = _result().to_dataframe()
+    wide = shown_table(frame)[0]
+    narrow = shown_table(frame, width=60)[0]
+    assert "kv_cache_mib" in wide.columns and list(narrow.columns) == list(wide.columns)[:-1]
+
+
+def _strategies() -> BenchmarkResult:
+    runs = ("off", "dynamic", "quantized:quanto") * 2
+    flip = Mismatch(run=2, position=3, expected_id=97, actual_id=98, expected_token="a", actual_token="b")
+    rows = [
+        Measurement(
+            82, n, runs, (2.0, 1.0, 1.2) * 2, (1,), "x", mismatches={"quantized:quanto": flip},
+            **_left(*runs),
+        )
+        for n in (64, 256)
+    ]  # fmt: skip
+    return BenchmarkResult(
+        "tiny", rows, strategies=["off", "dynamic", "quantized:quanto", "offloaded_static"],
+        skipped={"offloaded_static": "needs a GPU (CUDA or XPU): it offloads the cache from the accelerator to CPU "
+                 "memory, and this note is long enough to wrap"},
+    )  # fmt: skip
+
+
+def test_a_cache_comparison_turns_its_long_texts_into_footnotes():
+    text = shown_text(_strategies().to_dataframe())
+    lines = text.splitlines()
+    assert lines[0].split() == [
+        "prompt_tokens", "new_tokens", "strategy", "seconds", "tok_s", "speedup", "identical", "kv_cache_mib",
+        "peak_mib", "note",
+    ]  # fmt: skip
+    assert lines[3].split() == ["82", "64", "quantized:quanto", "1.2", "100", "1.67", "False", "1024", "3072", "[1]"]
+    assert lines[4].split() == ["82", "64", "offloaded_static", "[2]"]
+    assert lines[7].endswith(" [1]") and lines[8].endswith(" [2]")  # one footnote per distinct text
+    assert lines[9:] == [
+        "[1] differs from off at position 3: 'a' (id 97) vs 'b' (id 98)",
+        "[2] needs a GPU (CUDA or XPU): it offloads the cache from the accelerator to CPU memory, and this",
+        "    note is long enough to wrap",
+    ]
+    assert _fits(text)
+
+
+def test_a_comparison_without_footnotes_has_no_note_column():
+    result = _strategies()
+    result.strategies, result.skipped = ["off", "dynamic"], {}
+    cells, footnotes = shown_table(result.to_dataframe())
+    assert "note" not in cells.columns and footnotes == []
+
+
+def test_an_empty_table_is_its_header():
+    empty = BenchmarkResult("tiny", [])
+    assert shown_text(empty.to_dataframe()).split() == list(shown_table(pd.DataFrame(columns=COLUMNS))[0].columns)
