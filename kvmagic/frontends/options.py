@@ -165,6 +165,9 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH"),
     Option(("--compare",), "Compare with a run saved by --save PATH.json: the change in speed-up per row, whether "
            "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH"),
+    Option(("--fail-on",), "With --compare, exit with status 1 when a row moved past SPEC and the comparison calls "
+           "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%%; "
+           "comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",)),
     Option(("--cache",), "Compare KV-cache strategies instead, one row each against off: off, dynamic, static, "
            "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, or any other "
            "cache_implementation the installed transformers has; comma-separated.", "cache", metavar="LIST"),
