@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
 
 
 def _run(args: argparse.Namespace, stdin: TextIO) -> int:
+    from kvmagic.measure.threads import torch_threads
     from kvmagic.model.loading import load_model
     from kvmagic.runner.bench import run_benchmark
 
@@ -131,7 +132,8 @@ def _run(args: argparse.Namespace, stdin: TextIO) -> int:
     baseline = prepare(args)
     loaded = load_model(**load_kwargs(args, configured))
     _say(loaded.summary(), args)
-    result = run_benchmark(loaded, prompt.strip(), **benchmark_kwargs(args, configured), progress=not args.quiet)
+    with torch_threads(args.threads):  # until the runner takes the thread count itself
+        result = run_benchmark(loaded, prompt.strip(), **benchmark_kwargs(args, configured), progress=not args.quiet)
     shown: Any = finish(args, result, baseline)
     if not args.quiet:
         sys.stdout.write(render(shown, args.format))

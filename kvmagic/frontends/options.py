@@ -46,6 +46,13 @@ def whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
+def at_least_one(text: str) -> int:
+    number = whole_number(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return number
+
+
 def repeat_count(text: str) -> int | str:
     """A whole number of pairs, or ``auto``: as many as the speed-up's interval needs."""
     return "auto" if text.strip().lower() == "auto" else whole_number(text)
@@ -165,6 +172,8 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH"),
     Option(("--compare",), "Compare with a run saved by --save PATH.json: the change in speed-up per row, whether "
            "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH"),
+    Option(("--threads",), "torch's CPU threads for this run, put back afterwards (default: torch's own); "
+           "on a shared machine, 1 steadies the timings.", "threads", type=at_least_one, minimum=1, hosts=("cli",)),
     Option(("--fail-on",), "With --compare, exit with status 1 when a row moved past SPEC and the comparison calls "
            "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%%; "
            "comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",)),
