@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from kvmagic.core.lengths import LENGTH_FORMS, parse_lengths
 from kvmagic.errors import KVMagicError
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
+from kvmagic.model.random_weights import SHIPPED
 
 if TYPE_CHECKING:
     from kvmagic.results.data import BenchmarkResult
@@ -137,6 +138,10 @@ LOAD_OPTIONS: tuple[Option, ...] = (
     Option(("--attn-implementation",), "e.g. eager, sdpa, flash_attention_2.", "attn_implementation", configurable=True),
     Option(("--trust-remote-code",), "Run model code shipped with the repository.", "trust_remote_code",
            action="store_true"),
+    Option(("--random-weights",), "Build the model from its config with seeded random weights instead of loading "
+           "its weights: its real shape and timings, meaningless text, nothing downloaded. Configs ship for "
+           f"{', '.join(SHIPPED)}; for another model, its config must be in the local cache or a directory.",
+           "random_weights", action="store_true"),
 )  # fmt: skip
 
 BENCH_OPTIONS: tuple[Option, ...] = (
