@@ -4,9 +4,10 @@ It takes the same options (declared once in :mod:`kvmagic.options`) and calls th
 :func:`load_model` and :func:`run_benchmark`. The table goes to stdout; the model summary, notes
 and progress go to stderr, so ``--format csv`` or ``json`` can be piped.
 
-Exit status: 0 on success; 2 on bad input (an unknown flag, a bad value, an empty prompt, a model
-that cannot be loaded), with one line ``kvbench: error: ...`` on stderr; 130 on Ctrl-C before any
-row was measured.
+Exit status: 0 on success; 1 when ``--fail-on`` finds a significant regression against ``--compare``
+(so that CI steps and ``git bisect run`` can use it); 2 on bad input (an unknown flag, a bad value, an
+empty prompt, a model that cannot be loaded) or when ``--fail-on`` cannot judge, with one line
+``kvbench: error: ...`` on stderr; 130 on Ctrl-C before any row was measured.
 """
 
 from __future__ import annotations
