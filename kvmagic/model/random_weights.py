@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -180,6 +179,8 @@ def seed_parameters(model: torch.nn.Module, seed: int = SEED) -> None:
 
     Each chunk of a parameter has its own generator, so the values do not depend on how many threads draw them.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     import torch
 
     draws = []
