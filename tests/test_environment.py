@@ -40,9 +40,9 @@ def test_threads_are_put_back_after_an_error(restore_threads):
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])
 def test_a_bad_thread_count_is_refused_before_anything_changes(bad, restore_threads):
-    with pytest.raises(KVMagicError, match=r"threads must be a whole number >= 1 \(or None for torch's default\)"):
-        with torch_threads(bad):
-            pass
+    refused = r"threads must be a whole number >= 1 \(or None for torch's default\)"
+    with pytest.raises(KVMagicError, match=refused), torch_threads(bad):
+        pass
     assert torch.get_num_threads() == restore_threads
 
 
@@ -88,7 +88,8 @@ def test_a_run_records_its_thread_count(tiny, restore_threads):
 
 def test_the_command_runs_with_the_threads_asked_for_and_puts_them_back(capsys, restore_threads):
     torch.set_num_threads(2)
-    assert cli.main(["-m", "tiny", "-n", "1", "-w", "0", "--no-profile", "--threads", "1", "--format", "json", "hi"]) == 0
+    args = ["-m", "tiny", "-n", "1", "-w", "0", "--no-profile", "--threads", "1", "--format", "json", "hi"]
+    assert cli.main(args) == 0
     assert json.loads(capsys.readouterr().out)["metadata"]["threads"] == 1
     assert torch.get_num_threads() == 2
     with pytest.raises(SystemExit) as exited:

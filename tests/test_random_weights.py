@@ -56,10 +56,10 @@ def test_each_shipped_config_builds_and_generates(name):
 def test_published_shapes_as_shipped():
     exaone = shipped_config("LGAI-EXAONE/EXAONE-4.0-1.2B")
     assert exaone is not None
-    shape = {k: exaone[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                                   "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings")}  # fmt: skip
-    assert shape == dict(hidden_size=2048, intermediate_size=4096, num_hidden_layers=30, num_attention_heads=32,
-                         num_key_value_heads=8, head_dim=64, vocab_size=102400, max_position_embeddings=65536)  # fmt: skip
+    published = {"hidden_size": 2048, "intermediate_size": 4096, "num_hidden_layers": 30, "head_dim": 64,
+                 "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 102400,
+                 "max_position_embeddings": 65536}  # fmt: skip
+    assert {key: exaone[key] for key in published} == published
     assert exaone["layer_types"] == ["full_attention"] * 30 and exaone["tie_word_embeddings"] is True
     assert (exaone["bos_token_id"], exaone["eos_token_id"], exaone["pad_token_id"]) == (1, 361, 0)
     assert exaone["rope_theta"] == 1e6 and exaone["rope_scaling"]["rope_type"] == "llama3"
@@ -119,8 +119,8 @@ def test_a_name_with_no_config_at_hand_says_how_to_get_one():
     ("kwargs", "message"),
     [
         ({"name": "tiny"}, "random weights are built from a model's config: not for tiny or a --gguf-file"),
-        ({"name": SMOL, "device_map": "balanced"}, "random weights are built on one device, not spread by "
-         "--device-map 'balanced': use auto, cpu or cuda:0"),
+        ({"name": SMOL, "device_map": "balanced"},
+         "random weights are built on one device, not spread by --device-map 'balanced': use auto, cpu or cuda:0"),
     ],
 )  # fmt: skip
 def test_misuse_is_one_line(kwargs, message):
