@@ -2,11 +2,14 @@
 # `make check` runs the gates: lint, format, types and the architecture contract.
 # `make gpu-check` checks on a CUDA GPU what the tests can only fake (a dry run without one), in the current Python.
 # Each transformers line gets its own virtual environment: `make test TRANSFORMERS=4.55.4`.
-# torch is pinned to the CPU build that installs in seconds; kvmagic itself accepts any torch >= 2.1.
+# torch is pinned to the CPU build that installs in seconds.
+# `make test FLOORS=1` tests the lowest versions pyproject.toml declares instead (.ci/floors.py pins
+# them), in .venv/floors; its torch floor exists on PyPI only as a CUDA build (about 3 GB to install).
 
 PYTHON ?= python3
 TRANSFORMERS ?= 5
 TORCH ?= 2.13.0
+FLOORS ?=
 
 ifeq ($(TRANSFORMERS),5)
 TRANSFORMERS_SPEC := transformers>=5,<6
@@ -14,14 +17,25 @@ else
 TRANSFORMERS_SPEC := transformers==$(TRANSFORMERS)
 endif
 
+ifeq ($(FLOORS),1)
+VENV := .venv/floors
+PINS := $(VENV)/floors.txt
+else
 VENV := .venv/tf$(TRANSFORMERS)
+PINS := $(VENV)/pins.txt
+endif
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check gpu-check clean
+.PHONY: demo test test-floors check gpu-check clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile .ci/floors.py
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check "torch==$(TORCH)" "$(TRANSFORMERS_SPEC)" -e ".[test,check]"
+ifeq ($(FLOORS),1)
+	$(PYTHON) .ci/floors.py > $(PINS)
+else
+	printf '%s\n' "torch==$(TORCH)" "$(TRANSFORMERS_SPEC)" > $(PINS)
+endif
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PINS) -e ".[test,check]"
 	touch $@
 
 demo: $(STAMP)
@@ -29,6 +43,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+test-floors:
+	$(MAKE) test FLOORS=1
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .

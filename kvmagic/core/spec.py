@@ -46,6 +46,7 @@ class BenchSpec:
     kv_bits: int | None = None
     compile: bool = False
     steps: bool = False
+    threads: int | None = None  # torch's CPU threads for the run; None: torch's own
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -174,6 +175,7 @@ def _names(name: str, value: Any) -> tuple[str, ...] | None:
 
 
 def _bits(name: str, value: Any) -> int | None:
+    """A count that may be left to someone else (None): a quantized cache's width, torch's threads."""
     return None if value is None else _count(name, value, 1)
 
 
@@ -191,5 +193,6 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "kv_bits": _bits,
     "compile": _flag,
     "steps": _flag,
+    "threads": _bits,
 }
 _NAMES: Sequence[str] = tuple(_CHECKS)

@@ -4,9 +4,10 @@ It takes the same options (declared once in :mod:`kvmagic.options`) and calls th
 :func:`load_model` and :func:`run_benchmark`. The table goes to stdout; the model summary, notes
 and progress go to stderr, so ``--format csv`` or ``json`` can be piped.
 
-Exit status: 0 on success; 2 on bad input (an unknown flag, a bad value, an empty prompt, a model
-that cannot be loaded), with one line ``kvbench: error: ...`` on stderr; 130 on Ctrl-C before any
-row was measured.
+Exit status: 0 on success; 1 when ``--fail-on`` finds a significant regression against ``--compare``
+(so that CI steps and ``git bisect run`` can use it); 2 on bad input (an unknown flag, a bad value, an
+empty prompt, a model that cannot be loaded) or when ``--fail-on`` cannot judge, with one line
+``kvbench: error: ...`` on stderr; 130 on Ctrl-C before any row was measured.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kvmagic.frontends.options import (
 if TYPE_CHECKING:
     from kvmagic.results.compare import Comparison
     from kvmagic.results.data import BenchmarkResult
+    from kvmagic.results.gate import Threshold
 
 __all__ = ["FORMATS", "main", "parser"]
 
@@ -132,6 +134,7 @@ def _run(args: argparse.Namespace, stdin: TextIO) -> int:
     from kvmagic.model.loading import load_model
     from kvmagic.runner.runner import run_benchmark
 
+    thresholds = _fail_on(args)
     prompt = read_prompt(args, stdin)
     configured = defaults()
     baseline = prepare(args)
@@ -139,12 +142,42 @@ def _run(args: argparse.Namespace, stdin: TextIO) -> int:
     _say(loaded.summary(), args)
     result = run_benchmark(loaded, prompt.strip(), bench_spec(args, configured), progress=not args.quiet)
     shown: Any = finish(args, result, baseline)
-    if args.quiet:
-        return 0
-    sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
+    if not args.quiet:
+        sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
     if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it
         for note in shown.notes():
             _say(note, args)
+    return _gate(shown, thresholds)
+
+
+def _fail_on(args: argparse.Namespace) -> tuple[Threshold, ...]:
+    """--fail-on, read before any model loads, so that a mistyped threshold costs nothing."""
+    if not args.fail_on:
+        return ()
+    if not args.compare:
+        raise KVMagicError("--fail-on judges a change against a saved run: add --compare BASE.json")
+    from kvmagic.results.gate import parse_fail_on
+
+    return parse_fail_on(args.fail_on)
+
+
+def _gate(comparison: Comparison, thresholds: tuple[Threshold, ...]) -> int:
+    """0 when no row regressed past a threshold, 1 when one did (each on stderr), 2 when the gate cannot tell."""
+    if not thresholds:
+        return 0
+    from kvmagic.results.gate import gate
+
+    verdict = gate(comparison, thresholds)
+    for line in verdict.failed:
+        print(f"{PROG}: regression: {line}", file=sys.stderr)
+    for line in verdict.undecided:
+        print(f"{PROG}: cannot judge: {line}", file=sys.stderr)
+    if verdict.failed:
+        return 1
+    if verdict.undecided:
+        print(f"{PROG}: error: --fail-on cannot judge every row: time both runs with more rounds (-r)"
+              " and the same -n and -p", file=sys.stderr)  # fmt: skip
+        return 2
     return 0
 
 

@@ -14,6 +14,7 @@ from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
     Option,
+    at_least_one,
     bench_spec,
     configurable,
     finish,
@@ -21,6 +22,7 @@ from kvmagic.frontends.options import (
     load_kwargs,
     prepare,
     resolved,
+    whole_number,
 )
 from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
@@ -41,7 +43,10 @@ _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
 def _trait(name: str) -> TraitType:
     """A configurable default of ``KVMagics``, declared from the option it fills in."""
     option = _CONFIGURABLE[name]
-    kind = _TRAITS[type(option.default)] if option.default is not None else Unicode
+    if option.default is not None:
+        kind = _TRAITS[type(option.default)]
+    else:  # no default of its own (torch's threads): the kind its parser reads
+        kind = Integer if option.type in (whole_number, at_least_one) else Unicode
     described = f"{option.help} ({'/'.join(option.flags)})"
     if option.words:  # a number or one of these words: -r 3 or -r auto
         return Union([kind(), Enum(option.words)], default_value=option.default, help=described).tag(config=True)

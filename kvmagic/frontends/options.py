@@ -20,6 +20,7 @@ from kvmagic.core.lengths import LENGTH_FORMS, parse_lengths
 from kvmagic.core.spec import BenchSpec, check_field
 from kvmagic.errors import KVMagicError
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
+from kvmagic.model.random_weights import SHIPPED
 
 if TYPE_CHECKING:
     from kvmagic.results.data import BenchmarkResult
@@ -55,6 +56,13 @@ def whole_number(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def at_least_one(text: str) -> int:
+    number = whole_number(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return number
 
 
 def repeat_count(text: str) -> int | str:
@@ -139,6 +147,10 @@ LOAD_OPTIONS: tuple[Option, ...] = (
            configurable=True),
     Option(("--trust-remote-code",), "Run model code shipped with the repository.", "trust_remote_code",
            action="store_true"),
+    Option(("--random-weights",), "Build the model from its config with seeded random weights instead of loading "
+           "its weights: its real shape and timings, meaningless text, nothing downloaded. Configs ship for "
+           f"{', '.join(SHIPPED)}; for another model, its config must be in the local cache or a directory.",
+           "random_weights", action="store_true"),
 )  # fmt: skip
 
 BENCH_OPTIONS: tuple[Option, ...] = (
@@ -179,6 +191,11 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH"),
     Option(("--compare",), "Compare with a run saved by --save PATH.json: the change in speed-up per row, whether "
            "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH"),
+    Option(("--threads",), "torch's CPU threads for this run, put back afterwards (default: torch's own); "
+           "on a shared machine, 1 steadies the timings.", "threads", type=at_least_one, configurable=True),
+    Option(("--fail-on",), "With --compare, exit with status 1 when a row moved past SPEC and the comparison calls "
+           "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%%; "
+           "comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",)),
     Option(("--cache",), "Compare KV-cache strategies instead, one row each against off: off, dynamic, static, "
            "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, or any other "
            "cache_implementation the installed transformers has; comma-separated.", "cache", metavar="LIST"),

@@ -33,6 +33,8 @@ class LoadedModel:
     name: str
     revision: str | None = None
     load_seconds: float = 0.0
+    random_weights: bool = False  # built from its config with seeded random weights: real timings, meaningless text
+    stand_in_tokenizer: str | None = None  # the model whose tokenizer stands in for a missing one (``tiny``)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -67,9 +69,13 @@ class LoadedModel:
         devices = ", ".join(str(d) for d in self.devices)
         dtype = str(self.dtype).removeprefix("torch.")
         revision = f"@{self.revision}" if self.revision else ""
+        built = "loaded"
+        if self.random_weights:
+            tokenizer = f", {self.stand_in_tokenizer}'s tokenizer" if self.stand_in_tokenizer else ""
+            built = f"RANDOM weights (real shape and timings, meaningless text){tokenizer}, built"
         return (
             f"{self.name}{revision}: {type(self.model).__name__}, {_count(self.num_parameters)} parameters, "
-            f"{dtype} on {devices}, loaded in {self.load_seconds:.2f} s"
+            f"{dtype} on {devices}, {built} in {self.load_seconds:.2f} s"
         )
 
     def __repr__(self) -> str:
@@ -124,6 +130,7 @@ def load_model(
     gguf_file: str | None = None,
     attn_implementation: str | None = None,
     trust_remote_code: bool = False,
+    random_weights: bool = False,
     before_weights: Callable[[], None] | None = None,
 ) -> LoadedModel:
     """Load ``name`` (a hub id, a local directory, or ``"tiny"``) with its tokenizer.
@@ -131,12 +138,16 @@ def load_model(
     Remote code runs only with ``trust_remote_code=True``. Loading failures become one-line
     :class:`KVMagicError` messages that name the cause. ``before_weights`` runs once the
     tokenizer has loaded (so the name is good) and before the weights take memory: the place
-    to free a previous model.
+    to free a previous model. ``random_weights`` builds the model from its config instead
+    (:mod:`kvmagic.model.random_weights`), with no download.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = resolve_dtype(dtype, device_map)
     _check_device_map(device_map)
+    if random_weights:
+        options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
+        return _build_random(name, gguf_file, {_dtype_keyword(): torch_dtype}, device_map, options, before_weights)
     source = _source(name, revision, gguf_file)
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
 
@@ -181,6 +192,31 @@ def _source(name: str, revision: str | None, gguf_file: str | None) -> str | Pat
             f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
         )
     return name
+
+
+def _build_random(
+    name: str,
+    gguf_file: str | None,
+    dtype: dict[str, torch.dtype],
+    device_map: str | dict[str, Any] | None,
+    options: dict[str, Any],
+    before_weights: Callable[[], None] | None,
+) -> LoadedModel:
+    """``name``'s architecture from its config (cached, a directory's, or shipped) with seeded random weights."""
+    from kvmagic.model.random_weights import build_random
+
+    if name == TINY_NAME or gguf_file:
+        raise KVMagicError("random weights are built from a model's config: not for tiny or a --gguf-file")
+    start = time.perf_counter()
+    try:
+        model, tokenizer, stand_in = build_random(name, dtype, device_map, options, before_weights)
+    except KVMagicError:
+        raise
+    except Exception as error:
+        raise _explain(name, options["revision"], error) from error
+    seconds = time.perf_counter() - start
+    return LoadedModel(model, tokenizer, name, options["revision"], seconds, random_weights=True,
+                       stand_in_tokenizer=stand_in)  # fmt: skip
 
 
 def _dtype_keyword() -> str:

@@ -21,6 +21,7 @@ from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
 from kvmagic.measure.strategies import reset_static_cache_state
+from kvmagic.measure.threads import torch_threads
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.runner.measure import first_call, measure, warm_up
 from kvmagic.runner.plan import Budget, Plan, plan_budget, prepare
@@ -54,7 +55,8 @@ def run_benchmark(
         "lower {new_tokens}, shorten the prompt, or load the model with a smaller {dtype} (float16 or bfloat16)"
     )
     # A partial, not a lambda: a closure would keep ``loaded`` alive in the frames of a failed run.
-    return with_memory_advice(partial(_run, loaded, prompt, spec, progress), advice, "new_tokens", "dtype")
+    with torch_threads(spec.threads):  # the whole run, probes and estimates too; put back after
+        return with_memory_advice(partial(_run, loaded, prompt, spec, progress), advice, "new_tokens", "dtype")
 
 
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> BenchmarkResult:

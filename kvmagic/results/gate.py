@@ -1,0 +1,108 @@
+"""A regression gate over a comparison: ``--fail-on speedup:-5%`` for CI steps and ``git bisect run``.
+
+A row fails a threshold when its value moved past the threshold against the saved run *and* the
+comparison calls the row's change significant (its ``significant`` column, which judges the row as a
+whole): a move inside the runs' noise never fails a build.
+Where a row moved past a threshold but the comparison has no verdict (too few rounds), the gate
+cannot answer and says so rather than guess either way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kvmagic.errors import KVMagicError
+from kvmagic.results import report
+
+if TYPE_CHECKING:
+    from kvmagic.results.compare import Comparison
+
+__all__ = ["FAIL_ON_FORM", "METRICS", "GateVerdict", "Row", "Threshold", "gate", "judge", "parse_fail_on"]
+
+METRICS = ("speedup", "uncached_s", "cached_s")
+FAIL_ON_FORM = (
+    "METRIC:+N% or METRIC:-N% with METRIC one of speedup, uncached_s, cached_s, e.g. speedup:-5% or "
+    "cached_s:+10%; several comma-separated"
+)
+_SPEC = re.compile(r"^\s*(?P<metric>[a-z_]+)\s*:\s*(?P<sign>[+-])\s*(?P<size>\d+(?:\.\d*)?|\.\d+)\s*%\s*$")
+_ROUNDING = 1e-9  # a change exactly at the threshold is not past it, whatever floating point makes of it
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Fail when ``metric`` changed by more than ``change`` (a signed fraction) in its direction."""
+
+    metric: str
+    change: float
+
+    def crossed(self, now: float, was: float) -> bool:
+        moved = now / was - 1
+        return moved < self.change - _ROUNDING if self.change < 0 else moved > self.change + _ROUNDING
+
+    def __str__(self) -> str:
+        return f"{self.metric}:{self.change * 100:+g}%"
+
+
+def parse_fail_on(specs: str | Iterable[str]) -> tuple[Threshold, ...]:
+    """Thresholds from ``"speedup:-5%,cached_s:+10%"`` (or several such strings, as a repeated flag gives)."""
+    parts = [part for spec in ([specs] if isinstance(specs, str) else specs) for part in spec.split(",")]
+    thresholds = []
+    for part in parts:
+        match = _SPEC.match(part)
+        if match is None or match["metric"] not in METRICS:
+            raise KVMagicError(f"cannot read --fail-on {part.strip()!r}: write {FAIL_ON_FORM}")
+        size = float(match["size"]) / 100
+        thresholds.append(Threshold(match["metric"], -size if match["sign"] == "-" else size))
+    if not thresholds:
+        raise KVMagicError(f"--fail-on is empty: write {FAIL_ON_FORM}")
+    return tuple(thresholds)
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """What the gate found: the rows that failed, and the rows it could not judge, each as one line."""
+
+    failed: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed and not self.undecided
+
+
+Row = Mapping[str, Any]
+
+
+def judge(rows: Sequence[Row], saved: Mapping[tuple[int, int], Row], thresholds: Sequence[Threshold]) -> GateVerdict:
+    """Judge each of ``rows`` (a comparison's, with its ``significant``) against its saved row.
+
+    ``saved`` maps (prompt_tokens, new_tokens) to the saved run's row; rows without one are not judged,
+    and when no row has one there is nothing to judge, which is not a pass.
+    """
+    verdict = GateVerdict()
+    matched = [(row, saved[key]) for row in rows if (key := (row["prompt_tokens"], row["new_tokens"])) in saved]
+    if not matched:
+        verdict.undecided.append("no row matches a saved row (the same prompt_tokens and new_tokens): nothing to judge")
+    for row, was in matched:
+        for threshold in thresholds:
+            now_value, was_value = row[threshold.metric], was[threshold.metric]
+            if not threshold.crossed(now_value, was_value):
+                continue
+            line = (
+                f"{row['prompt_tokens']}+{row['new_tokens']} tokens: {threshold.metric} {was_value:.4g} -> "
+                f"{now_value:.4g} ({now_value / was_value - 1:+.1%}, past {threshold})"
+            )
+            if row["significant"] is None:
+                verdict.undecided.append(f"{line}, but the comparison has no verdict on whether that is noise")
+            elif row["significant"]:
+                verdict.failed.append(f"{line} and significant")
+    return verdict
+
+
+def gate(comparison: Comparison, thresholds: Sequence[Threshold]) -> GateVerdict:
+    """:func:`judge` a comparison's rows against its baseline's."""
+    saved = {(m.prompt_tokens, m.new_tokens): report.row(m) for m in comparison.baseline.measurements}
+    return judge(comparison.rows(), saved, thresholds)

@@ -1,0 +1,177 @@
+"""--fail-on: thresholds read and judged by hand-checked numbers; the command's exit status on injected runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kvmagic.errors import KVMagicError
+from kvmagic.frontends import cli
+from kvmagic.results.compare import compare
+from kvmagic.results.data import BenchmarkResult, Measurement
+from kvmagic.results.gate import FAIL_ON_FORM, Threshold, gate, judge, parse_fail_on
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _measurement(pairs: list[tuple[float, float]], prompt_tokens: int = 8, new_tokens: int = 16) -> Measurement:
+    return Measurement(
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        runs=("uncached", "cached") * len(pairs),
+        seconds=tuple(s for pair in pairs for s in pair),
+        generated_ids=tuple(range(new_tokens)),
+        generated_text="x" * new_tokens,
+    )
+
+
+def _result(*measurements: Measurement) -> BenchmarkResult:
+    return BenchmarkResult(model="tiny", measurements=list(measurements), metadata={"chat": False})
+
+
+# Five rounds each: a speed-up of 2.0 (per-round 1.96 to 2.04) before.
+BASE = [(1.96, 1.0), (2.0, 1.0), (2.04, 1.0), (2.0, 1.0), (1.98, 1.0)]
+SAME = BASE
+SLOWER_CACHE = [(1.96, 1.2), (2.0, 1.2), (2.04, 1.2), (2.0, 1.2), (1.98, 1.2)]  # speed-up 1.667: -16.7%
+INSIDE_NOISE = [(1.6, 1.0), (2.4, 1.0), (1.9, 1.0), (1.7, 1.0), (2.3, 1.0)]  # median 1.9 (-5%... but overlapping)
+
+
+def test_reads_each_form():
+    assert parse_fail_on("speedup:-5%") == (Threshold("speedup", -0.05),)
+    assert parse_fail_on(["cached_s:+10%, uncached_s:+12.5%", " speedup : - 0.5 % "]) == (
+        Threshold("cached_s", 0.10),
+        Threshold("uncached_s", 0.125),
+        Threshold("speedup", -0.005),
+    )
+    assert str(Threshold("speedup", -0.05)) == "speedup:-5%" and str(Threshold("cached_s", 0.1)) == "cached_s:+10%"
+
+
+@pytest.mark.parametrize("spec", ["speedup:5%", "speedup:-5", "speed:-5%", "tok_s:+1%", "speedup-5%", "", "a,,b"])
+def test_a_bad_spec_names_the_accepted_form(spec):
+    with pytest.raises(KVMagicError) as raised:
+        parse_fail_on(spec)
+    assert str(raised.value).endswith(f"write {FAIL_ON_FORM}") and "\n" not in str(raised.value)
+
+
+def test_crossing_is_strictly_past_the_threshold():
+    drop = Threshold("speedup", -0.05)
+    assert not drop.crossed(1.9, 2.0)  # exactly -5%: not past it
+    assert drop.crossed(1.89, 2.0) and not drop.crossed(2.5, 2.0)
+    rise = Threshold("cached_s", 0.10)
+    assert not rise.crossed(1.1, 1.0) and rise.crossed(1.11, 1.0) and not rise.crossed(0.5, 1.0)
+
+
+def test_judge_fails_only_significant_rows_past_a_threshold():
+    saved = {(8, 16): {"speedup": 2.0, "cached_s": 1.0}, (8, 32): {"speedup": 2.0, "cached_s": 1.0}}
+    rows = [
+        {"prompt_tokens": 8, "new_tokens": 16, "speedup": 1.5, "cached_s": 1.3, "significant": True},
+        {"prompt_tokens": 8, "new_tokens": 32, "speedup": 1.5, "cached_s": 1.3, "significant": False},
+        {"prompt_tokens": 8, "new_tokens": 64, "speedup": 0.1, "cached_s": 9.0, "significant": True},  # unsaved
+    ]
+    verdict = judge(rows, saved, parse_fail_on("speedup:-5%,cached_s:+10%"))
+    assert verdict.failed == [
+        "8+16 tokens: speedup 2 -> 1.5 (-25.0%, past speedup:-5%) and significant",
+        "8+16 tokens: cached_s 1 -> 1.3 (+30.0%, past cached_s:+10%) and significant",
+    ]
+    assert verdict.undecided == [] and not verdict.passed
+
+
+def test_judge_without_a_verdict_or_a_matching_row_cannot_pass():
+    saved = {(8, 16): {"speedup": 2.0}}
+    unknown = [{"prompt_tokens": 8, "new_tokens": 16, "speedup": 1.0, "significant": None}]
+    verdict = judge(unknown, saved, parse_fail_on("speedup:-5%"))
+    assert verdict.failed == []
+    (line,) = verdict.undecided
+    assert line == (
+        "8+16 tokens: speedup 2 -> 1 (-50.0%, past speedup:-5%), but the comparison has no verdict on whether "
+        "that is noise"
+    )
+    within = [{"prompt_tokens": 8, "new_tokens": 16, "speedup": 1.99, "significant": None}]
+    assert judge(within, saved, parse_fail_on("speedup:-5%")).passed  # no verdict needed inside the threshold
+    elsewhere = [{"prompt_tokens": 9, "new_tokens": 16, "speedup": 2.0, "significant": False}]
+    assert not judge(elsewhere, saved, parse_fail_on("speedup:-5%")).passed
+
+
+def test_gate_over_a_comparison_of_injected_runs():
+    base = _result(_measurement(BASE))
+    assert gate(compare(_result(_measurement(SAME)), base), parse_fail_on("speedup:-5%")).passed
+    slower = gate(compare(_result(_measurement(SLOWER_CACHE)), base), parse_fail_on("cached_s:+10%,speedup:-5%"))
+    assert [line.split(" (")[0] for line in slower.failed] == [
+        "8+16 tokens: cached_s 1 -> 1.2",
+        "8+16 tokens: speedup 2 -> 1.667",
+    ]
+    noisy = compare(_result(_measurement(INSIDE_NOISE)), base)
+    assert noisy.rows()[0]["significant"] is False
+    assert gate(noisy, parse_fail_on("speedup:-3%")).passed  # -5% is past -3%, but inside the noise
+
+
+@pytest.fixture
+def injected(monkeypatch, tmp_path):
+    """The command with its model and measurement replaced: the run 'now' has the times the test picks."""
+    import kvmagic.model.loading
+    import kvmagic.runner.runner
+
+    now: dict[str, BenchmarkResult] = {}
+    monkeypatch.setattr(kvmagic.model.loading, "load_model", lambda **_: SimpleNamespace(summary=lambda: "injected"))
+    monkeypatch.setattr(kvmagic.runner.runner, "run_benchmark", lambda *_, **__: now["result"])
+    base = tmp_path / "base.json"
+    _result(_measurement(BASE)).save(base)
+
+    def run(pairs: list[tuple[float, float]], *spec: str) -> int:
+        now["result"] = _result(_measurement(pairs))
+        return cli.main(["-m", "tiny", "--compare", str(base), *spec, "prompt"])
+
+    return run
+
+
+def test_exit_status_of_the_gate(injected, capsys):
+    assert injected(SAME, "--fail-on", "speedup:-5%") == 0
+    assert injected(INSIDE_NOISE, "--fail-on", "speedup:-3%") == 0
+    capsys.readouterr()
+    assert injected(SLOWER_CACHE, "--fail-on", "uncached_s:+10%", "--fail-on", "cached_s:+10%") == 1
+    stderr = capsys.readouterr().err.splitlines()
+    assert [line for line in stderr if line.startswith("kvbench: regression")] == [
+        "kvbench: regression: 8+16 tokens: cached_s 1 -> 1.2 (+20.0%, past cached_s:+10%) and significant"
+    ]
+    assert injected(SLOWER_CACHE, "-q", "--fail-on", "speedup:-5%") == 1  # quiet still gates
+    assert injected(SLOWER_CACHE, "--fail-on", "speedup:-20%") == 0
+
+
+def test_single_rounds_cannot_be_judged(injected, capsys):
+    assert injected(SLOWER_CACHE[:1], "--fail-on", "speedup:-5%") == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "kvbench: error: --fail-on cannot judge every row: time both runs with more rounds (-r) and the same -n and -p"
+    )
+
+
+MISUSE = [
+    (["--fail-on", "speedup:-5%"], "--fail-on judges a change against a saved run: add --compare BASE.json"),
+    (["--compare", "b.json", "--fail-on", "speedup<5%"], f"cannot read --fail-on 'speedup<5%': write {FAIL_ON_FORM}"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), MISUSE)
+def test_misuse_is_one_line_and_exit_status_2(args, message, capsys):
+    assert cli.main(["-m", "tiny", *args, "prompt"]) == 2
+    assert capsys.readouterr().err == f"kvbench: error: {message}\n"
+
+
+def test_as_git_bisect_run_would_call_it(tmp_path):
+    """A real run on tiny against baselines no plausible measurement comes near: 1000x (regressed) and 0.001x."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    statuses = {}
+    for name, uncached in (("regressed", 1000.0), ("improved", 0.001)):
+        pairs = [(uncached * (1 + i / 100), 1.0) for i in range(5)]
+        _result(_measurement(pairs, prompt_tokens=5, new_tokens=2)).save(tmp_path / f"{name}.json")
+        command = [sys.executable, "-m", "kvmagic", "-m", "tiny", "-n", "2", "-w", "0", "-r", "5",
+                   "-q", "--compare", str(tmp_path / f"{name}.json"), "--fail-on", "speedup:-5%", "hello"]  # fmt: skip
+        run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+                             stdin=subprocess.DEVNULL)  # fmt: skip
+        statuses[name] = run.returncode
+        assert ("kvbench: regression: 5+2 tokens: speedup" in run.stderr) == (name == "regressed"), run.stderr
+    assert statuses == {"regressed": 1, "improved": 0}
