@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.guards import with_memory_advice
+from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ __all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "resolve_dtyp
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
-_OFFLINE_HINT = "`%kvload tiny` works offline"
 _DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
@@ -174,7 +174,7 @@ def load_model(
     except KVMagicError:
         raise
     except Exception as error:
-        raise _explain(name, revision, error) from error
+        raise explain(name, revision, error) from error
     model.eval()
     return LoadedModel(model, tokenizer, name, revision, time.perf_counter() - start)
 
@@ -213,7 +213,7 @@ def _build_random(
     except KVMagicError:
         raise
     except Exception as error:
-        raise _explain(name, options["revision"], error) from error
+        raise explain(name, options["revision"], error) from error
     seconds = time.perf_counter() - start
     return LoadedModel(model, tokenizer, name, options["revision"], seconds, random_weights=True,
                        stand_in_tokenizer=stand_in)  # fmt: skip
@@ -271,51 +271,6 @@ def _check_gguf(name: str, gguf_file: str) -> None:
             f"{gguf_file!r} is not a GGUF file (it does not start with the bytes 'GGUF'): "
             "name a .gguf file, or drop --gguf-file to load the directory's own weights"
         )
-
-
-def _explain(name: str, revision: str | None, error: BaseException) -> KVMagicError:
-    """Turn a loading failure into one line that names the cause and the way out."""
-    causes: list[BaseException] = []
-    link: BaseException | None = error
-    while link is not None and len(causes) < 10:
-        causes.append(link)
-        link = link.__cause__ or link.__context__
-    kinds = {type(cause).__name__ for cause in causes}
-    text = " ".join(str(cause) for cause in causes)
-    if "trust_remote_code" in text:
-        return KVMagicError(f"{name!r} ships its own model code; pass --trust-remote-code if you trust it")
-    if "GatedRepoError" in kinds or "trying to access a gated repo" in text.lower():
-        return KVMagicError(f"{name!r} is gated: accept its licence on the Hub, then log in with `hf auth login`")
-    if "RevisionNotFoundError" in kinds or "not a valid git identifier" in text:
-        return KVMagicError(f"revision {revision!r} does not exist for {name!r}: check --revision")
-    if "UnpicklingError" in kinds or "weights only load failed" in text.lower():
-        return KVMagicError(
-            f"{name!r} keeps its weights in a pickle that holds more than tensors, and torch will not run "
-            "the code such a file can carry: load a copy saved as safetensors"
-        )
-    if Path(name).is_dir():
-        return KVMagicError(f"{name!r} holds no loadable model: {_first_line(error)}")
-    if Path(name).is_file():
-        return KVMagicError(f"{name!r} is a file: give the directory that holds its config.json and weights")
-    if "RepositoryNotFoundError" in kinds or "is not a valid model identifier" in text:
-        return KVMagicError(
-            f"{name!r} is neither a local directory nor a model on the Hugging Face Hub: "
-            f"check the name ({_OFFLINE_HINT})"
-        )
-    if kinds & {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "ConnectTimeout"} or (
-        "couldn't connect" in text.lower() or "offline" in text.lower()
-    ):
-        return KVMagicError(
-            f"cannot download {name!r}: the Hugging Face Hub is unreachable (offline, or no network) "
-            f"and it is not in the local cache; {_OFFLINE_HINT}"
-        )
-    return KVMagicError(f"cannot load {name!r}: {_first_line(error)}")
-
-
-def _first_line(error: BaseException, limit: int = 200) -> str:
-    lines = str(error).strip().splitlines()
-    line = lines[0] if lines else type(error).__name__
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _count(n: int) -> str:
