@@ -92,6 +92,7 @@ def test_the_frontier_per_strategy_in_the_memory_free() -> None:
 
 
 def test_a_fit_check_compares_prediction_measurement_and_budget() -> None:
-    check = FitCheck("dynamic", 2, 10, 1, budget_bytes=300, predicted_bytes=296, measured_bytes=333)
-    assert not check.fitted and check.error == pytest.approx(333 / 296 - 1)
-    assert FitCheck("off", 2, 10, 1, 300, 296, 290).fitted
+    check = FitCheck("dynamic", 2, 10, 1, budget_bytes=300, predicted_bytes=296, measured_bytes=333, tensor_bytes=259)
+    assert not check.fitted
+    assert check.error == pytest.approx(259 / 296 - 1) and check.overhead == pytest.approx(333 / 259 - 1)
+    assert FitCheck("off", 2, 10, 1, 300, 296, 290, 290).fitted

@@ -11,7 +11,7 @@ from kvmagic.measure.headroom import check_fit, free_bytes, measure_activations
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
 from kvmagic.measure.shape import model_shape
 from kvmagic.measure.strategies import resolve
-from kvmagic.measure.tensors import track_tensors
+from kvmagic.measure.tensors import LiveTensors, track_tensors
 from kvmagic.measure.timing import greedy_config
 
 
@@ -57,6 +57,13 @@ def test_live_tensors_count_each_storage_until_its_last_view_goes() -> None:
         assert live.live_bytes == 0
         torch.empty(250, dtype=torch.float64)  # created and dropped at once
     assert live.peak_bytes == 4000 and live.live_bytes == 0
+    held = torch.empty(100, dtype=torch.float32)
+    live = LiveTensors([held])
+    with live:
+        grown = torch.cat([held, torch.empty(25)])  # a cache grown by concatenation: 400 + 100 + 500 at most
+        del held  # the shorter one released
+        assert live.live_bytes == 500
+    assert live.peak_bytes == 100 + 500 and grown.numel() == 125
 
 
 def test_the_hardware_probe_measures_once_per_device_and_dtype(monkeypatch) -> None:
@@ -87,4 +94,4 @@ def test_activations_and_a_fit_check_on_tiny(tiny) -> None:
     shape, cache = model_shape(tiny.model), layout("dynamic")
     check = check_fit(tiny, resolve(tiny, "dynamic"), ids[:, :16], 16, budget_bytes=1e9, predicted_bytes=1.0)
     assert (check.prompt_tokens, check.new_tokens, check.batch, check.fitted) == (16, 16, 1, True)
-    assert check.tensor_bytes is not None and check.tensor_bytes >= kv_bytes(shape, cache, 31)  # the cache at least
+    assert check.tensor_bytes >= kv_bytes(shape, cache, 31)  # the cache at least

@@ -15,12 +15,15 @@ tokens (E = P + N - 1 positions are cached at the end; the last token's are neve
 - an offloaded cache keeps only the layer in use and the next one on the device.
 
 Sliding-window layers hold min(positions, window), where the cache windows them. Activations come
-from a probe (kvmagic.measure.headroom): a fixed part plus a part per token, per sequence.
+from a probe (kvmagic.measure.headroom): a fixed part plus a part per token, per sequence. All of it
+counts tensors, as CUDA's allocator does; a CPU process's resident memory exceeds them by what its
+C heap keeps of freed blocks (``FitCheck.overhead``).
 Pure Python, checkable by hand.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -210,7 +213,7 @@ def frontier(
 
 @dataclass(frozen=True)
 class FitCheck:
-    """A run at a predicted frontier: the predicted peak beside the measured one, against the budget."""
+    """A run at a predicted frontier: the predicted peak beside the measured ones, against the budget."""
 
     strategy: str
     prompt_tokens: int
@@ -219,13 +222,19 @@ class FitCheck:
     budget_bytes: float
     predicted_bytes: float
     measured_bytes: float  # the device's peak: CUDA's allocator, else the process's resident memory
-    tensor_bytes: float | None = None  # live tensors alone, where the measured peak is resident memory
+    tensor_bytes: float  # live tensors alone (the same as measured on CUDA): what the prediction counts
 
     @property
     def fitted(self) -> bool:
+        """The device's peak stayed within the budget."""
         return self.measured_bytes <= self.budget_bytes
 
     @property
     def error(self) -> float:
-        """Measured over predicted, less one: +0.05 = the run took 5% more than predicted."""
-        return self.measured_bytes / self.predicted_bytes - 1
+        """The prediction's own error, on tensors: +0.05 = they took 5% more than predicted."""
+        return self.tensor_bytes / self.predicted_bytes - 1 if self.predicted_bytes else math.nan
+
+    @property
+    def overhead(self) -> float:
+        """What the device's peak adds to the tensors' (a CPU heap's retained blocks): 0.3 = 30% more."""
+        return self.measured_bytes / self.tensor_bytes - 1 if self.tensor_bytes else math.nan

@@ -1,9 +1,11 @@
 """Memory on the model's device: what is free, what a forward takes per token, and whether a run fitted.
 
 The frontier (kvmagic.core.frontier) predicts how much a generate needs beyond the weights; this is
-the measuring side. On CUDA memory means tensors (the allocator's counts); elsewhere the process's
-resident memory, where a freed block may stay resident, so the probes first hand the C heap's free
-pages back (glibc ``malloc_trim``) and count from there.
+the measuring side. Its probes count tensors: CUDA's allocator counts them, elsewhere a dispatch
+mode does (kvmagic.measure.tensors), so a prediction means the same on every device. A CPU
+process's resident memory holds more than its tensors (the C heap keeps freed blocks that a
+growing cache or growing forwards cannot reuse), so the fit check measures that too, counted from
+a heap whose free pages were handed back first (glibc ``malloc_trim``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["check_fit", "free_bytes", "in_use", "measure_activations"]
 
-PROBE_LENGTHS = (256, 1024)  # long enough that a per-token slope stands above the allocator's granularity
+PROBE_LENGTHS = (256, 1024)  # far apart, so the per-token slope stands above a fixed part's noise
 
 
 def free_bytes(devices: Iterable[torch.device], budget: float | None = None) -> float:
@@ -71,30 +73,34 @@ def measure_activations(
 
     The forward is uncached over L tokens (an uncached step, or a prefill); the decode step is one
     token on a dynamic cache of L - 1 positions, its peak counted above the cache it started with.
-    Both ask for the last position's logits only, as ``generate`` does.
+    Both ask for the last position's logits only, as ``generate`` does. The longer length stays
+    within the model's positions.
     """
     import inspect
 
     import torch
 
-    short, long = lengths
+    limit = loaded.max_positions or lengths[1]
+    long = min(lengths[1], limit)
+    short = min(lengths[0], long // 4)
     source = input_ids[:1].repeat(1, -(-long // input_ids.shape[-1]))
     model, devices = loaded.model, loaded.devices
     accepted = inspect.signature(model.forward).parameters
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     cache_name = "cache" if "cache" in accepted else "past_key_values"  # transformers 5 renamed it
-    forward, decode = [], []
+    forward: list[float] = []
+    decode: list[float] = []
     with torch.inference_mode():
         model(input_ids=source[:, :short], use_cache=False, **extra)  # first-call allocations are not per token
-        for length in lengths:
+        for length in (short, long):
             window = source[:, :length]
             mask = torch.ones_like(window)  # generate passes one: the model may build a causal mask from it
             whole = {"input_ids": window, "attention_mask": mask, "use_cache": False, **extra}
-            forward.append(_peak_above(devices, lambda w=whole: model(**w)))
+            forward.append(_tensor_peak(devices, lambda w=whole: model(**w)))
             prefix = model(input_ids=window[:, :-1], attention_mask=mask[:, :-1], use_cache=True, **extra)
             cache = getattr(prefix, cache_name)
             step = {"input_ids": window[:, -1:], "attention_mask": mask, cache_name: cache, "use_cache": True, **extra}
-            decode.append(_peak_above(devices, lambda s=step: model(**s)))
+            decode.append(_tensor_peak(devices, lambda s=step: model(**s), existing=_cache_tensors(cache)))
             del prefix, cache, step
     release_memory()
     forward_slope = max(0.0, (forward[1] - forward[0]) / (long - short))
@@ -109,14 +115,13 @@ def measure_activations(
 
 def check_fit(
     loaded: LoadedModel, strategy: Strategy, input_ids: torch.Tensor, new_tokens: int, *,
-    budget_bytes: float, predicted_bytes: float, count_tensors: bool | None = None,
+    budget_bytes: float, predicted_bytes: float,
 ) -> FitCheck:  # fmt: skip
-    """Run one greedy generate at a predicted frontier and measure its peak beyond what was held before.
+    """Run one greedy generate at a predicted frontier: its tensors' peak and the device's, beside the prediction.
 
-    A budget cannot be imposed on a CPU process's memory, so it is a number here: the check is the
-    prediction beside the measured peak, and whether that peak stayed within the budget. Where the
-    peak is the process's resident memory (not CUDA), ``count_tensors`` (the default there) also
-    counts the live tensors' peak in the same run, to tell the prediction's error from the heap's.
+    A budget cannot be imposed on a CPU process's memory, so it is a number here: the check says
+    whether the peak stayed within it. On CUDA both peaks are the allocator's; elsewhere the
+    device's is the process's resident memory, and the tensors are counted in the same run.
     """
     from kvmagic.measure.tensors import track_tensors
     from kvmagic.measure.timing import timed_generate
@@ -125,15 +130,12 @@ def check_fit(
     model, devices = loaded.model, loaded.devices
     timed_generate(model, inputs, _config(loaded, strategy, min(new_tokens, 2)), devices)  # first-use builds
     config = _config(loaded, strategy, new_tokens)
-    if count_tensors is None:
-        count_tensors = not any(d.type == "cuda" for d in devices)
-    tensors = None
-    if count_tensors:
+    if _on_cuda(devices):
+        measured = tensors = _peak_above(devices, lambda: timed_generate(model, inputs, config, devices))
+    else:
         with track_tensors() as live:
             measured = _peak_above(devices, lambda: timed_generate(model, inputs, config, devices))
         tensors = float(live.peak_bytes)
-    else:
-        measured = _peak_above(devices, lambda: timed_generate(model, inputs, config, devices))
     release_memory()
     return FitCheck(
         strategy=strategy.name,
@@ -154,6 +156,32 @@ def _config(loaded: LoadedModel, strategy: Strategy, new_tokens: int) -> Any:
     for key, value in strategy.settings.items():
         setattr(config, key, value)
     return config
+
+
+def _on_cuda(devices: Iterable[torch.device]) -> bool:
+    return any(d.type == "cuda" for d in devices)
+
+
+def _tensor_peak(devices: Sequence[torch.device], work: Any, existing: Iterable[torch.Tensor] = ()) -> float:
+    """Most bytes of tensors alive at once while ``work`` runs, above those alive before; off CUDA,
+    ``existing`` names the ones ``work`` may free (a cache it replaces), so that their release counts."""
+    if _on_cuda(devices):
+        return _peak_above(devices, work)
+    from kvmagic.measure.tensors import LiveTensors
+
+    live = LiveTensors(existing)
+    del existing  # no reference here may keep alive a tensor that the work frees
+    with live:
+        work()
+    return float(live.peak_bytes)
+
+
+def _cache_tensors(cache: Any) -> list[torch.Tensor]:
+    """The keys and values a dynamic cache holds, per layer (``layers[i].keys`` in transformers 4.55 and 5)."""
+    import torch
+
+    held = [getattr(layer, name, None) for layer in getattr(cache, "layers", ()) for name in ("keys", "values")]
+    return [tensor for tensor in held if isinstance(tensor, torch.Tensor)]
 
 
 def _peak_above(devices: Sequence[torch.device], work: Any) -> float:
