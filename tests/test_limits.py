@@ -1,0 +1,111 @@
+"""The hardware limits' arithmetic against numbers worked out by hand for a toy shape."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvmagic.core.limits import (
+    COMPUTE,
+    MEMORY,
+    Hardware,
+    compute_bound_from,
+    decode_step,
+    forward_step,
+    limits_for,
+    limits_note,
+    prefill_step,
+)  # fmt: skip
+from kvmagic.core.shape import ModelShape
+
+# 2 layers (the second with a window of 3), hidden 8, MLP 16, 2 heads of 4 sharing 1 KV head, vocab 10, 2-byte dtype.
+SHAPE = ModelShape(
+    layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10, dtype_bytes=2,
+    weight_bytes=1000, windows=(None, 3),
+)  # fmt: skip
+HARDWARE = Hardware(bandwidth_bytes_s=1000.0, flops_s=4000.0)  # 4 FLOPs per byte at the ridge
+
+
+def test_the_shape_counts_parameters_reads_and_positions() -> None:
+    # per layer: q,k,v,o = 8 x 4 x (2 + 2 + 1 + 1) = 192, MLP 3 x 8 x 16 = 384; two layers
+    assert SHAPE.matmul_params == 2 * (192 + 384) == 1152
+    assert SHAPE.weights_read == 1000 - 10 * 8 * 2  # the untied input embedding is gathered, not read
+    assert ModelShape(**{**SHAPE.__dict__, "tied_embeddings": True}).weights_read == 1000
+    assert SHAPE.kv_bytes_per_position == 2 * 1 * 4 * 2
+    assert SHAPE.positions(5) == 5 + 3 and SHAPE.positions(2) == 2 + 2
+    # causal pairs: full layer 1 + 2 + ... + 5 = 15; windowed 1 + 2 + 3 + 3 + 3 = 12
+    assert SHAPE.attended(5) == 27 and SHAPE.attended(2) == 3 + 3
+    assert ModelShape(**{**SHAPE.__dict__, "windows": ()}).attended(5) == 30
+    with pytest.raises(ValueError, match="windows lists 1 layers"):
+        ModelShape(**{**SHAPE.__dict__, "windows": (None,)})
+
+
+def test_an_uncached_forward_counts_matmuls_the_causal_triangle_and_one_row_of_logits() -> None:
+    step = forward_step(SHAPE, 5)
+    assert step.flops == 2 * 5 * 1152 + 4 * 2 * 4 * 27 + 2 * 8 * 10 == 12544
+    assert step.bytes == 840 + 2 * 2 * 8 * 2 * 5 == 1160  # weights, and the residual stream between layers
+    assert step.memory_s(HARDWARE) == 1.16 and step.compute_s(HARDWARE) == 3.136
+    assert step.seconds(HARDWARE) == 3.136 and step.bound(HARDWARE) == COMPUTE
+    # the prefill writes the prompt's keys and values: 8 positions over both layers, 16 bytes each
+    assert prefill_step(SHAPE, 5) == type(step)(1160 + 16 * 8, 12544)
+
+
+def test_a_cached_step_reads_the_weights_once_and_each_sequences_cache() -> None:
+    step = decode_step(SHAPE, 5)
+    assert step.bytes == 840 + 64 + 16 * 8 == 1032
+    assert step.flops == 2 * 1152 + 4 * 2 * 4 * 8 + 160 == 2720
+    assert step.bound(HARDWARE) == MEMORY and step.seconds(HARDWARE) == 1.032
+    batched = decode_step(SHAPE, 5, batch=3)
+    assert batched.bytes == 840 + 3 * (64 + 128) and batched.flops == 3 * 2720
+    assert decode_step(SHAPE, 5, batch=100).bound(HARDWARE) == COMPUTE  # 68 s of arithmetic, 20.04 s of traffic
+
+
+def test_a_generate_sums_its_steps_under_each_condition() -> None:
+    limits = limits_for(SHAPE, HARDWARE, prompt_tokens=4, new_tokens=3)
+    # uncached: forwards over 4, 5, 6 tokens, all compute-bound: 9984, 12544, 15136 FLOPs
+    assert limits.uncached.seconds == pytest.approx(2.496 + 3.136 + 3.784)
+    assert limits.uncached.first_token_s == pytest.approx(2.496)
+    assert limits.uncached.memory_s == pytest.approx(1.096 + 1.16 + 1.224)
+    assert limits.uncached.governs == COMPUTE
+    # cached: the prefill of 4 (compute-bound), then steps seeing 5 and 6 positions (memory-bound)
+    assert limits.cached.seconds == pytest.approx(2.496 + 1.032 + 1.048)
+    assert limits.cached.compute_s == pytest.approx(2.496 + 0.68 + 0.688)
+    assert limits.cached.governs == MEMORY
+    assert limits.cached.decode_tok_s == pytest.approx(2 / (1.032 + 1.048))
+    assert limits.cached.tok_s == pytest.approx(3 / 4.576)
+    assert limits.speedup == pytest.approx(9.416 / 4.576)
+    assert limits.weights_share == pytest.approx(840 / 1048)
+    assert limits.cached.reached(9.152) == pytest.approx(0.5)
+    assert math.isnan(limits_for(SHAPE, HARDWARE, 4, 1).cached.decode_tok_s)
+    with pytest.raises(ValueError):
+        limits_for(SHAPE, HARDWARE, 0, 3)
+
+
+def test_uncached_turns_compute_bound_where_its_arithmetic_outlasts_its_traffic() -> None:
+    # one token: 2528 FLOPs (0.632 s) against 904 bytes (0.904 s); two tokens: 4960 (1.24 s) against 968 (0.968 s)
+    assert forward_step(SHAPE, 1).bound(HARDWARE) == MEMORY
+    assert compute_bound_from(SHAPE, HARDWARE) == 2
+    assert compute_bound_from(SHAPE, Hardware(1000.0, 1e30)) is None  # infinitely fast arithmetic never bounds
+
+
+def test_the_note_says_what_bounds_each_condition_and_how_much_the_run_reaches() -> None:
+    limits = limits_for(SHAPE, HARDWARE, prompt_tokens=4, new_tokens=3)
+    assert limits_note(limits, uncached_s=18.832, cached_s=9.152) == (
+        "cached decode is memory-bound (weights are 80% of each step's bytes): a smaller dtype would help most, "
+        "or a larger batch that shares each read of the weights; uncached is compute-bound from 2 tokens on "
+        "(every step of this run); cached reaches 50% of what memory bandwidth allows and uncached reaches 50% "
+        "of what matrix throughput allows; the limits allow a speed-up of 2.1x"
+    )
+    kv_heavy = ModelShape(**{**SHAPE.__dict__, "kv_heads": 64, "windows": ()})
+    assert "a quantized cache would help most" in limits_note(limits_for(kv_heavy, HARDWARE, 64, 2))
+    batched = limits_note(limits_for(SHAPE, HARDWARE, 1, 3, batch=100))
+    assert batched.startswith("cached decode is compute-bound at batch 100")
+    assert "uncached is compute-bound from 2 tokens on;" in limits_note(limits_for(SHAPE, HARDWARE, 1, 3))
+
+
+def test_the_hardware_says_where_its_ridge_lies() -> None:
+    assert HARDWARE.ridge == 4.0
+    assert Hardware(38.1e9, 105.5e9, "cpu", "float32").describe() == (
+        "cpu float32: 38.1 GB/s copy bandwidth, 105.5 GFLOP/s matmul"
+    )
