@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING
 
@@ -70,7 +71,7 @@ def matmul_throughput(device: torch.device, dtype: torch.dtype, hidden_size: int
     tokens = 64
     while True:
         inputs = torch.randn(tokens, hidden_size, generator=generator, device=device).to(dtype)
-        seconds = _median_seconds(lambda x=inputs: torch.matmul(x, weight), device, repeat=1)
+        seconds = _median_seconds(partial(torch.matmul, inputs, weight), device, repeat=1)
         if seconds >= MATMUL_SECONDS.get(device.type, _OTHER_MATMUL_SECONDS) or tokens >= _max_tokens(device):
             break
         tokens *= 2

@@ -150,7 +150,7 @@ def check_fit(
 
 
 def _config(loaded: LoadedModel, strategy: Strategy, new_tokens: int) -> Any:
-    from kvmagic.measure.timing import greedy_config
+    from kvmagic.measure.greedy import greedy_config
 
     config = greedy_config(loaded.model, loaded.tokenizer, new_tokens, use_cache=True)
     for key, value in strategy.settings.items():

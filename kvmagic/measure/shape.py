@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.shape import ModelShape
 
@@ -58,8 +58,10 @@ def _element_size(dtype: torch.dtype) -> int:
 
 
 def _tied(model: PreTrainedModel) -> bool:
-    output = model.get_output_embeddings()
-    return output is not None and output.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    """Whether the output head shares the input embedding's storage (counted once in the weights)."""
+    found: Any = model  # torch types a Module's attributes as Tensor | Module
+    output, embedding = found.get_output_embeddings(), found.get_input_embeddings()
+    return output is not None and output.weight.data_ptr() == embedding.weight.data_ptr()
 
 
 def _mlp_matrices(model: PreTrainedModel, hidden: int, intermediate: int) -> int:
