@@ -54,3 +54,17 @@ def test_single_measurement_reads_through():
     assert repr(result) == "<BenchmarkResult tiny: 16+64 tokens: 3.00x; identical=True>"
     with pytest.raises(AttributeError):
         _ = result.no_such_field
+
+
+def test_a_hooked_run_fills_what_the_timed_runs_left_empty() -> None:
+    from kvmagic.results import report
+    from kvmagic.results.records import StepProfile
+
+    profile = StepProfile(step_s=(0.5, 0.1), margins=(), generated_ids=(), peak_bytes=2**21, kv_bytes=2**20)
+    m = Measurement(8, 2, ("uncached", "cached"), (2.0, 1.0), (1, 2), "ab", profiles={"cached": profile})
+    summary = report.condition_summary(m, "cached")
+    assert (summary["ttft_s"], summary["kv_cache_mib"], summary["peak_mib"]) == (0.5, 1.0, 2.0)
+    timed = Measurement(8, 2, ("uncached", "cached"), (2.0, 1.0), (1, 2), "ab", profiles={"cached": profile},
+                        ttft_s={"cached": 0.25}, kv_bytes={"cached": 2**19}, peak_bytes={"cached": 2**22})  # fmt: skip
+    summary = report.condition_summary(timed, "cached")
+    assert (summary["ttft_s"], summary["kv_cache_mib"], summary["peak_mib"]) == (0.25, 0.5, 4.0)

@@ -44,13 +44,16 @@ STRATEGY_COLUMNS = (
 
 def condition_summary(m: Measurement, name: str) -> dict[str, float]:
     """One condition's figures in a measurement: its times and spread, what its runs left, its compile."""
-    times = m.times(name)
+    times, profile = m.times(name), m.profiles.get(name)
     kv_bytes, peak_bytes = m.kv_bytes.get(name), m.peak_bytes.get(name)
+    if profile is not None:  # the hooked run tells what the timed runs could not (and what older results kept)
+        kv_bytes = profile.kv_bytes if kv_bytes is None else kv_bytes
+        peak_bytes = profile.peak_bytes if peak_bytes is None else peak_bytes
     return {
         "s": statistics.median(times),
         "min_s": min(times),
         "iqr_s": m.iqr_s(name),
-        "ttft_s": m.ttft_s.get(name, math.nan),
+        "ttft_s": m.ttft_s.get(name, profile.ttft_s if profile is not None else math.nan),
         "tok_s": m.decode_tok_s(name),
         "kv_cache_mib": math.nan if kv_bytes is None else kv_bytes / MIB,
         "peak_mib": math.nan if peak_bytes is None else peak_bytes / MIB,
