@@ -114,3 +114,17 @@ def test_the_reason_names_the_cpu_offload(tiny) -> None:
     assert "layers on the CPU beside the accelerator" in reason
     reason = strategies._compile_reason(_loaded(_fake("cuda:0", {"a": 0, "b": "disk"})))
     assert "offloads layers to disk" in reason
+
+
+def test_each_row_records_the_static_cache_it_used_sized_for_that_row(tiny) -> None:
+    """A longer configuration first, then a shorter one: the shorter row's static cache has its own length."""
+    from kvmagic import run_benchmark
+
+    result = run_benchmark(tiny, "The KV cache", new_tokens=[8, 2], warmup_tokens=0, cache="off,static")
+    rows = result.to_dataframe().set_index(["new_tokens", "strategy"])
+    prompt = result.measurements[0].prompt_tokens
+    # Preallocated for the whole sequence (the last token's keys and values are never written; transformers
+    # 5 adds a few bytes of counters per layer, 4.55 one position): within one position of prompt + new.
+    assert abs(rows.loc[(8, "static"), "cache_tokens"] - (prompt + 8)) <= 1
+    assert abs(rows.loc[(2, "static"), "cache_tokens"] - (prompt + 2)) <= 1  # not the 8-token row's cache
+    assert rows.loc[(2, "off"), "cache_tokens"] == 0

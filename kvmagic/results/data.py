@@ -52,6 +52,7 @@ class Measurement:
     ttft_s: dict[str, float] = field(default_factory=dict)  # condition -> a one-token run: time to first token
     kv_bytes: dict[str, int] = field(default_factory=dict)  # condition -> what the cache its timed run returned held
     peak_bytes: dict[str, int] = field(default_factory=dict)  # condition -> peak memory over its timed runs
+    kv_position_bytes: int | None = None  # what one cached position takes in full precision (from the config)
     peak_source: str = ""  # where peak_bytes comes from (see kvmagic.measure.accelerator.PeakMemory.source)
 
     def times(self, condition: str) -> list[float]:

@@ -38,7 +38,7 @@ PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_sp
 # With a cache comparison: one row per (prompt_tokens, new_tokens, strategy), each against the "off" runs.
 STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
-    "kv_cache_mib", "peak_mib", "compile_s", "note",
+    "kv_cache_mib", "cache_tokens", "peak_mib", "compile_s", "note",
 )  # fmt: skip
 
 
@@ -93,10 +93,21 @@ def strategy_row(m: Measurement, name: str, note: str = "") -> dict[str, Any]:
         "identical": mismatch is None,
         "first_mismatch": "" if mismatch is None else short_mismatch(mismatch),
         "kv_cache_mib": summary["kv_cache_mib"],
+        "cache_tokens": _positions(m, name),
         "peak_mib": summary["peak_mib"],
         "compile_s": summary["compile_s"],
         "note": "",
     }
+
+
+def _positions(m: Measurement, name: str) -> float:
+    """Positions the cache a strategy's timed run returned has room for, counted in full-precision keys
+    and values: a static cache's length (sized for this row, not an earlier longer one), fewer for a
+    quantized cache than the tokens it holds."""
+    kv_bytes = m.kv_bytes.get(name)
+    if kv_bytes is None or not m.kv_position_bytes:
+        return math.nan
+    return kv_bytes / m.kv_position_bytes
 
 
 def table(result: BenchmarkResult) -> pd.DataFrame:

@@ -166,6 +166,7 @@ def _measurement(
         mismatches=mismatches_by_condition(tokenizer, rounds.names, generated),
         # generate computes keys and values for every position but the last generated token's.
         kv_predicted_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
+        kv_position_bytes=predicted_kv_nbytes(model.config, 1, model.dtype),
         ttft_s=ttft,
         kv_bytes=rounds.kv_bytes,
         peak_bytes=rounds.peak_bytes,
