@@ -31,7 +31,7 @@ JSON_VERSION = 2  # 2: the request (spec), strategies and skipped reasons as fie
 
 @dataclass
 class Measurement:
-    """One configuration (prompt length, new tokens): every timed run of both conditions.
+    """One configuration (prompt length, new tokens, batch): every timed run of both conditions.
 
     ``runs`` names each timed run in the order it ran (``"uncached"``/``"cached"``, interleaved);
     ``seconds`` holds their times.
@@ -53,6 +53,7 @@ class Measurement:
     kv_bytes: dict[str, int] = field(default_factory=dict)  # condition -> what the cache its timed run returned held
     peak_bytes: dict[str, int] = field(default_factory=dict)  # condition -> peak memory over its timed runs
     peak_source: str = ""  # where peak_bytes comes from (see kvmagic.measure.accelerator.PeakMemory.source)
+    batch: int = 1  # sequences per generate, all from the same prompt: times, KV bytes and peaks are the batch's
 
     def times(self, condition: str) -> list[float]:
         return times_of(self.runs, self.seconds, condition)
@@ -88,9 +89,10 @@ class Measurement:
         return pd.DataFrame(columns, index=index)
 
     def decode_tok_s(self, condition: str) -> float:
-        """Tokens after the first per second of decoding: the median timed run less the time to first token."""
+        """Tokens after the first per second of decoding, over every sequence of the batch: the median timed run
+        less the time to first token."""
         decoding = statistics.median(self.times(condition)) - self.ttft_s.get(condition, math.nan)
-        return (self.new_tokens - 1) / decoding if self.new_tokens > 1 and decoding > 0 else math.nan
+        return self.batch * (self.new_tokens - 1) / decoding if self.new_tokens > 1 and decoding > 0 else math.nan
 
     @property
     def uncached_s(self) -> float:
@@ -166,7 +168,10 @@ class BenchmarkResult:
         if self.strategies:
             rows = f"{len(self.measurements)} configurations x strategies {', '.join(self.strategies)}"
         else:
-            rows = ", ".join(f"{m.prompt_tokens}+{m.new_tokens} tokens: {m.speedup:.2f}x" for m in self.measurements)
+            rows = ", ".join(
+                f"{m.prompt_tokens}+{m.new_tokens}{f'x{m.batch}' if m.batch > 1 else ''} tokens: {m.speedup:.2f}x"
+                for m in self.measurements
+            )
         partial = "; partial" if self.partial else ""
         return f"<BenchmarkResult {self.model}: {rows}; identical={self.identical}{partial}>"
 

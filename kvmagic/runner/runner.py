@@ -25,8 +25,11 @@ from kvmagic.measure.threads import torch_threads
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.runner.measure import first_call, measure, warm_up
 from kvmagic.runner.plan import Budget, Plan, plan_budget, prepare
+from kvmagic.runner.prompt import batched
 
 if TYPE_CHECKING:
+    from transformers import BatchEncoding
+
     from kvmagic.model.loading import LoadedModel
 
 __all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
@@ -76,8 +79,9 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     except RuntimeError as error:
         if not (is_out_of_memory(error) and measurements):
             raise  # with nothing finished, the memory advice says what to change
-        prompt_tokens, new_tokens = budget.todo[len(measurements)]
-        stopped = f"out of accelerator memory at {prompt_tokens}+{new_tokens} tokens"
+        prompt_tokens, new_tokens, batch = budget.todo[len(measurements)]
+        times = f" x {batch} sequences" if batch > 1 else ""
+        stopped = f"out of accelerator memory at {prompt_tokens}+{new_tokens} tokens{times}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
     return _result(plan, prompt, budget, measurements, stopped)
@@ -96,14 +100,14 @@ def _warm(plan: Plan, prompt_tokens: int) -> None:
             plan.attempt(condition, partial(warm_up, plan.loaded, inputs, max(tokens, 1), [condition]))
 
 
-def _first_calls(plan: Plan, prompt_tokens: int, new_tokens: int) -> dict[str, float]:
+def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[str, float]:
     """The static cache is sized to the whole length, so every configuration starts from a fresh one, and
     a compiled strategy compiles here, untimed, at exactly the shape its timed runs use."""
     reset_static_cache_state(plan.loaded.model)
     found = {}
     for condition in plan.runnable:
         if condition.compiled:
-            call = partial(first_call, plan.loaded, plan.inputs[prompt_tokens], new_tokens, condition)
+            call = partial(first_call, plan.loaded, inputs, new_tokens, condition)
             seconds = plan.attempt(condition, call)
             if seconds is not None:
                 found[condition.name] = seconds
@@ -119,13 +123,14 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[Measur
     long = sum(budget.weights) > PROGRESS_AFTER_S if timed else len(budget.todo) > 1
     with _progress_bar(sum(budget.weights), enabled=progress and long) as bar:
         on_run = bar.update if timed else None
-        for index, ((prompt_tokens, new_tokens), weight) in enumerate(zip(budget.todo, budget.weights)):
-            bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: prompt {prompt_tokens}, new {new_tokens}")
+        for index, ((prompt_tokens, new_tokens, batch), weight) in enumerate(zip(budget.todo, budget.weights)):
+            where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
+            bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
             if prompt_tokens not in warmed:
                 _warm(plan, prompt_tokens)
                 warmed.add(prompt_tokens)
-            first = _first_calls(plan, prompt_tokens, new_tokens)
-            inputs, conditions = plan.inputs[prompt_tokens], plan.runnable
+            inputs, conditions = batched(plan.inputs[prompt_tokens], batch), plan.runnable
+            first = _first_calls(plan, inputs, new_tokens)
             found = measure(
                 loaded, inputs, new_tokens=new_tokens, conditions=conditions, stop=stop, steps=spec.steps, on_run=on_run
             )
