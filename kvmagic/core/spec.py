@@ -48,6 +48,7 @@ class BenchSpec:
     steps: bool = False
     threads: int | None = None  # torch's CPU threads for the run; None: torch's own
     batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
+    limits: bool = False  # probe the hardware and set each row against the bound it allows
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -196,5 +197,6 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "steps": _flag,
     "threads": _bits,
     "batch": _lengths,
+    "limits": _flag,
 }
 _NAMES: Sequence[str] = tuple(_CHECKS)

@@ -212,6 +212,9 @@ BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--predict",), "Probe a cost model first (one forward without cache and one cached step at a few "
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true"),
+    Option(("--limits",), "Probe the device's copy bandwidth and matrix throughput first (once per session) and add "
+           "each condition's bound tok/s, the share of it measured, the speed-up the bounds imply, and which bound "
+           "governs.", "limits", action="store_true"),
 )  # fmt: skip
 
 

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core import stats
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.intervals import speedup_interval
+from kvmagic.core.limits import Hardware, Limits
 from kvmagic.core.sequential import auto_interval
 from kvmagic.core.spec import CACHED, UNCACHED, BenchSpec
 from kvmagic.errors import KVMagicError
+from kvmagic.results.bounds import bounds_from_dict, bounds_to_dict
 from kvmagic.results.records import Mismatch, Prediction, StepProfile, times_of
 
 if TYPE_CHECKING:
@@ -132,6 +134,8 @@ class BenchmarkResult:
     spec: BenchSpec = field(default_factory=BenchSpec)
     strategies: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    hardware: Hardware | None = None  # with ``limits``: what the device reached in its probes
+    limits: list[Limits] = field(default_factory=list)  # with ``limits``: each configuration's bound
 
     def __getattr__(self, name: str) -> Any:
         # A single-configuration result reads like its one measurement: result.speedup.
@@ -203,6 +207,7 @@ class BenchmarkResult:
             "measurements": [dataclasses.asdict(m) for m in self.measurements],
             "predictions": [dataclasses.asdict(p) for p in self.predictions],
             "cost_model": None if self.cost_model is None else self.cost_model.to_dict(),
+            **bounds_to_dict(self.hardware, self.limits),
         }
 
     @classmethod
@@ -228,6 +233,7 @@ class BenchmarkResult:
             spec=BenchSpec.from_dict(data.get("spec") or {}),
             strategies=list(strategies),
             skipped=dict(skipped),
+            **bounds_from_dict(data),
         )
 
     def to_json(self, path: str | Path | None = None) -> str | None:

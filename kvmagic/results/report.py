@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.spec import CACHED, CONDITIONS, UNCACHED
+from kvmagic.results.bounds import LIMIT_COLUMNS, limit_values, limits_notes, matching
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,20 +105,26 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
     if result.strategies:
         rows = [strategy_row(m, n, result.skipped.get(n, "")) for m in result.measurements for n in result.strategies]
         return pd.DataFrame(rows, columns=list(STRATEGY_COLUMNS))
+    extra = list(LIMIT_COLUMNS) if result.limits else []
     if not result.predictions:
-        return pd.DataFrame([row(m) for m in result.measurements], columns=list(COLUMNS))
+        rows = [{**row(m), **_limits(result, m)} for m in result.measurements]
+        return pd.DataFrame(rows, columns=[*COLUMNS, *extra])
     measured = {(m.prompt_tokens, m.new_tokens, m.batch): m for m in result.measurements}
     rows = []
     for p in result.predictions:
         found = measured.get((p.prompt_tokens, p.new_tokens, p.batch))
         values: dict[str, Any] = (
-            row(found)
+            {**row(found), **_limits(result, found)}
             if found is not None
             else {"prompt_tokens": p.prompt_tokens, "new_tokens": p.new_tokens, "batch": p.batch}
         )
         values.update(zip(PREDICTED_COLUMNS, (p.uncached_s, p.cached_s, p.speedup, found is not None)))
         rows.append(values)
-    return pd.DataFrame(rows, columns=[*COLUMNS, *PREDICTED_COLUMNS])
+    return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
+
+
+def _limits(result: BenchmarkResult, m: Measurement) -> dict[str, float]:
+    return limit_values(m, matching(result, m)) if result.limits else {}
 
 
 def short_mismatch(mismatch: Mismatch) -> str:
@@ -148,7 +155,7 @@ def describe_mismatch(mismatch: Mismatch, runs: tuple[str, ...]) -> str:
 
 def notes(result: BenchmarkResult) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
-    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
+    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *limits_notes(result)]
     shipped = result.metadata.get("model_generation_settings")
     if shipped:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())

@@ -14,12 +14,16 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.limits import Hardware, limits_for
+from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
 from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
+from kvmagic.measure.hardware import measure_hardware
+from kvmagic.measure.shape import model_shape
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
 from kvmagic.results.data import BenchmarkResult, Measurement
@@ -64,6 +68,7 @@ def run_benchmark(
 
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> BenchmarkResult:
     plan = prepare(loaded, prompt, spec)
+    bound = _bound(loaded) if spec.limits else None  # probed before any run, once per device and dtype
     budget = Budget(plan.configs, [1.0] * len(plan.configs))
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
@@ -84,7 +89,17 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
         stopped = f"out of accelerator memory at {prompt_tokens}+{new_tokens} tokens{times}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
-    return _result(plan, prompt, budget, measurements, stopped)
+    result = _result(plan, prompt, budget, measurements, stopped)
+    if bound is not None:
+        shape, result.hardware = bound
+        result.limits = [limits_for(shape, bound[1], m.prompt_tokens, m.new_tokens, m.batch) for m in measurements]
+    return result
+
+
+def _bound(loaded: LoadedModel) -> tuple[ModelShape, Hardware]:
+    """The model's shape and what its device reaches (measured once per process per device and dtype)."""
+    shape = model_shape(loaded.model)
+    return shape, measure_hardware(loaded.device, loaded.model.dtype, shape.hidden)
 
 
 def _warm(plan: Plan, prompt_tokens: int) -> None:
