@@ -67,7 +67,7 @@ def test_crossing_is_strictly_past_the_threshold():
 
 
 def test_judge_fails_only_significant_rows_past_a_threshold():
-    saved = {(8, 16): {"speedup": 2.0, "cached_s": 1.0}, (8, 32): {"speedup": 2.0, "cached_s": 1.0}}
+    saved = {(8, 16, 1): {"speedup": 2.0, "cached_s": 1.0}, (8, 32, 1): {"speedup": 2.0, "cached_s": 1.0}}
     rows = [
         {"prompt_tokens": 8, "new_tokens": 16, "speedup": 1.5, "cached_s": 1.3, "significant": True},
         {"prompt_tokens": 8, "new_tokens": 32, "speedup": 1.5, "cached_s": 1.3, "significant": False},
@@ -82,7 +82,7 @@ def test_judge_fails_only_significant_rows_past_a_threshold():
 
 
 def test_judge_without_a_verdict_or_a_matching_row_cannot_pass():
-    saved = {(8, 16): {"speedup": 2.0}}
+    saved = {(8, 16, 1): {"speedup": 2.0}}
     unknown = [{"prompt_tokens": 8, "new_tokens": 16, "speedup": 1.0, "significant": None}]
     verdict = judge(unknown, saved, parse_fail_on("speedup:-5%"))
     assert verdict.failed == []

@@ -7,12 +7,12 @@ import torch
 
 from kvmagic.core.frontier import kv_bytes, layout
 from kvmagic.measure import hardware
+from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.headroom import check_fit, free_bytes, measure_activations
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
 from kvmagic.measure.shape import model_shape
 from kvmagic.measure.strategies import resolve
 from kvmagic.measure.tensors import LiveTensors, track_tensors
-from kvmagic.measure.greedy import greedy_config
 
 
 def test_the_shape_of_tiny_from_its_config_and_weights(tiny) -> None:

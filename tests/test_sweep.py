@@ -54,7 +54,7 @@ def test_parse_lengths_refuses_with_the_accepted_forms(text: str, message: str) 
 
 
 def test_configurations_are_the_cross_product_prompt_outermost() -> None:
-    assert configurations([8, 32], [4, 16]) == [(8, 4), (8, 16), (32, 4), (32, 16)]
+    assert configurations([8, 32], [4, 16]) == [(8, 4, 1), (8, 16, 1), (32, 4, 1), (32, 16, 1)]
 
 
 @pytest.mark.parametrize(

@@ -72,11 +72,12 @@ def test_markdown_is_a_pipe_table_with_the_notes(tmp_path) -> None:
     text = result.to_markdown()
     lines = text.splitlines()
     assert lines[0] == "| " + " | ".join(COLUMNS) + " |"
-    assert lines[1].startswith("| ---: | ---: | ---: | ---: | ---: | --- |")  # numbers right, identical left
+    assert lines[1].startswith("| ---: | ---: | ---: | ---: | ---: | ---: | --- |")  # numbers right, identical left
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:5]]
     assert [row[1] for row in rows] == ["16", "64", "256"]
-    assert [float(row[4]) for row in rows] == pytest.approx([m.speedup for m in result.measurements], rel=1e-3)
-    assert [row[5] for row in rows] == ["True", "False", "True"]
+    assert [row[2] for row in rows] == ["1", "1", "1"]  # the batch
+    assert [float(row[5]) for row in rows] == pytest.approx([m.speedup for m in result.measurements], rel=1e-3)
+    assert [row[6] for row in rows] == ["True", "False", "True"]
     assert lines[5] == ""
     assert lines[6] == f"- {result.notes()[0]}"
     assert result.notes()[0].startswith("partial: interrupted after 3 of 4 configurations")

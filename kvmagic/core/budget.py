@@ -14,33 +14,44 @@ if TYPE_CHECKING:
     from kvmagic.core.costmodel import CostModel
 
 __all__ = [
-    "check_budget", "estimate_seconds", "format_seconds", "plan_within_budget", "round_seconds", "scaled_seconds",
+    "Config", "batch_of", "check_budget", "estimate_seconds", "format_seconds", "plan_within_budget",
+    "round_seconds", "scaled_seconds",
 ]  # fmt: skip
 
 PAIR = (False, True)  # use_cache of each condition a round runs: uncached, then cached
+Config = tuple[int, ...]  # (prompt_tokens, new_tokens[, batch]): a batch of 1 when left out
 
 
-def round_seconds(cost: CostModel, prompt_tokens: int, new_tokens: int, caches: Sequence[bool] = PAIR) -> float:
+def round_seconds(
+    cost: CostModel, prompt_tokens: int, new_tokens: int, caches: Sequence[bool] = PAIR, batch: int = 1
+) -> float:
     """One generate per condition (``caches``: the ``use_cache`` of each), as the cost model predicts them.
 
     The model knows the dynamic cache only: every cached strategy (``--cache``) is counted as one.
+    A batch is counted as ``batch`` times one sequence's cost: a first, conservative approximation
+    (a batch shares each step's fixed costs, so it usually runs faster than that).
     """
-    return sum(cost.generate_seconds(prompt_tokens, new_tokens, use_cache=c) for c in caches)
+    return batch * sum(cost.generate_seconds(prompt_tokens, new_tokens, use_cache=c) for c in caches)
+
+
+def batch_of(config: Config) -> int:
+    return config[2] if len(config) > 2 else 1
 
 
 def estimate_seconds(
-    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int,
+    cost: CostModel, configs: Sequence[Config], *, repeat: int, warmup_tokens: int,
     caches: Sequence[bool] = PAIR,
 ) -> float:  # fmt: skip
-    """The whole sweep: ``repeat`` rounds per configuration plus one warm-up round per prompt length."""
-    total = sum(repeat * round_seconds(cost, p, n, caches) for p, n in configs)
+    """The whole sweep: ``repeat`` rounds per configuration plus one warm-up round (of one sequence) per
+    prompt length."""
+    total = sum(repeat * round_seconds(cost, c[0], c[1], caches, batch_of(c)) for c in configs)
     if warmup_tokens:
-        total += sum(round_seconds(cost, p, warmup_tokens, caches) for p in dict.fromkeys(p for p, _ in configs))
+        total += sum(round_seconds(cost, p, warmup_tokens, caches) for p in dict.fromkeys(c[0] for c in configs))
     return total
 
 
 def plan_within_budget(
-    cost: CostModel, configs: Sequence[tuple[int, int]], *, repeat: int, warmup_tokens: int, max_seconds: float,
+    cost: CostModel, configs: Sequence[Config], *, repeat: int, warmup_tokens: int, max_seconds: float,
     caches: Sequence[bool] = PAIR,
 ) -> list[bool]:  # fmt: skip
     """Which configurations to measure (in order) so the predicted total stays within ``max_seconds``.
@@ -49,8 +60,9 @@ def plan_within_budget(
     a prompt length's warm-up is charged with its first measured configuration. 0: measure all.
     """
     plan, spent, warmed = [], 0.0, set()
-    for prompt_tokens, new_tokens in configs:
-        cost_s = repeat * round_seconds(cost, prompt_tokens, new_tokens, caches)
+    for config in configs:
+        prompt_tokens, new_tokens = config[0], config[1]
+        cost_s = repeat * round_seconds(cost, prompt_tokens, new_tokens, caches, batch_of(config))
         if warmup_tokens and prompt_tokens not in warmed:
             cost_s += round_seconds(cost, prompt_tokens, warmup_tokens, caches)
         fits = not max_seconds or spent + cost_s <= max_seconds

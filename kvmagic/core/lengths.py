@@ -62,9 +62,12 @@ def _parse_item(item: str, text: str) -> list[int]:
     return values
 
 
-def configurations(prompt_tokens: Sequence[int], new_tokens: Sequence[int]) -> list[tuple[int, int]]:
-    """The sweep's cross product, prompt length outermost, in the order the lengths were given."""
-    return list(itertools.product(prompt_tokens, new_tokens))
+def configurations(
+    prompt_tokens: Sequence[int], new_tokens: Sequence[int], batch: Sequence[int] = (1,)
+) -> list[tuple[int, int, int]]:
+    """The sweep's cross product (prompt, new, batch), prompt length outermost, in the order the lengths were
+    given: one prompt length's configurations run together, so each is warmed up once."""
+    return list(itertools.product(prompt_tokens, new_tokens, batch))
 
 
 def stretch_ids(prefix: Sequence[int], body: Sequence[int], suffix: Sequence[int], tokens: int) -> list[int]:

@@ -29,7 +29,7 @@ Repeat = int | Literal["auto"]
 class BenchSpec:
     """The request: lengths, warm-up, repeats and their stop rule, budget, strategies, what to add.
 
-    ``new_tokens``/``prompt_tokens`` take a number, a sequence or the length grammar
+    ``new_tokens``/``prompt_tokens``/``batch`` take a number, a sequence or the length grammar
     (``"16-256*4"``) and are kept as tuples; ``cache`` takes ``"off,dynamic"`` or a sequence.
     """
 
@@ -47,6 +47,8 @@ class BenchSpec:
     compile: bool = False
     steps: bool = False
     threads: int | None = None  # torch's CPU threads for the run; None: torch's own
+    batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
+    limits: bool = False  # probe the hardware and set each row against the bound it allows
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -194,5 +196,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "compile": _flag,
     "steps": _flag,
     "threads": _bits,
+    "batch": _lengths,
+    "limits": _flag,
 }
 _NAMES: Sequence[str] = tuple(_CHECKS)

@@ -158,6 +158,9 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            _default("new_tokens"), type=lengths, configurable=True),
     Option(("-p", "--prompt-tokens"), "Stretch (or cut) the prompt to this many tokens by repeating its own tokens; "
            "lengths as for -n.", "prompt_tokens", type=lengths),
+    Option(("-b", "--batch"), "Sequences per generate, the prompt's ids in every one (each must generate the same "
+           "tokens); lengths as for -n. tok/s, the KV cache and peak memory are the whole batch's.", "batch",
+           _default("batch"), type=lengths),
     Option(("-w", "--warmup-tokens"), "Tokens per untimed warm-up run.", "warmup_tokens",
            _default("warmup_tokens"), type=whole_number, configurable=True),
     Option(("-r", "--repeat"), "Interleaved uncached/cached pairs; medians are reported. auto: take pairs (at least 5) "
@@ -209,6 +212,9 @@ BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--predict",), "Probe a cost model first (one forward without cache and one cached step at a few "
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true"),
+    Option(("--limits",), "Probe the device's copy bandwidth and matrix throughput first (once per session) and add "
+           "each condition's bound tok/s, the share of it measured, the speed-up the bounds imply, and which bound "
+           "governs.", "limits", action="store_true"),
 )  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 """A run against a saved baseline: did the speed-up move by more than the runs' own noise?
 
-Rows are matched by (prompt_tokens, new_tokens). A change counts as significant when a test of the
+Rows are matched by (prompt_tokens, new_tokens, batch). A change counts as significant when a test of the
 two runs' per-round speed-ups (each interleaved uncached/cached pair divided) rejects "no change" at
 5%, so that with no change it fires one time in twenty at most (see
 :func:`kvmagic.core.intervals.significant_change`); a run with one round says nothing about its own
@@ -43,8 +43,8 @@ class Comparison:
     baseline: BenchmarkResult
 
     def _pairs(self) -> list[tuple[Measurement, Measurement | None]]:
-        saved = {(m.prompt_tokens, m.new_tokens): m for m in self.baseline.measurements}
-        return [(m, saved.get((m.prompt_tokens, m.new_tokens))) for m in self.result.measurements]
+        saved = {(m.prompt_tokens, m.new_tokens, m.batch): m for m in self.baseline.measurements}
+        return [(m, saved.get((m.prompt_tokens, m.new_tokens, m.batch))) for m in self.result.measurements]
 
     def rows(self) -> list[dict[str, Any]]:
         rows = []
@@ -91,9 +91,9 @@ class Comparison:
         unmatched = [f"{m.prompt_tokens}+{m.new_tokens}" for m, was in pairs if was is None]
         if unmatched:
             notes.append(f"no saved row to compare with for {', '.join(unmatched)} tokens (prompt+new)")
-        measured = {(m.prompt_tokens, m.new_tokens) for m in self.result.measurements}
+        measured = {(m.prompt_tokens, m.new_tokens, m.batch) for m in self.result.measurements}
         missing = [f"{m.prompt_tokens}+{m.new_tokens}" for m in self.baseline.measurements
-                   if (m.prompt_tokens, m.new_tokens) not in measured]  # fmt: skip
+                   if (m.prompt_tokens, m.new_tokens, m.batch) not in measured]  # fmt: skip
         if missing:
             notes.append(f"saved rows not measured now: {', '.join(missing)} tokens (prompt+new)")
         if self.baseline.partial:

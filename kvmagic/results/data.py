@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core import stats
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.intervals import speedup_interval
+from kvmagic.core.limits import Hardware, Limits
 from kvmagic.core.sequential import auto_interval
 from kvmagic.core.spec import CACHED, UNCACHED, BenchSpec
 from kvmagic.errors import KVMagicError
+from kvmagic.results.bounds import bounds_from_dict, bounds_to_dict
 from kvmagic.results.records import Mismatch, Prediction, StepProfile, times_of
+from kvmagic.results.serialize import floats_back, seconds_back
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +34,7 @@ JSON_VERSION = 2  # 2: the request (spec), strategies and skipped reasons as fie
 
 @dataclass
 class Measurement:
-    """One configuration (prompt length, new tokens): every timed run of both conditions.
+    """One configuration (prompt length, new tokens, batch): every timed run of both conditions.
 
     ``runs`` names each timed run in the order it ran (``"uncached"``/``"cached"``, interleaved);
     ``seconds`` holds their times.
@@ -54,6 +57,7 @@ class Measurement:
     peak_bytes: dict[str, int] = field(default_factory=dict)  # condition -> peak memory over its timed runs
     kv_position_bytes: int | None = None  # what one cached position takes in full precision (from the config)
     peak_source: str = ""  # where peak_bytes comes from (see kvmagic.measure.accelerator.PeakMemory.source)
+    batch: int = 1  # sequences per generate, all from the same prompt: times, KV bytes and peaks are the batch's
 
     def times(self, condition: str) -> list[float]:
         return times_of(self.runs, self.seconds, condition)
@@ -89,9 +93,10 @@ class Measurement:
         return pd.DataFrame(columns, index=index)
 
     def decode_tok_s(self, condition: str) -> float:
-        """Tokens after the first per second of decoding: the median timed run less the time to first token."""
+        """Tokens after the first per second of decoding, over every sequence of the batch: the median timed run
+        less the time to first token."""
         decoding = statistics.median(self.times(condition)) - self.ttft_s.get(condition, math.nan)
-        return (self.new_tokens - 1) / decoding if self.new_tokens > 1 and decoding > 0 else math.nan
+        return self.batch * (self.new_tokens - 1) / decoding if self.new_tokens > 1 and decoding > 0 else math.nan
 
     @property
     def uncached_s(self) -> float:
@@ -131,6 +136,8 @@ class BenchmarkResult:
     spec: BenchSpec = field(default_factory=BenchSpec)
     strategies: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    hardware: Hardware | None = None  # with ``limits``: what the device reached in its probes
+    limits: list[Limits] = field(default_factory=list)  # with ``limits``: each configuration's bound
 
     def __getattr__(self, name: str) -> Any:
         # A single-configuration result reads like its one measurement: result.speedup.
@@ -167,7 +174,10 @@ class BenchmarkResult:
         if self.strategies:
             rows = f"{len(self.measurements)} configurations x strategies {', '.join(self.strategies)}"
         else:
-            rows = ", ".join(f"{m.prompt_tokens}+{m.new_tokens} tokens: {m.speedup:.2f}x" for m in self.measurements)
+            rows = ", ".join(
+                f"{m.prompt_tokens}+{m.new_tokens}{f'x{m.batch}' if m.batch > 1 else ''} tokens: {m.speedup:.2f}x"
+                for m in self.measurements
+            )
         partial = "; partial" if self.partial else ""
         return f"<BenchmarkResult {self.model}: {rows}; identical={self.identical}{partial}>"
 
@@ -199,6 +209,7 @@ class BenchmarkResult:
             "measurements": [dataclasses.asdict(m) for m in self.measurements],
             "predictions": [dataclasses.asdict(p) for p in self.predictions],
             "cost_model": None if self.cost_model is None else self.cost_model.to_dict(),
+            **bounds_to_dict(self.hardware, self.limits),
         }
 
     @classmethod
@@ -219,11 +230,12 @@ class BenchmarkResult:
             measurements=[_measurement_from_dict(m) for m in data["measurements"]],
             metadata=metadata,
             partial=bool(data.get("partial", False)),
-            predictions=[Prediction(**_floats(p)) for p in data.get("predictions", [])],
+            predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
             cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
             spec=BenchSpec.from_dict(data.get("spec") or {}),
             strategies=list(strategies),
             skipped=dict(skipped),
+            **bounds_from_dict(data),
         )
 
     def to_json(self, path: str | Path | None = None) -> str | None:
@@ -264,23 +276,14 @@ class BenchmarkResult:
         getattr(self, f"to_{export_format(path)}")(path)
 
 
-def _floats(values: dict[str, Any]) -> dict[str, Any]:
-    """Numbers JSON kept as null, back as NaN where a float belongs (a missing id or size stays None)."""
-    return {k: math.nan if v is None and k.endswith("_s") else v for k, v in values.items()}
-
-
-def _nan_list(values: Any) -> Any:
-    return tuple(math.nan if v is None else v for v in values) if isinstance(values, list) else values
-
-
 def _measurement_from_dict(data: dict[str, Any]) -> Measurement:
     names = {f.name for f in dataclasses.fields(Measurement)}
-    values = {k: _nan_list(v) for k, v in data.items() if k in names}
+    values = {k: floats_back(v) for k, v in data.items() if k in names}
     if values.get("mismatch") is not None:
         values["mismatch"] = Mismatch(**values["mismatch"])
     values["mismatches"] = {name: Mismatch(**m) for name, m in values.get("mismatches", {}).items()}
     values["profiles"] = {
-        condition: StepProfile(**{k: _nan_list(v) for k, v in profile.items()})
+        condition: StepProfile(**{k: floats_back(v) for k, v in profile.items()})
         for condition, profile in values.get("profiles", {}).items()
     }
     values["compile_s"] = {k: math.nan if v is None else v for k, v in values.get("compile_s", {}).items()}

@@ -76,24 +76,28 @@ class GateVerdict:
 Row = Mapping[str, Any]
 
 
-def judge(rows: Sequence[Row], saved: Mapping[tuple[int, int], Row], thresholds: Sequence[Threshold]) -> GateVerdict:
+def judge(
+    rows: Sequence[Row], saved: Mapping[tuple[int, int, int], Row], thresholds: Sequence[Threshold]
+) -> GateVerdict:
     """Judge each of ``rows`` (a comparison's, with its ``significant``) against its saved row.
 
-    ``saved`` maps (prompt_tokens, new_tokens) to the saved run's row; rows without one are not judged,
+    ``saved`` maps (prompt_tokens, new_tokens, batch) to the saved run's row; rows without one are not judged,
     and when no row has one there is nothing to judge, which is not a pass.
     """
     verdict = GateVerdict()
-    matched = [(row, saved[key]) for row in rows if (key := (row["prompt_tokens"], row["new_tokens"])) in saved]
+    matched = [(row, saved[key]) for row in rows if (key := _key(row)) in saved]
     if not matched:
-        verdict.undecided.append("no row matches a saved row (the same prompt_tokens and new_tokens): nothing to judge")
+        verdict.undecided.append(
+            "no row matches a saved row (the same prompt_tokens, new_tokens and batch): nothing to judge"
+        )
     for row, was in matched:
         for threshold in thresholds:
             now_value, was_value = row[threshold.metric], was[threshold.metric]
             if not threshold.crossed(now_value, was_value):
                 continue
             line = (
-                f"{row['prompt_tokens']}+{row['new_tokens']} tokens: {threshold.metric} {was_value:.4g} -> "
-                f"{now_value:.4g} ({now_value / was_value - 1:+.1%}, past {threshold})"
+                f"{row['prompt_tokens']}+{row['new_tokens']} tokens{_times(row)}: {threshold.metric} "
+                f"{was_value:.4g} -> {now_value:.4g} ({now_value / was_value - 1:+.1%}, past {threshold})"
             )
             if row["significant"] is None:
                 verdict.undecided.append(f"{line}, but the comparison has no verdict on whether that is noise")
@@ -104,5 +108,13 @@ def judge(rows: Sequence[Row], saved: Mapping[tuple[int, int], Row], thresholds:
 
 def gate(comparison: Comparison, thresholds: Sequence[Threshold]) -> GateVerdict:
     """:func:`judge` a comparison's rows against its baseline's."""
-    saved = {(m.prompt_tokens, m.new_tokens): report.row(m) for m in comparison.baseline.measurements}
+    saved = {(m.prompt_tokens, m.new_tokens, m.batch): report.row(m) for m in comparison.baseline.measurements}
     return judge(comparison.rows(), saved, thresholds)
+
+
+def _key(row: Mapping[str, Any]) -> tuple[int, int, int]:
+    return row["prompt_tokens"], row["new_tokens"], row.get("batch", 1)
+
+
+def _times(row: Mapping[str, Any]) -> str:
+    return f" x {row['batch']} sequences" if row.get("batch", 1) > 1 else ""

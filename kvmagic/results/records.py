@@ -20,6 +20,7 @@ class Mismatch:
     expected_token: str = ""
     actual_token: str = ""
     margin: float | None = None  # top-2 score gap of the differing run's condition at that step
+    sequence: int = 0  # which sequence of the run's batch differed
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ class Prediction:
     new_tokens: int
     uncached_s: float
     cached_s: float
-    kv_bytes: int | None = None  # the cache at its longest, predicted from the config
+    kv_bytes: int | None = None  # the cache at its longest, predicted from the config, for the whole batch
+    batch: int = 1
 
     @property
     def speedup(self) -> float:

@@ -14,30 +14,31 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.spec import CACHED, CONDITIONS, UNCACHED
+from kvmagic.results.bounds import LIMIT_COLUMNS, limit_values, limits_notes, matching
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kvmagic.results.data import BenchmarkResult, Measurement
-    from kvmagic.results.records import Mismatch
+    from kvmagic.results.records import Mismatch, Prediction
 
 __all__ = [
     "COLUMNS", "MIB", "NEAR_TIE", "PREDICTED_COLUMNS", "STRATEGY_COLUMNS", "condition_summary", "describe_mismatch",
-    "notes", "row", "short_mismatch", "strategy_row", "table",
+    "notes", "row", "short_mismatch", "strategy_row", "table", "where",
 ]  # fmt: skip
 
 MIB = 2**20
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
 COLUMNS = (
-    "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical",
+    "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "identical",
     "uncached_ttft_s", "cached_ttft_s", "uncached_tok_s", "cached_tok_s",
     "kv_cache_mib", "kv_predicted_mib", "uncached_peak_mib", "cached_peak_mib",
     "uncached_min_s", "cached_min_s", "uncached_iqr_s", "cached_iqr_s", "speedup_ci_low", "speedup_ci_high",
 )  # fmt: skip
 PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_speedup", "measured")
-# With a cache comparison: one row per (prompt_tokens, new_tokens, strategy), each against the "off" runs.
+# With a cache comparison: one row per (prompt_tokens, new_tokens, batch, strategy), each against the "off" runs.
 STRATEGY_COLUMNS = (
-    "prompt_tokens", "new_tokens", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
+    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
     "kv_cache_mib", "cache_tokens", "peak_mib", "compile_s", "note",
 )  # fmt: skip
 
@@ -65,7 +66,7 @@ def row(m: Measurement) -> dict[str, Any]:
     """The plain run's row: both conditions side by side."""
     uncached, cached = condition_summary(m, UNCACHED), condition_summary(m, CACHED)
     ci_low, ci_high = m.speedup_ci
-    values: dict[str, Any] = {"prompt_tokens": m.prompt_tokens, "new_tokens": m.new_tokens}
+    values: dict[str, Any] = {"prompt_tokens": m.prompt_tokens, "new_tokens": m.new_tokens, "batch": m.batch}
     values.update(uncached_s=uncached["s"], cached_s=cached["s"], speedup=m.speedup, identical=m.identical)
     for key in ("ttft_s", "tok_s"):
         values.update({f"{name}_{key}": summary[key] for name, summary in zip(CONDITIONS, (uncached, cached))})
@@ -79,9 +80,10 @@ def row(m: Measurement) -> dict[str, Any]:
 
 def strategy_row(m: Measurement, name: str, note: str = "") -> dict[str, Any]:
     """One strategy's line of a cache comparison; a strategy with no runs here is its ``note`` alone."""
-    values: dict[str, Any] = {"prompt_tokens": m.prompt_tokens, "new_tokens": m.new_tokens, "strategy": name}
+    values: dict[str, Any] = {"prompt_tokens": m.prompt_tokens, "new_tokens": m.new_tokens, "batch": m.batch}
+    values["strategy"] = name
     if not m.times(name):
-        empty = dict.fromkeys(STRATEGY_COLUMNS[3:], math.nan)
+        empty = dict.fromkeys(STRATEGY_COLUMNS[4:], math.nan)
         return {**values, **empty, "identical": None, "first_mismatch": "", "note": note}
     summary, mismatch = condition_summary(m, name), m.mismatches.get(name)
     reference = statistics.median(m.times(m.runs[0]))
@@ -117,31 +119,46 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
     if result.strategies:
         rows = [strategy_row(m, n, result.skipped.get(n, "")) for m in result.measurements for n in result.strategies]
         return pd.DataFrame(rows, columns=list(STRATEGY_COLUMNS))
+    extra = list(LIMIT_COLUMNS) if result.limits else []
     if not result.predictions:
-        return pd.DataFrame([row(m) for m in result.measurements], columns=list(COLUMNS))
-    measured = {(m.prompt_tokens, m.new_tokens): m for m in result.measurements}
+        rows = [{**row(m), **_limits(result, m)} for m in result.measurements]
+        return pd.DataFrame(rows, columns=[*COLUMNS, *extra])
+    measured = {(m.prompt_tokens, m.new_tokens, m.batch): m for m in result.measurements}
     rows = []
     for p in result.predictions:
-        found = measured.get((p.prompt_tokens, p.new_tokens))
+        found = measured.get((p.prompt_tokens, p.new_tokens, p.batch))
         values: dict[str, Any] = (
-            row(found) if found is not None else {"prompt_tokens": p.prompt_tokens, "new_tokens": p.new_tokens}
+            {**row(found), **_limits(result, found)}
+            if found is not None
+            else {"prompt_tokens": p.prompt_tokens, "new_tokens": p.new_tokens, "batch": p.batch}
         )
         values.update(zip(PREDICTED_COLUMNS, (p.uncached_s, p.cached_s, p.speedup, found is not None)))
         rows.append(values)
-    return pd.DataFrame(rows, columns=[*COLUMNS, *PREDICTED_COLUMNS])
+    return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
+
+
+def _limits(result: BenchmarkResult, m: Measurement) -> dict[str, float]:
+    return limit_values(m, matching(result, m)) if result.limits else {}
 
 
 def short_mismatch(mismatch: Mismatch) -> str:
     """Where, and which tokens, for a table cell."""
     expected = f"{mismatch.expected_token!r} (id {mismatch.expected_id})"
-    return f"{mismatch.position}: {expected} vs {mismatch.actual_token!r} (id {mismatch.actual_id})"
+    sequence = f" in sequence {mismatch.sequence + 1}" if mismatch.sequence else ""
+    return f"{mismatch.position}: {expected} vs {mismatch.actual_token!r} (id {mismatch.actual_id}){sequence}"
+
+
+def where(m: Measurement | Prediction) -> str:
+    """A configuration as the notes name it: ``16+64 tokens``, ``16+64 tokens x 4 sequences`` in a batch."""
+    return f"{m.prompt_tokens}+{m.new_tokens} tokens" + (f" x {m.batch} sequences" if m.batch > 1 else "")
 
 
 def describe_mismatch(mismatch: Mismatch, runs: tuple[str, ...]) -> str:
+    sequence = f", sequence {mismatch.sequence + 1} of its batch" if mismatch.sequence else ""
     text = (
         f"generated tokens differ from position {mismatch.position}: {mismatch.expected_token!r} "
         f"(id {mismatch.expected_id}, first {runs[0]} run) vs {mismatch.actual_token!r} "
-        f"(id {mismatch.actual_id}, {runs[mismatch.run]} run)"
+        f"(id {mismatch.actual_id}, {runs[mismatch.run]} run{sequence})"
     )
     if mismatch.margin is not None:
         text += f"; there the {runs[mismatch.run]} run's top two logits were {mismatch.margin:.4g} apart"
@@ -152,20 +169,19 @@ def describe_mismatch(mismatch: Mismatch, runs: tuple[str, ...]) -> str:
 
 def notes(result: BenchmarkResult) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
-    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
+    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *limits_notes(result)]
     shipped = result.metadata.get("model_generation_settings")
     if shipped:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
         found.append(f"the model ships {settings}: turned off here, so its own defaults generate differently")
     for m in result.measurements:
-        where = f"{m.prompt_tokens}+{m.new_tokens} tokens"
         if m.mismatch is not None and not result.strategies:  # a comparison says it per strategy
-            found.append(f"{where}: {describe_mismatch(m.mismatch, m.runs)}")
+            found.append(f"{where(m)}: {describe_mismatch(m.mismatch, m.runs)}")
         for condition in dict.fromkeys(m.runs):
             spread = m.spread(condition)
             if spread > stats.SPREAD_WARNING:
                 found.append(
-                    f"{where}: warning: {condition} times vary (IQR is {spread:.0%} of the median, over "
+                    f"{where(m)}: warning: {condition} times vary (IQR is {spread:.0%} of the median, over "
                     f"{stats.SPREAD_WARNING:.0%}): close other work or raise -r before trusting the speed-up"
                 )
     return found
@@ -193,13 +209,13 @@ def _prediction_notes(result: BenchmarkResult) -> list[str]:
     if not result.predictions or result.cost_model is None:
         return []
     found = []
-    measured = {(m.prompt_tokens, m.new_tokens) for m in result.measurements}
-    skipped = [p for p in result.predictions if (p.prompt_tokens, p.new_tokens) not in measured]
+    measured = {(m.prompt_tokens, m.new_tokens, m.batch) for m in result.measurements}
+    skipped = [p for p in result.predictions if (p.prompt_tokens, p.new_tokens, p.batch) not in measured]
     if skipped and not result.partial:
-        where = ", ".join(f"{p.prompt_tokens}+{p.new_tokens}" for p in skipped)
+        rows = ", ".join(where(p) for p in skipped)
         budget = result.metadata.get("max_seconds", 0)
         found.append(
-            f"predicted only (measured=False): {where} tokens; measuring them would pass the {budget:g} s "
+            f"predicted only (measured=False): {rows}; measuring them would pass the {budget:g} s "
             "budget (--max-seconds)"
         )
     largest = max(result.predictions, key=lambda p: p.prompt_tokens + p.new_tokens)
@@ -223,7 +239,7 @@ def _auto_repeat_notes(result: BenchmarkResult) -> list[str]:
             f"within the ±{target:.0%} target" if width <= target else f"the {cap:g} s cap (--auto-cap) came first"
         )
         found.append(
-            f"-r auto: {m.prompt_tokens}+{m.new_tokens} tokens took {len(m.times(CACHED))} pairs; 95% interval "
+            f"-r auto: {where(m)} took {len(m.times(CACHED))} pairs; 95% interval "
             f"{low:.3g}-{high:.3g}x reaches ±{width:.1%} from the median pair's {middle:.3g}x: {verdict}"
         )
     return found

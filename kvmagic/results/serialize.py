@@ -18,7 +18,10 @@ from kvmagic.errors import KVMagicError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["EXPORTS", "export_format", "json_text", "markdown_table", "parse_json", "read_text", "write_text"]
+__all__ = [
+    "EXPORTS", "export_format", "floats_back", "json_text", "markdown_table", "parse_json", "read_text",
+    "seconds_back", "write_text",
+]  # fmt: skip
 
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
 
@@ -59,6 +62,16 @@ def write_text(text: str, path: str | Path | None) -> str | None:
     except OSError as error:
         raise KVMagicError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
     return None
+
+
+def seconds_back(values: dict[str, Any]) -> dict[str, Any]:
+    """Seconds JSON kept as null, back as NaN (a missing id or size stays None)."""
+    return {k: math.nan if v is None and k.endswith("_s") else v for k, v in values.items()}
+
+
+def floats_back(values: Any) -> Any:
+    """A list JSON wrote, back as a tuple with NaN for its nulls; anything else as it is."""
+    return tuple(math.nan if v is None else v for v in values) if isinstance(values, list) else values
 
 
 def markdown_table(frame: pd.DataFrame, notes: Sequence[str] = ()) -> str:

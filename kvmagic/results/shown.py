@@ -22,13 +22,14 @@ __all__ = ["SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "shown_table", "s
 
 WIDTH = 100  # the terminal width the shown table is made to fit
 # In this order, each where the table has it: a baseline's change and a prediction come before the KV size.
+# "batch" shows only where some row has a batch over 1.
 SHOWN_COLUMNS = (
-    "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical",
+    "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "identical",
     "speedup_change", "significant", "predicted_speedup", "kv_cache_mib",
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
-    "prompt_tokens", "new_tokens", "strategy", "seconds", "tok_s", "speedup", "identical", "kv_cache_mib", "peak_mib",
-    "note",
+    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "kv_cache_mib",
+    "peak_mib", "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH.
 _LEAST_NEEDED = ("peak_mib", "tok_s", "kv_cache_mib")
@@ -93,10 +94,16 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                 cells[name] = marks
         elif name == "speedup":
             cells[name] = _speedups(frame)
+        elif name == "batch" and not _batched(frame):
+            continue
         elif name in frame.columns:
             shape = {"speedup_change": _change, "predicted_speedup": _ratio}.get(name, _figure)
             cells[name] = [shape(value) for value in frame[name]]
     return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
+
+
+def _batched(frame: pd.DataFrame) -> bool:
+    return "batch" in frame.columns and any(not _missing(b) and b > 1 for b in frame["batch"])
 
 
 def _lines(cells: pd.DataFrame) -> list[str]:

@@ -16,7 +16,7 @@ from kvmagic.measure.strategies import Strategy, plain_pair, reset_static_cache_
 from kvmagic.measure.timing import profiled_generate, returned_cache, timed_generate
 from kvmagic.results.data import Measurement
 from kvmagic.results.records import StepProfile, times_of
-from kvmagic.runner.mismatch import find_mismatch, margin_at, mismatches_by_condition
+from kvmagic.runner.mismatch import batch_mismatches, margin_at
 
 if TYPE_CHECKING:
     import torch
@@ -94,7 +94,7 @@ def measure(
     profiles = {name: _profile(loaded, inputs, configs[name], prompt_tokens) for name in profiled}
     mismatch = found.mismatch
     if mismatch is not None and profiles:
-        ids = rounds.generated[mismatch.run]
+        ids = rounds.generated[mismatch.run][mismatch.sequence]
         mismatch = dataclasses.replace(
             mismatch, margin=margin_at(profiles[found.runs[mismatch.run]], ids, mismatch.position)
         )
@@ -111,7 +111,7 @@ class _Rounds:
         self.devices = loaded.devices  # once: reading it walks every parameter
         self.names: list[str] = []
         self.seconds: list[float] = []
-        self.generated: list[list[int]] = []
+        self.generated: list[list[list[int]]] = []  # per run, every sequence of its batch
         self.kv_bytes: dict[str, int] = {}
         self.peak_bytes: dict[str, int] = {}
         self.peak_source = ""
@@ -134,7 +134,7 @@ class _Rounds:
         self.seconds.append(elapsed)
         if self.on_run is not None:
             self.on_run(elapsed)
-        self.generated.append(output.sequences[0, self.prompt_tokens :].tolist())
+        self.generated.append(output.sequences[:, self.prompt_tokens :].tolist())
 
     def count(self, conditions: Sequence[Strategy]) -> int:
         return len(self.names) // len(conditions)
@@ -154,7 +154,8 @@ def _measurement(
     loaded: LoadedModel, prompt_tokens: int, new_tokens: int, rounds: _Rounds, ttft: dict[str, float]
 ) -> Measurement:
     tokenizer, model, generated = loaded.tokenizer, loaded.model, rounds.generated
-    reference = generated[0]
+    reference, batch = generated[0][0], len(generated[0])
+    mismatch, mismatches = batch_mismatches(tokenizer, rounds.names, generated)
     return Measurement(
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
@@ -162,15 +163,16 @@ def _measurement(
         seconds=tuple(rounds.seconds),
         generated_ids=tuple(reference),
         generated_text=str(tokenizer.decode(reference)),
-        mismatch=find_mismatch(tokenizer, reference, generated, range(1, len(generated))),
-        mismatches=mismatches_by_condition(tokenizer, rounds.names, generated),
-        # generate computes keys and values for every position but the last generated token's.
-        kv_predicted_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
-        kv_position_bytes=predicted_kv_nbytes(model.config, 1, model.dtype),
+        mismatch=mismatch,
+        mismatches=mismatches,
+        # generate computes keys and values for every position but the last generated token's, per sequence.
+        kv_predicted_bytes=batch * predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
+        kv_position_bytes=batch * predicted_kv_nbytes(model.config, 1, model.dtype),  # one position, every sequence
         ttft_s=ttft,
         kv_bytes=rounds.kv_bytes,
         peak_bytes=rounds.peak_bytes,
         peak_source=rounds.peak_source,
+        batch=batch,
     )
 
 

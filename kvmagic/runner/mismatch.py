@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from kvmagic.results.records import Mismatch, StepProfile, first_mismatch
 
-__all__ = ["find_mismatch", "margin_at", "mismatches_by_condition"]
+__all__ = ["batch_mismatches", "find_mismatch", "margin_at", "mismatches_by_condition"]
+
+
+def batch_mismatches(
+    tokenizer: Any, runs: Sequence[str], generated: Sequence[Sequence[list[int]]]
+) -> tuple[Mismatch | None, dict[str, Mismatch]]:
+    """Every sequence of every run against the first run's first (a batch repeats one prompt, so all must
+    agree): the first difference, and each condition's; ``run`` indexes the runs, ``sequence`` the batch."""
+    batch = len(generated[0])
+    flat = [ids for run in generated for ids in run]
+    names = [name for name in runs for _ in range(batch)]
+
+    def located(found: Mismatch | None) -> Mismatch | None:
+        if found is None:
+            return None
+        return dataclasses.replace(found, run=found.run // batch, sequence=found.run % batch)
+
+    first = located(find_mismatch(tokenizer, flat[0], flat, range(1, len(flat))))
+    per_condition = mismatches_by_condition(tokenizer, names, flat)
+    return first, {name: m for name, found in per_condition.items() if (m := located(found)) is not None}
 
 
 def mismatches_by_condition(tokenizer: Any, runs: Sequence[str], generated: list[list[int]]) -> dict[str, Mismatch]:

@@ -38,7 +38,7 @@ class Plan:
     spec: BenchSpec
     inputs: dict[int, BatchEncoding]
     natural_tokens: int
-    configs: list[tuple[int, int]]
+    configs: list[tuple[int, int, int]]  # (prompt_tokens, new_tokens, batch)
     strategies: list[Strategy]  # every condition asked for, in order, runnable or not
     skipped: dict[str, str] = field(default_factory=dict)  # condition -> why it did not run
 
@@ -66,7 +66,7 @@ class Plan:
 class Budget:
     """Which configurations to measure, their estimated weights, and the cost model behind them."""
 
-    todo: list[tuple[int, int]]
+    todo: list[tuple[int, int, int]]
     weights: list[float]
     cost: CostModel | None = None
     predictions: tuple[Prediction, ...] = ()
@@ -80,8 +80,8 @@ def prepare(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
     else:
         chosen = strategies(loaded, parse_names(spec.cache), kv_bits=spec.kv_bits, compile=spec.compile)
     inputs, natural_tokens = prompt_inputs(loaded, prompt, spec)
-    configs = configurations(list(inputs), spec.new_tokens)
-    for prompt_tokens, new_tokens in configs:
+    configs = configurations(list(inputs), spec.new_tokens, spec.batch)
+    for prompt_tokens, new_tokens, _ in configs:
         check_positions(loaded, prompt_tokens, new_tokens)
         check_positions(loaded, prompt_tokens, spec.warmup_tokens, "warmup_tokens")
     skipped = {s.name: s.reason for s in chosen if s.reason}
@@ -103,14 +103,14 @@ def plan_budget(plan: Plan) -> Budget:
         return Budget(configs, [estimate], estimate_s=estimate)
     if not (spec.predict or (spec.max_seconds and len(configs) > 1)):
         return Budget(configs, [1.0] * len(configs))
-    shortest, longest = min(p for p, _ in configs), max(p + n - 1 for p, n in configs)
+    shortest, longest = min(c[0] for c in configs), max(c[0] + c[1] - 1 for c in configs)
     cost = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
     caches = [s.caches for s in plan.runnable]
     rounds, warmup = spec.rounds, spec.warmup_tokens
     estimate = estimate_seconds(cost, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
     predictions: tuple[Prediction, ...] = ()
     if spec.predict:
-        predictions = tuple(_prediction(plan.loaded, cost, p, n) for p, n in configs)
+        predictions = tuple(_prediction(plan.loaded, cost, *config) for config in configs)
         fits = plan_within_budget(
             cost, configs, repeat=rounds, warmup_tokens=warmup, max_seconds=spec.max_seconds, caches=caches
         )
@@ -118,14 +118,17 @@ def plan_budget(plan: Plan) -> Budget:
     else:
         check_budget(estimate, spec.max_seconds)
         todo = configs
-    weights = [rounds * round_seconds(cost, p, n, caches) for p, n in todo]
+    weights = [rounds * round_seconds(cost, p, n, caches, b) for p, n, b in todo]
     return Budget(todo, weights, cost, predictions, estimate)
 
 
 def _single_estimate(plan: Plan) -> float:
     """Seconds of the one configuration: warm-ups, timed rounds and first-token runs of every condition,
-    scaled from a two-token run of each (a compiled strategy is counted as its uncompiled self)."""
-    (prompt_tokens, new_tokens), spec = plan.configs[0], plan.spec
+    scaled from a two-token run of each (a compiled strategy is counted as its uncompiled self).
+
+    A batch's timed and first-token runs are counted as ``batch`` times one sequence's: a first,
+    conservative approximation (a batch shares each step's fixed costs)."""
+    (prompt_tokens, new_tokens, batch), spec = plan.configs[0], plan.spec
     runs = {}
     for condition in plan.runnable:
         plain = dataclasses.replace(condition, compiled=False) if condition.compiled else condition
@@ -136,17 +139,19 @@ def _single_estimate(plan: Plan) -> float:
     prefill = min(uncached) / 2  # a two-token run without the cache is two forwards over about P tokens
     total = 0.0
     for two_tokens, caches in runs.values():
-        for tokens, times in ((spec.warmup_tokens, 1), (new_tokens, spec.rounds), (1, 1)):
+        for tokens, times in ((spec.warmup_tokens, 1), (new_tokens, batch * spec.rounds), (1, batch)):
             total += times * scaled_seconds(prefill, two_tokens, prompt_tokens, tokens, use_cache=caches)
     return total
 
 
-def _prediction(loaded: LoadedModel, cost: CostModel, prompt_tokens: int, new_tokens: int) -> Prediction:
+def _prediction(loaded: LoadedModel, cost: CostModel, prompt_tokens: int, new_tokens: int, batch: int) -> Prediction:
+    """The cost model's figures, a batch counted as ``batch`` sequences one after another (conservative)."""
     model = loaded.model
     return Prediction(
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
-        uncached_s=cost.generate_seconds(prompt_tokens, new_tokens, use_cache=False),
-        cached_s=cost.generate_seconds(prompt_tokens, new_tokens, use_cache=True),
-        kv_bytes=predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
+        uncached_s=batch * cost.generate_seconds(prompt_tokens, new_tokens, use_cache=False),
+        cached_s=batch * cost.generate_seconds(prompt_tokens, new_tokens, use_cache=True),
+        kv_bytes=batch * predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
+        batch=batch,
     )

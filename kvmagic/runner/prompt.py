@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["check_positions", "encode_prompt", "prompt_inputs", "stretch_prompt"]
+__all__ = ["batched", "check_positions", "encode_prompt", "prompt_inputs", "stretch_prompt"]
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
@@ -55,6 +55,15 @@ def prompt_inputs(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> tuple[di
     if spec.prompt_tokens is None:
         return {natural_tokens: natural}, natural_tokens
     return {n: stretch_prompt(loaded, prompt, n) for n in spec.prompt_tokens}, natural_tokens
+
+
+def batched(inputs: BatchEncoding, batch: int) -> BatchEncoding:
+    """The same ids in every row: each sequence must then generate the same tokens, which is checked."""
+    if batch == 1:
+        return inputs
+    from transformers import BatchEncoding
+
+    return BatchEncoding({key: value.repeat(batch, 1) for key, value in inputs.items()})
 
 
 def check_positions(loaded: LoadedModel, prompt_tokens: int, tokens: int, what: str = "new_tokens") -> None:

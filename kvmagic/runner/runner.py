@@ -14,19 +14,26 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.limits import Hardware, limits_for
+from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
 from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
+from kvmagic.measure.hardware import measure_hardware
+from kvmagic.measure.shape import model_shape
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.runner.measure import first_call, measure, warm_up
 from kvmagic.runner.plan import Budget, Plan, plan_budget, prepare
+from kvmagic.runner.prompt import batched
 
 if TYPE_CHECKING:
+    from transformers import BatchEncoding
+
     from kvmagic.model.loading import LoadedModel
 
 __all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
@@ -61,6 +68,7 @@ def run_benchmark(
 
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> BenchmarkResult:
     plan = prepare(loaded, prompt, spec)
+    bound = _bound(loaded) if spec.limits else None  # probed before any run, once per device and dtype
     budget = Budget(plan.configs, [1.0] * len(plan.configs))
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
@@ -76,11 +84,22 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     except RuntimeError as error:
         if not (is_out_of_memory(error) and measurements):
             raise  # with nothing finished, the memory advice says what to change
-        prompt_tokens, new_tokens = budget.todo[len(measurements)]
-        stopped = f"out of accelerator memory at {prompt_tokens}+{new_tokens} tokens"
+        prompt_tokens, new_tokens, batch = budget.todo[len(measurements)]
+        times = f" x {batch} sequences" if batch > 1 else ""
+        stopped = f"out of accelerator memory at {prompt_tokens}+{new_tokens} tokens{times}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
-    return _result(plan, prompt, budget, measurements, stopped)
+    result = _result(plan, prompt, budget, measurements, stopped)
+    if bound is not None:
+        shape, result.hardware = bound
+        result.limits = [limits_for(shape, bound[1], m.prompt_tokens, m.new_tokens, m.batch) for m in measurements]
+    return result
+
+
+def _bound(loaded: LoadedModel) -> tuple[ModelShape, Hardware]:
+    """The model's shape and what its device reaches (measured once per process per device and dtype)."""
+    shape = model_shape(loaded.model)
+    return shape, measure_hardware(loaded.device, loaded.model.dtype, shape.hidden)
 
 
 def _warm(plan: Plan, prompt_tokens: int) -> None:
@@ -96,14 +115,14 @@ def _warm(plan: Plan, prompt_tokens: int) -> None:
             plan.attempt(condition, partial(warm_up, plan.loaded, inputs, max(tokens, 1), [condition]))
 
 
-def _first_calls(plan: Plan, prompt_tokens: int, new_tokens: int) -> dict[str, float]:
+def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[str, float]:
     """The static cache is sized to the whole length, so every configuration starts from a fresh one, and
     a compiled strategy compiles here, untimed, at exactly the shape its timed runs use."""
     reset_static_cache_state(plan.loaded.model)
     found = {}
     for condition in plan.runnable:
         if condition.compiled:
-            call = partial(first_call, plan.loaded, plan.inputs[prompt_tokens], new_tokens, condition)
+            call = partial(first_call, plan.loaded, inputs, new_tokens, condition)
             seconds = plan.attempt(condition, call)
             if seconds is not None:
                 found[condition.name] = seconds
@@ -119,13 +138,14 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[Measur
     long = sum(budget.weights) > PROGRESS_AFTER_S if timed else len(budget.todo) > 1
     with _progress_bar(sum(budget.weights), enabled=progress and long) as bar:
         on_run = bar.update if timed else None
-        for index, ((prompt_tokens, new_tokens), weight) in enumerate(zip(budget.todo, budget.weights)):
-            bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: prompt {prompt_tokens}, new {new_tokens}")
+        for index, ((prompt_tokens, new_tokens, batch), weight) in enumerate(zip(budget.todo, budget.weights)):
+            where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
+            bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
             if prompt_tokens not in warmed:
                 _warm(plan, prompt_tokens)
                 warmed.add(prompt_tokens)
-            first = _first_calls(plan, prompt_tokens, new_tokens)
-            inputs, conditions = plan.inputs[prompt_tokens], plan.runnable
+            inputs, conditions = batched(plan.inputs[prompt_tokens], batch), plan.runnable
+            first = _first_calls(plan, inputs, new_tokens)
             found = measure(
                 loaded, inputs, new_tokens=new_tokens, conditions=conditions, stop=stop, steps=spec.steps, on_run=on_run
             )
