@@ -120,7 +120,7 @@ class ConditionLimit:
     first_token_s: float  # its first step: the prompt's forward
     memory_s: float  # each step's memory time, summed
     compute_s: float  # each step's compute time, summed
-    governs: str  # which bound holds most of the steps after the first (the first alone if there is one)
+    governs: str  # the bound that holds most of the time of the steps after the first (or of the only one)
     new_tokens: int
 
     @property
