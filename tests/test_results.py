@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 
 from kvmagic.results.data import BenchmarkResult, Measurement
@@ -68,3 +71,12 @@ def test_a_hooked_run_fills_what_the_timed_runs_left_empty() -> None:
                         ttft_s={"cached": 0.25}, kv_bytes={"cached": 2**19}, peak_bytes={"cached": 2**22})  # fmt: skip
     summary = report.condition_summary(timed, "cached")
     assert (summary["ttft_s"], summary["kv_cache_mib"], summary["peak_mib"]) == (0.25, 0.5, 4.0)
+
+
+def test_decode_speed_is_the_tokens_after_the_first_over_the_time_after_it() -> None:
+    m = Measurement(8, 5, ("uncached", "cached") * 3, (2.0, 1.0, 2.2, 0.9, 2.1, 1.1), (1,), "a",
+                    ttft_s={"uncached": 0.5, "cached": 0.2})  # fmt: skip
+    assert m.decode_tok_s("uncached") == pytest.approx(4 / (2.1 - 0.5))
+    assert m.decode_tok_s("cached") == pytest.approx(4 / (1.0 - 0.2))
+    assert math.isnan(dataclasses.replace(m, ttft_s={"cached": 1.5}).decode_tok_s("cached"))  # noise ate the decoding
+    assert math.isnan(dataclasses.replace(m, new_tokens=1).decode_tok_s("cached"))  # nothing after the first

@@ -129,3 +129,11 @@ def test_a_comparison_without_footnotes_has_no_note_column():
 def test_an_empty_table_is_its_header():
     empty = BenchmarkResult("tiny", [])
     assert shown_text(empty.to_dataframe()).split() == list(shown_table(pd.DataFrame(columns=COLUMNS))[0].columns)
+
+
+def test_notes_wrap_to_the_width_a_terminal_has() -> None:
+    from kvmagic.results.shown import wrapped_notes
+
+    warning = "82+3 tokens: warning: cached times vary (IQR is 13% of the median, over 10%): close other work " * 2
+    lines = "\n".join(wrapped_notes([warning.strip(), "short"])).splitlines()
+    assert max(map(len, lines)) <= WIDTH and lines[-1] == "short" and lines[1].startswith("  ")

@@ -168,7 +168,8 @@ def test_one_row_per_configuration_and_strategy_with_the_reason_for_those_that_c
                 and row["identical"] is None
             )
         else:
-            assert row["note"] == "" and row["seconds"] > 0 and row["tok_s"] > 0 and row["peak_mib"] > 0
+            assert row["note"] == "" and row["seconds"] > 0 and row["peak_mib"] > 0
+            assert not row["tok_s"] <= 0  # NaN where the median run did not outlast its first token (noise)
     if not ON_GPU:
         assert "offloaded" in skipped
 

@@ -110,10 +110,10 @@ def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -
         from kvmagic.results.serialize import markdown_table
 
         return markdown_table(frame, shown.notes())
-    from kvmagic.results.shown import shown_text
+    from kvmagic.results.shown import shown_text, wrapped_notes
 
     text = frame.to_string(index=False) if wide else shown_text(frame)
-    return "\n".join([text, *shown.notes()]) + "\n"
+    return "\n".join([text, *wrapped_notes(shown.notes())]) + "\n"
 
 
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:

@@ -237,8 +237,10 @@ class KVMagics(Magics):
             return shown
         if args.quiet:
             return None
-        for note in shown.notes():
-            print(note)
+        from kvmagic.results.shown import wrapped_notes
+
+        for line in wrapped_notes(shown.notes()):
+            print(line)
         from kvmagic.results.display import styled_table
 
         metadata = {"model": result.model, **result.metadata}

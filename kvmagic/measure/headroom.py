@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.frontier import Activations, FitCheck
 from kvmagic.measure.accelerator import release_memory, track_peak
+from kvmagic.measure.strategies import reset_static_cache_state
 
 if TYPE_CHECKING:
     import torch
@@ -130,6 +131,7 @@ def check_fit(
     model, devices = loaded.model, loaded.devices
     timed_generate(model, inputs, _config(loaded, strategy, min(new_tokens, 2)), devices)  # first-use builds
     config = _config(loaded, strategy, new_tokens)
+    reset_static_cache_state(model)  # a static cache sized by the first-use run, or an earlier one, would stay
     if _on_cuda(devices):
         measured = tensors = _peak_above(devices, lambda: timed_generate(model, inputs, config, devices))
     else:

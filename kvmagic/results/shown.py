@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "shown_table", "shown_text"]
+__all__ = ["SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "shown_table", "shown_text", "wrapped_notes"]
 
 WIDTH = 100  # the terminal width the shown table is made to fit
 # In this order, each where the table has it: a baseline's change and a prediction come before the KV size.
@@ -120,6 +121,11 @@ def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, 
             break
         cells = cells.drop(columns=[name], errors="ignore")
     return cells, footnotes
+
+
+def wrapped_notes(notes: Sequence[str], width: int = WIDTH) -> list[str]:
+    """Notes as lines that fit ``width`` (a long warning would otherwise run past the table's edge)."""
+    return [textwrap.fill(note, width, subsequent_indent="  ") for note in notes]
 
 
 def shown_text(frame: pd.DataFrame, width: int = WIDTH) -> str:
