@@ -86,7 +86,7 @@ def test_rows_past_the_budget_are_predicted_only(tiny, monkeypatch) -> None:
     assert frame["uncached_s"].isna().all() and (frame["predicted_speedup"] > 0).all()
     natural = frame["prompt_tokens"][0]
     assert result.notes()[0] == (
-        f"predicted only (measured=False): {natural}+2, {natural}+3 tokens; measuring them would pass the 1e-09 s "
+        f"predicted only (measured=False): {natural}+2 tokens, {natural}+3 tokens; measuring them would pass the 1e-09 s "
         "budget (--max-seconds)"
     )
 

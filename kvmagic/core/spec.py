@@ -21,6 +21,7 @@ __all__ = ["CACHED", "CONDITIONS", "MIN_AUTO_PAIRS", "UNCACHED", "BenchSpec", "R
 
 UNCACHED, CACHED = "uncached", "cached"
 CONDITIONS = (UNCACHED, CACHED)  # the plain run's two conditions: the cache off and on
+FRONTIER_MODES = ("predict", "check")
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
 Repeat = int | Literal["auto"]
 
@@ -49,6 +50,7 @@ class BenchSpec:
     threads: int | None = None  # torch's CPU threads for the run; None: torch's own
     batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
     limits: bool = False  # probe the hardware and set each row against the bound it allows
+    frontier: str | None = None  # "predict": how far memory reaches per strategy; "check": and run at it
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -176,6 +178,12 @@ def _names(name: str, value: Any) -> tuple[str, ...] | None:
     return names
 
 
+def _frontier(name: str, value: Any) -> str | None:
+    if value is not None and value not in FRONTIER_MODES:
+        raise KVMagicError(f"{{{name}}} is {' or '.join(FRONTIER_MODES)} (or None), got {value!r}", name)
+    return value
+
+
 def _bits(name: str, value: Any) -> int | None:
     """A count that may be left to someone else (None): a quantized cache's width, torch's threads."""
     return None if value is None else _count(name, value, 1)
@@ -198,5 +206,6 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "threads": _bits,
     "batch": _lengths,
     "limits": _flag,
+    "frontier": _frontier,
 }
 _NAMES: Sequence[str] = tuple(_CHECKS)

@@ -14,7 +14,6 @@ from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
     Option,
-    at_least_one,
     bench_spec,
     configurable,
     finish,
@@ -22,8 +21,8 @@ from kvmagic.frontends.options import (
     load_kwargs,
     prepare,
     resolved,
-    whole_number,
 )
+from kvmagic.frontends.values import at_least_one, whole_number
 from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
 

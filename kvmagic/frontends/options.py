@@ -16,9 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from kvmagic.core.lengths import LENGTH_FORMS, parse_lengths
-from kvmagic.core.spec import BenchSpec, check_field
+from kvmagic.core.lengths import LENGTH_FORMS
+from kvmagic.core.spec import FRONTIER_MODES, BenchSpec, check_field
 from kvmagic.errors import KVMagicError
+from kvmagic.frontends.values import at_least_one, frontier_mode, lengths, repeat_count, whole_number
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 from kvmagic.model.random_weights import SHIPPED
 
@@ -51,32 +52,6 @@ def _default(name: str) -> Any:
     return value[0] if isinstance(value, tuple) and len(value) == 1 else value
 
 
-def whole_number(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-
-
-def at_least_one(text: str) -> int:
-    number = whole_number(text)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return number
-
-
-def repeat_count(text: str) -> int | str:
-    """A whole number of pairs, or ``auto``: as many as the speed-up's interval needs."""
-    return "auto" if text.strip().lower() == "auto" else whole_number(text)
-
-
-def lengths(text: str) -> list[int]:
-    try:
-        return parse_lengths(text)
-    except KVMagicError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 @dataclass(frozen=True)
 class Option:
     """One option: its argparse spelling, and whether it is a configurable default.
@@ -100,6 +75,7 @@ class Option:
     hosts: tuple[Host, ...] = ("magic", "cli")
     choices: tuple[str, ...] | None = None
     words: tuple[str, ...] = ()
+    nargs: str | None = None  # "?": the flag alone, or with one word (--frontier check)
 
     def spelling(self, host: Host) -> tuple[str, ...]:
         return self.cli_flags if host == "cli" and self.cli_flags else self.flags
@@ -111,6 +87,8 @@ class Option:
             kwargs["dest"] = self.dest
         else:
             kwargs["nargs"] = "?"
+        if self.nargs == "?":  # a flag with an optional word: alone it means the first of its modes
+            kwargs.update(nargs="?", const=FRONTIER_MODES[0])
         for name in ("type", "action", "metavar"):
             value = getattr(self, name)
             if value is not None:
@@ -215,6 +193,9 @@ BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--limits",), "Probe the device's copy bandwidth and matrix throughput first (once per session) and add "
            "each condition's bound tok/s, the share of it measured, the speed-up the bounds imply, and which bound "
            "governs.", "limits", action="store_true"),
+    Option(("--frontier",), "After measuring, predict for each strategy the longest context and the largest batch "
+           "that fit in the memory free on the model's device; --frontier check also runs one cached generate at "
+           "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?"),
 )  # fmt: skip
 
 

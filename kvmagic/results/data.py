@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core import stats
 from kvmagic.core.costmodel import CostModel
+from kvmagic.core.frontier import FitCheck, FrontierRow
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.limits import Hardware, Limits
 from kvmagic.core.sequential import auto_interval
 from kvmagic.core.spec import CACHED, UNCACHED, BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.bounds import bounds_from_dict, bounds_to_dict
+from kvmagic.results.reach import reach_from_dict, reach_to_dict
 from kvmagic.results.records import Mismatch, Prediction, StepProfile, times_of
 from kvmagic.results.serialize import floats_back, seconds_back
 
@@ -138,6 +140,8 @@ class BenchmarkResult:
     skipped: dict[str, str] = field(default_factory=dict)
     hardware: Hardware | None = None  # with ``limits``: what the device reached in its probes
     limits: list[Limits] = field(default_factory=list)  # with ``limits``: each configuration's bound
+    frontier: list[FrontierRow] = field(default_factory=list)  # with ``frontier``: each strategy's reach
+    frontier_checks: list[FitCheck] = field(default_factory=list)  # with ``frontier="check"``: runs at it
 
     def __getattr__(self, name: str) -> Any:
         # A single-configuration result reads like its one measurement: result.speedup.
@@ -210,6 +214,7 @@ class BenchmarkResult:
             "predictions": [dataclasses.asdict(p) for p in self.predictions],
             "cost_model": None if self.cost_model is None else self.cost_model.to_dict(),
             **bounds_to_dict(self.hardware, self.limits),
+            **reach_to_dict(self.frontier, self.frontier_checks),
         }
 
     @classmethod
@@ -236,6 +241,7 @@ class BenchmarkResult:
             strategies=list(strategies),
             skipped=dict(skipped),
             **bounds_from_dict(data),
+            **reach_from_dict(data),
         )
 
     def to_json(self, path: str | Path | None = None) -> str | None:

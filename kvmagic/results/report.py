@@ -15,6 +15,7 @@ from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.spec import CACHED, CONDITIONS, UNCACHED
 from kvmagic.results.bounds import LIMIT_COLUMNS, limit_values, limits_notes, matching
+from kvmagic.results.reach import frontier_notes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -170,6 +171,7 @@ def describe_mismatch(mismatch: Mismatch, runs: tuple[str, ...]) -> str:
 def notes(result: BenchmarkResult) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
     found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *limits_notes(result)]
+    found += frontier_notes(result)
     shipped = result.metadata.get("model_generation_settings")
     if shipped:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())

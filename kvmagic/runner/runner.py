@@ -30,6 +30,7 @@ from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.runner.measure import first_call, measure, warm_up
 from kvmagic.runner.plan import Budget, Plan, plan_budget, prepare
 from kvmagic.runner.prompt import batched
+from kvmagic.runner.reach import memory_frontier
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -93,6 +94,10 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     if bound is not None:
         shape, result.hardware = bound
         result.limits = [limits_for(shape, bound[1], m.prompt_tokens, m.new_tokens, m.batch) for m in measurements]
+    if spec.frontier and measurements:
+        reach = memory_frontier(plan, measurements)
+        result.frontier, result.frontier_checks = reach.rows, reach.checks
+        result.metadata.update(frontier_free_bytes=reach.free_bytes, frontier_unchecked=reach.unchecked)
     return result
 
 
