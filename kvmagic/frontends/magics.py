@@ -155,8 +155,11 @@ class KVMagics(Magics):
         counted from the returned cache and predicted from the config (kv_cache_mib,
         kv_predicted_mib), peak memory per condition (*_peak_mib: CUDA allocator peak on CUDA,
         process peak RSS otherwise), and with -r 3 or more the spread (*_min_s, *_iqr_s,
-        speedup_ci_low/high: 95% bootstrap interval). Those extra figures come from one extra
-        hooked run per condition after the timed ones; the headline times stay bare.
+        speedup_ci_low/high: a 95% interval of the speed-up from the per-pair speed-ups, checked by
+        simulation). Those figures come from the runs made anyway, read outside the timed region, and
+        a one-token run per condition; --steps (and --plot) add one hooked run per condition for
+        per-step times (result.steps()). A single configuration is estimated from two-token runs and
+        refused past --max-seconds like a sweep; a long run shows a progress bar with its ETA.
 
         The table shows the columns a reader needs first, to fit a 100-column terminal: prompt_tokens,
         new_tokens, uncached_s, cached_s, speedup (with its interval, where there is one, as
@@ -176,8 +179,15 @@ class KVMagics(Magics):
         predicted_speedup beside the measured columns, with notes on why: the fitted curves, where
         the cache breaks even, which per-step cost dominates, KV bytes against weight bytes. Rows
         that would pass --max-seconds are then predicted only (measured=False). -r auto takes
-        interleaved pairs (at least 5) until the speed-up's 95% interval is within --ci-target
-        (0.05: ±5%) of it, or --auto-cap seconds pass for that row, and says how many it took.
+        interleaved pairs until an anytime 95% interval of the speed-up (one that holds whenever the
+        loop stops, from 10 pairs) is within --ci-target (0.05: ±5%) of it, or --auto-cap seconds pass
+        for that row (from 5 pairs), and says how many it took.
+
+        -b 1,2,4 repeats the prompt across a batch (every sequence must generate the same tokens);
+        --limits sets each row against the bound the device's bandwidth and throughput allow;
+        --frontier predicts each strategy's longest context and largest batch in the memory free
+        (--frontier check also runs one cached generate at that length); --threads N sets torch's
+        CPU threads for the run.
 
         --cache off,dynamic,static,quantized:fp8 compares KV-cache strategies instead (off is always
         measured: it is the reference). Each is warmed up (at least one token, so a backend's first-use
