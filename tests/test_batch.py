@@ -14,6 +14,7 @@ from kvmagic.results.report import COLUMNS, notes, short_mismatch
 from kvmagic.results.shown import shown_text
 
 from .conftest import PROMPT
+from .forcing import FlipCachedStep
 
 
 def test_configurations_keep_the_order_prompt_new_batch() -> None:
@@ -52,26 +53,10 @@ def test_every_sequence_generates_the_same_tokens_and_bytes_scale_with_the_batch
     assert BenchmarkResult.from_json(result.to_json()).measurements[1].batch == 2
 
 
-class _FlipSecondSequence:
-    """With the cache on, generated token ``step`` of the batch's second sequence becomes ``target``."""
-
-    def __init__(self, forward, step: int, target: int) -> None:
-        self.forward, self.step, self.target, self.position = forward, step, target, 0
-
-    def __call__(self, *args, **kwargs):
-        output = self.forward(*args, **kwargs)
-        if kwargs.get("use_cache") and output.logits.shape[0] > 1:
-            self.position = 0 if output.logits.shape[1] > 1 else self.position + 1
-            if self.position == self.step:
-                last = output.logits[1, -1]
-                last[self.target] = last.max() + 1.0
-        return output
-
-
 def test_a_difference_in_the_second_sequence_is_reported_as_such(tiny, monkeypatch) -> None:
     honest = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0).measurements[0]
     target = 100 if honest.generated_ids[2] != 100 else 101
-    monkeypatch.setattr(tiny.model, "forward", _FlipSecondSequence(tiny.model.forward, step=2, target=target))
+    monkeypatch.setattr(tiny.model, "forward", FlipCachedStep(tiny.model.forward, step=2, target=target, row=1))
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, batch=2)
     mismatch = result.measurements[0].mismatch
     assert not result.identical

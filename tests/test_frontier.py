@@ -16,13 +16,9 @@ from kvmagic.core.frontier import (
     layout,
     peak_bytes,
 )  # fmt: skip
-from kvmagic.core.shape import ModelShape
 
-# 2 layers (the second with a window of 3), 1 KV head of 4: 8 elements per position and layer, 2 bytes each.
-SHAPE = ModelShape(
-    layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10, dtype_bytes=2,
-    weight_bytes=1000, windows=(None, 3),
-)  # fmt: skip
+from .shapes import SHAPE
+
 ACTIVATIONS = Activations(forward_fixed=100, forward_per_token=10, decode_fixed=50, decode_per_position=2)
 DYNAMIC = layout("dynamic")
 QUANTIZED = CacheLayout("q", "quantized", bits=4, group_size=64, residual=3, windowed=False, dequantized_layers=2.0)

@@ -19,11 +19,8 @@ from kvmagic.core.limits import (
 )  # fmt: skip
 from kvmagic.core.shape import ModelShape
 
-# 2 layers (the second with a window of 3), hidden 8, MLP 16, 2 heads of 4 sharing 1 KV head, vocab 10, 2-byte dtype.
-SHAPE = ModelShape(
-    layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10, dtype_bytes=2,
-    weight_bytes=1000, windows=(None, 3),
-)  # fmt: skip
+from .shapes import SHAPE
+
 HARDWARE = Hardware(bandwidth_bytes_s=1000.0, flops_s=4000.0)  # 4 FLOPs per byte at the ridge
 
 

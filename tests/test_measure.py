@@ -20,6 +20,7 @@ from kvmagic.runner.measure import measure
 from kvmagic.runner.prompt import encode_prompt
 
 from .conftest import PROMPT
+from .forcing import FlipCachedStep
 
 
 def _measurement(uncached: list[float], cached: list[float], **fields: object) -> Measurement:
@@ -103,29 +104,10 @@ def test_first_mismatch_on_constructed_sequences() -> None:
     ]
 
 
-class _FlipCachedStep:
-    """Wraps a model's forward so that, with the cache on, generated token ``step`` becomes ``target``.
-
-    The target's logit is set 1.0 above the best one, so the cached run's top-2 gap there is 1.0.
-    """
-
-    def __init__(self, forward, step: int, target: int) -> None:
-        self.forward, self.step, self.target, self.position = forward, step, target, 0
-
-    def __call__(self, *args, **kwargs):
-        output = self.forward(*args, **kwargs)
-        if kwargs.get("use_cache"):
-            self.position = 0 if output.logits.shape[1] > 1 else self.position + 1  # prefill gives token 0
-            if self.position == self.step:
-                last = output.logits[0, -1]
-                last[self.target] = last.max() + 1.0
-        return output
-
-
 def test_a_real_run_forced_to_differ_reports_where_and_by_how_much(tiny, monkeypatch) -> None:
     honest = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0).measurements[0]
     target = 100 if honest.generated_ids[2] != 100 else 101
-    monkeypatch.setattr(tiny.model, "forward", _FlipCachedStep(tiny.model.forward, step=2, target=target))
+    monkeypatch.setattr(tiny.model, "forward", FlipCachedStep(tiny.model.forward, step=2, target=target))
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0)
     mismatch = result.measurements[0].mismatch
     assert not result.identical
@@ -139,7 +121,7 @@ def test_a_real_run_forced_to_differ_reports_where_and_by_how_much(tiny, monkeyp
 
 
 def test_the_magic_prints_the_mismatch(shell, tiny, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(tiny.model, "forward", _FlipCachedStep(tiny.model.forward, step=1, target=100))
+    monkeypatch.setattr(tiny.model, "forward", FlipCachedStep(tiny.model.forward, step=1, target=100))
     frame = shell.run_cell_magic("kvbench", "-n 3 -w 0", PROMPT)
     assert not frame["identical"].iloc[0]
     assert "differ from position 1" in capsys.readouterr().out
