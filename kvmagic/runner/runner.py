@@ -90,15 +90,21 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
         stopped = f"out of accelerator memory at {prompt_tokens}+{new_tokens} tokens{times}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
-    result = _result(plan, prompt, budget, measurements, stopped)
+    return _result(plan, prompt, budget, measurements, stopped, _beyond(plan, bound, measurements))
+
+
+def _beyond(plan: Plan, bound: tuple[ModelShape, Hardware] | None, measurements: list[Measurement]) -> dict[str, Any]:
+    """What the request asks for beyond the measured rows, as the result's fields: the limits, the frontier."""
+    found: dict[str, Any] = {}
     if bound is not None:
-        shape, result.hardware = bound
-        result.limits = [limits_for(shape, bound[1], m.prompt_tokens, m.new_tokens, m.batch) for m in measurements]
-    if spec.frontier and measurements:
+        shape, hardware = bound
+        limits = [limits_for(shape, hardware, m.prompt_tokens, m.new_tokens, m.batch) for m in measurements]
+        found.update(hardware=hardware, limits=limits)
+    if plan.spec.frontier and measurements:
         reach = memory_frontier(plan, measurements)
-        result.frontier, result.frontier_checks = reach.rows, reach.checks
-        result.metadata.update(frontier_free_bytes=reach.free_bytes, frontier_unchecked=reach.unchecked)
-    return result
+        found.update(frontier=reach.rows, frontier_checks=reach.checks)
+        found["metadata"] = {"frontier_free_bytes": reach.free_bytes, "frontier_unchecked": reach.unchecked}
+    return found
 
 
 def _bound(loaded: LoadedModel) -> tuple[ModelShape, Hardware]:
@@ -160,7 +166,9 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[Measur
                 bar.update(weight)
 
 
-def _result(plan: Plan, prompt: str, budget: Budget, measurements: list[Measurement], stopped: str) -> BenchmarkResult:
+def _result(
+    plan: Plan, prompt: str, budget: Budget, measurements: list[Measurement], stopped: str, beyond: dict[str, Any]
+) -> BenchmarkResult:
     """The result, built once from what was measured; its metadata records how."""
     loaded, spec = plan.loaded, plan.spec
     metadata: dict[str, Any] = {
@@ -180,6 +188,7 @@ def _result(plan: Plan, prompt: str, budget: Budget, measurements: list[Measurem
         metadata["estimated_s"] = budget.estimate_s
     if stopped:
         metadata["stopped"] = stopped
+    metadata.update(beyond.pop("metadata", {}))
     return BenchmarkResult(
         model=loaded.name,
         measurements=measurements,
@@ -190,6 +199,7 @@ def _result(plan: Plan, prompt: str, budget: Budget, measurements: list[Measurem
         spec=spec,
         strategies=[] if spec.cache is None else [s.name for s in plan.strategies],
         skipped=dict(plan.skipped),
+        **beyond,
     )
 
 
