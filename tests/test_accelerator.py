@@ -1,4 +1,8 @@
-"""Peak memory and memory release per backend, with fake CUDA, XPU and MPS backends standing in for real ones."""
+"""Peak memory and memory release per backend, with fake CUDA, XPU and MPS backends standing in for real ones.
+
+The fakes of ``torch.accelerator``'s memory functions are added where the installed torch lacks them
+(``raising=False``): torch 2.6, the declared floor, has the module but not all of them.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ def host(monkeypatch, tmp_path: Path) -> dict[str, int]:
 
 
 def _no_accelerator_api(monkeypatch) -> None:
-    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args, **kwargs: None)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args, **kwargs: None, raising=False)
 
 
 def _backend(monkeypatch, kind: str, allocator: FakeAllocator) -> None:
@@ -50,9 +54,11 @@ def _backend(monkeypatch, kind: str, allocator: FakeAllocator) -> None:
 
 def test_cuda_uses_torch_accelerator_where_it_serves_cuda(monkeypatch, host) -> None:
     api = FakeAllocator({CUDA0: 300, CUDA1: 200})
-    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args, **kwargs: torch.device("cuda"))
-    monkeypatch.setattr(torch.accelerator, "reset_peak_memory_stats", api.reset)
-    monkeypatch.setattr(torch.accelerator, "max_memory_allocated", api.read)
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda *args, **kwargs: torch.device("cuda"), raising=False
+    )
+    monkeypatch.setattr(torch.accelerator, "reset_peak_memory_stats", api.reset, raising=False)
+    monkeypatch.setattr(torch.accelerator, "max_memory_allocated", api.read, raising=False)
     _backend(monkeypatch, "cuda", FakeAllocator({}))  # must not be asked
     with track_peak([CUDA0, CUDA1], sample=False) as peak:
         pass
@@ -116,8 +122,8 @@ def test_release_empties_every_available_backend(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.xpu, "is_available", lambda: True)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
-    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
-    monkeypatch.setattr(torch.accelerator, "empty_cache", lambda: emptied.append("accelerator"))
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True, raising=False)
+    monkeypatch.setattr(torch.accelerator, "empty_cache", lambda: emptied.append("accelerator"), raising=False)
     release_memory()
     assert emptied == ["cuda", "xpu", "mps", "accelerator"]
 
@@ -129,7 +135,7 @@ def test_release_leaves_absent_backends_alone(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.xpu, "is_available", lambda: True)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False, raising=False)
     release_memory()
     assert emptied == ["xpu"]
 
