@@ -24,6 +24,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from kvmagic.core import intervals, sequential
 from kvmagic.core import simulate as sim
@@ -92,6 +93,16 @@ def sign_only(uncached: Sequence[float], cached: Sequence[float]) -> tuple[float
     return intervals.speedup_interval(uncached, cached) if rank else None
 
 
+def _grid(what: str, rows: dict[str, Any], cell: Callable[[Any, str, int], str]) -> list[str]:
+    """A Markdown table: one row per entry of ``rows``, one column per noise model and number of pairs."""
+    head = [f"{noise} {pairs}" for noise in sim.NOISE_MODELS for pairs in PAIRS]
+    lines = [f"| {what} | " + " | ".join(head) + " |", "| --- |" + " ---: |" * len(head)]
+    for name, row in rows.items():
+        cells = [cell(row, noise, pairs) for noise in sim.NOISE_MODELS for pairs in PAIRS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def coverage_table(trials: int, resamples: int) -> list[str]:
     methods: dict[str, Interval] = {
         "percentile bootstrap of the ratio of medians (old)": old_bootstrap(resamples),
@@ -100,16 +111,12 @@ def coverage_table(trials: int, resamples: int) -> list[str]:
         "sign test (median), 6+ pairs": sign_only,
         "**sign test, t below 6 pairs (kvmagic)**": intervals.speedup_interval,
     }
-    head = [f"{noise} {pairs}" for noise in sim.NOISE_MODELS for pairs in PAIRS]
-    lines = ["| method | " + " | ".join(head) + " |", "| --- |" + " ---: |" * len(head)]
-    for name, method in methods.items():
-        cells = []
-        for noise in sim.NOISE_MODELS:
-            for pairs in PAIRS:
-                tally = sim.coverage(method, pairs, noise, trials)
-                cells.append(f"{tally.rate:.1%} (±{math.expm1(tally.half_width):.0%})" if tally.shown else "none")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return lines
+
+    def cell(method: Interval, noise: str, pairs: int) -> str:
+        tally = sim.coverage(method, pairs, noise, trials)
+        return f"{tally.rate:.1%} (±{math.expm1(tally.half_width):.0%})" if tally.shown else "none"
+
+    return _grid("method", methods, cell)
 
 
 def estimate_table(trials: int) -> list[str]:
@@ -122,23 +129,17 @@ def estimate_table(trials: int) -> list[str]:
         return math.exp(statistics.fmean(intervals.log_speedups(uncached, cached)))
 
     estimates = {
-        "ratio of the medians (the table's speedup today)": median_ratio,
+        "ratio of the medians (the table's `speedup`)": median_ratio,
         "geometric mean of the pair speed-ups": geometric_mean,
         "**median of the pair speed-ups (speedup_estimate)**": intervals.speedup_estimate,
     }
-    head = [f"{noise} {pairs}" for noise in sim.NOISE_MODELS for pairs in PAIRS]
-    lines = ["| estimate | " + " | ".join(head) + " |", "| --- |" + " ---: |" * len(head)]
-    for name, estimate in estimates.items():
-        cells = []
-        for noise in sim.NOISE_MODELS:
-            for pairs in PAIRS:
-                rng = random.Random(f"estimate:{noise}:{pairs}")
-                errors = [
-                    math.log(estimate(*sim.draw_pairs(rng, noise, pairs)) / sim.TRUE_SPEEDUP) for _ in range(trials)
-                ]
-                cells.append(f"{math.sqrt(statistics.fmean(e * e for e in errors)):.1%}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return lines
+
+    def cell(estimate: Callable[..., float], noise: str, pairs: int) -> str:
+        rng = random.Random(f"estimate:{noise}:{pairs}")
+        errors = [math.log(estimate(*sim.draw_pairs(rng, noise, pairs)) / sim.TRUE_SPEEDUP) for _ in range(trials)]
+        return f"{math.sqrt(statistics.fmean(e * e for e in errors)):.1%}"
+
+    return _grid("estimate", estimates, cell)
 
 
 def auto_rules(resamples: int, target: float) -> dict[str, tuple[Callable[..., bool], Interval]]:

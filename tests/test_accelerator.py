@@ -115,27 +115,27 @@ def test_the_sampled_host_share_is_a_delta_too(monkeypatch) -> None:
     assert 28 * 2**20 <= tracker.parts[HOST_DELTA] < tracker.rss_peak_bytes
 
 
-def test_release_empties_every_available_backend(monkeypatch) -> None:
+def _backends(monkeypatch, cuda: bool, xpu: bool, mps: bool, accelerator: bool) -> list[str]:
+    """Fake backends that say whether they are available and record which cache was emptied."""
     emptied: list[str] = []
     for kind in ("cuda", "xpu", "mps"):
         monkeypatch.setattr(getattr(torch, kind), "empty_cache", lambda kind=kind: emptied.append(kind), raising=False)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.xpu, "is_available", lambda: True)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
-    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.xpu, "is_available", lambda: xpu)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: accelerator, raising=False)
     monkeypatch.setattr(torch.accelerator, "empty_cache", lambda: emptied.append("accelerator"), raising=False)
+    return emptied
+
+
+def test_release_empties_every_available_backend(monkeypatch) -> None:
+    emptied = _backends(monkeypatch, cuda=True, xpu=True, mps=True, accelerator=True)
     release_memory()
     assert emptied == ["cuda", "xpu", "mps", "accelerator"]
 
 
 def test_release_leaves_absent_backends_alone(monkeypatch) -> None:
-    emptied: list[str] = []
-    for kind in ("cuda", "xpu", "mps"):
-        monkeypatch.setattr(getattr(torch, kind), "empty_cache", lambda kind=kind: emptied.append(kind), raising=False)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.xpu, "is_available", lambda: True)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False, raising=False)
+    emptied = _backends(monkeypatch, cuda=False, xpu=True, mps=False, accelerator=False)
     release_memory()
     assert emptied == ["xpu"]
 
