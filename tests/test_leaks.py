@@ -136,3 +136,44 @@ def test_the_next_run_frees_what_an_interrupted_run_held(shell, tiny, monkeypatc
     assert _live(torch.Tensor) > tensors  # the inputs and the first timed output, held by the frames
     shell.run_cell_magic("kvbench", "-n 2 -w 1", PROMPT)
     assert _live(torch.Tensor) == tensors
+
+
+def test_a_mistake_then_a_run_keeps_the_notebooks_variables(shell) -> None:
+    """The frames a mistake leaves for %debug include the cell's own, whose variables are the notebook's:
+    freeing the model must clear only the frames kvmagic's calls made."""
+    shell.run_cell("x = 41", store_history=True)
+    shell.run_cell("1 + 1", store_history=True)
+    out_before = dict(shell.user_ns["Out"])
+    shell.run_cell("%%kvbench -n 0\n" + PROMPT, store_history=True)
+    assert isinstance(sys.last_value, UsageError)
+    assert shell.run_cell("%%kvbench -n 4 -w 0 -q\n" + PROMPT, store_history=True).success
+    assert shell.user_ns["x"] == 41
+    assert shell.user_ns["_"] == 2 and dict(shell.user_ns["Out"]) == out_before
+    assert shell.run_cell("x + 1", store_history=True).result == 42
+
+
+def test_a_mistake_inside_the_users_own_except_block_keeps_their_variables(shell) -> None:
+    """A kvmagic error raised while the user's code handles its own carries that error as its context,
+    with the cell's frame in it: the context is the user's, and stays whole."""
+    shell.run_cell("y = 7")
+    cell = "try:\n    1 / 0\nexcept ZeroDivisionError as caught:\n    get_ipython().run_cell_magic('kvbench', '-n 0', 'hi')"
+    shell.run_cell(cell)
+    context = sys.last_value
+    while not isinstance(context, ZeroDivisionError):
+        context = context.__context__
+    assert shell.run_cell("%%kvbench -n 4 -w 0 -q\n" + PROMPT).success
+    assert shell.user_ns["y"] == 7
+    assert context.__traceback__ is not None and context.__traceback__.tb_frame.f_locals["y"] == 7
+
+
+def test_after_a_run_the_last_traceback_still_reaches_the_users_cell(shell) -> None:
+    """Only the part below the magic is detached: %tb still shows the user's cell."""
+    shell.run_cell("def run():\n    get_ipython().run_cell_magic('kvbench', '-n 0', 'hi')\nrun()")
+    shell.run_cell("%%kvbench -n 4 -w 0 -q\n" + PROMPT)
+    names = []
+    tb = sys.last_traceback
+    while tb is not None:
+        names.append((tb.tb_frame.f_globals.get("__name__"), tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
+    assert ("__main__", "run") in names
+    assert not [name for name in names if str(name[0]).startswith("kvmagic")]

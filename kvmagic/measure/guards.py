@@ -7,9 +7,10 @@ nothing and an accelerator stays full. Nothing here imports torch at import time
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import TypeVar
 
 from kvmagic.errors import KVMagicError
@@ -17,6 +18,7 @@ from kvmagic.errors import KVMagicError
 __all__ = ["forget_frames", "forget_last_failure", "is_out_of_memory", "with_memory_advice"]
 
 T = TypeVar("T")
+_PACKAGE = __name__.partition(".")[0]
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -47,29 +49,28 @@ def with_memory_advice(run: Callable[[], T], advice: str, *params: str) -> T:
 
 
 def forget_frames(error: BaseException | None) -> None:
-    """Drop the tracebacks of ``error``, its causes and contexts, clearing their frames' variables first.
+    """Release what the frames of ``error``, its causes and contexts hold, where kvmagic's calls made them.
 
-    Clearing alone is not enough: a frame still holds its function, and a closure can hold the model.
+    Clearing alone is not enough: a frame still holds its function, and a closure can hold the model;
+    so the part of each traceback that kvmagic's calls made is detached as well.
     """
     for link in _chain(error):
-        _clear_frames(link.__traceback__)
-        link.__traceback__ = None
+        link.__traceback__ = _forget_kvmagic_part(link.__traceback__)
 
 
 def forget_last_failure() -> None:
     """Release what the last uncaught error's frames hold; IPython keeps that error for ``%debug``.
 
     Called before a model is dropped: otherwise an interrupted ``%%kvbench`` keeps the old model
-    alive through ``sys.last_traceback`` until some later error replaces it. Only an error that
-    came through kvmagic is touched; its message stays, but ``%tb`` and ``%debug`` lose it.
+    alive through ``sys.last_traceback`` until some later error replaces it. Only the frames that
+    kvmagic's calls made are cleared and detached: the traceback up to the magic stays for ``%tb``
+    and ``%debug``, and the user's frames, whose variables may be the notebook's own namespace,
+    are never touched. An error that did not come through kvmagic is left whole.
     """
     last_traceback = getattr(sys, "last_traceback", None)
-    last_value = getattr(sys, "last_value", None)
-    if not any(_through_kvmagic(tb) for tb in (last_traceback, *(link.__traceback__ for link in _chain(last_value)))):
-        return
-    _clear_frames(last_traceback)
-    sys.last_traceback = None
-    forget_frames(last_value)
+    if last_traceback is not None:
+        sys.last_traceback = _forget_kvmagic_part(last_traceback)
+    forget_frames(getattr(sys, "last_value", None))
 
 
 def _chain(error: BaseException | None) -> list[BaseException]:
@@ -81,17 +82,32 @@ def _chain(error: BaseException | None) -> list[BaseException]:
     return found
 
 
-def _through_kvmagic(tb: TracebackType | None) -> bool:
-    while tb is not None:
-        if str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] == __name__.split(".")[0]:
-            return True
-        tb = tb.tb_next
-    return False
+def _kvmagic_frame(frame: FrameType) -> bool:
+    return str(frame.f_globals.get("__name__", "")).partition(".")[0] == _PACKAGE
+
+
+def _forget_kvmagic_part(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` cut just before its first kvmagic frame, the frames from there on cleared; ``tb`` whole when no
+    frame of it is kvmagic's (None when its first one is)."""
+    head, kept = tb, None
+    while tb is not None and not _kvmagic_frame(tb.tb_frame):
+        kept, tb = tb, tb.tb_next
+    if tb is None:
+        return head
+    _clear_frames(tb)
+    if kept is None:
+        return None
+    kept.tb_next = None
+    return head
 
 
 def _clear_frames(tb: TracebackType | None) -> None:
     """``traceback.clear_frames``, plus the snapshot of locals that Python < 3.13 keeps once a
-    traceback printer has read ``frame.f_locals`` (IPython's does): clearing leaves it full."""
+    traceback printer has read ``frame.f_locals`` (IPython's does): clearing leaves it full.
+
+    Only a function's frame has such a snapshot; the locals of a module, a class body or an ``exec``
+    are a real namespace (a notebook cell's are the user's variables), so those are never emptied.
+    """
     while tb is not None:
         frame = tb.tb_frame
         try:
@@ -99,6 +115,6 @@ def _clear_frames(tb: TracebackType | None) -> None:
         except RuntimeError:  # the frame is still running: its variables are in use
             pass
         else:
-            if sys.version_info < (3, 13):
+            if sys.version_info < (3, 13) and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
                 frame.f_locals.clear()
         tb = tb.tb_next
