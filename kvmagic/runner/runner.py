@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
 
 PROGRESS_AFTER_S = 3.0  # a run estimated to take longer shows a progress bar over its timed runs
+HELD_SHORT = 0.99  # the share of its total a bar may reach before the run has finished
 
 
 def run_benchmark(
@@ -148,7 +149,7 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[Measur
     timed = budget.estimate_s is not None  # weights in seconds: the bar moves with every timed run
     long = sum(budget.weights) > PROGRESS_AFTER_S if timed else len(budget.todo) > 1
     with _progress_bar(sum(budget.weights), enabled=progress and long) as bar:
-        on_run = bar.update if timed else None
+        on_run = partial(_advance, bar) if timed else None
         for index, ((prompt_tokens, new_tokens, batch), weight) in enumerate(zip(budget.todo, budget.weights)):
             where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
             bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
@@ -201,6 +202,12 @@ def _result(
         skipped=dict(plan.skipped),
         **beyond,
     )
+
+
+def _advance(bar: Any, seconds: float) -> None:
+    """Move the bar by a run's seconds, but short of full while runs remain: a run slower than its estimate
+    would otherwise push it past 100% (tqdm warns, and shows a negative time left)."""
+    bar.update(min(seconds, max(HELD_SHORT * bar.total - bar.n, 0.0)))
 
 
 @contextmanager
