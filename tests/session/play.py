@@ -25,10 +25,10 @@ __all__ = ["ROOT", "RSS_GROWTH", "Ledger", "Pool", "environment", "play"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # Resident memory of the kernel (or the terminal IPython) may grow this much over its sequences, counted
-# from just after tiny is first loaded. Measured on transformers 5 over every sequence here in one kernel
-# (87 cells): 54 MiB at the first run (torch's kernels and allocator pools), 60 MiB at the end; in the
-# terminal, 55 MiB. A bound against a runaway (each run keeping its caches, each reload a model), not a
-# leak detector: tests/test_leaks.py counts tensors for that.
+# from just after tiny is first loaded. Measured over every sequence here in one kernel (87 cells): 54 MiB
+# at the first run (torch's kernels and allocator pools), 60 MiB at the end; in the terminal, 55-68 MiB;
+# the same on transformers 5 and 4.55. A bound against a runaway (each run keeping its caches, each reload
+# a model), not a leak detector: tests/test_leaks.py counts tensors for that.
 RSS_GROWTH = 200 * 2**20
 MAX_LISTED = 12  # cells listed in a failure's first lines; the transcript below has them all
 
