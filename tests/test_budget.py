@@ -7,7 +7,7 @@ import pytest
 
 from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.budget import scaled_seconds
-from kvmagic.runner import plan
+from kvmagic.runner import plan, runner
 
 from .conftest import PROMPT
 
@@ -92,3 +92,42 @@ def test_a_long_run_shows_a_bar_over_its_timed_runs(tiny, monkeypatch, capsys) -
 def test_a_short_run_shows_none(tiny, two_tokens, capsys) -> None:
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
     assert "kvbench" not in capsys.readouterr().err
+
+
+def _notebook_bar(monkeypatch) -> list:
+    """tqdm's Jupyter widget in place of tqdm.auto's choice, each bar made kept for inspection."""
+    import tqdm.auto
+    from tqdm.notebook import tqdm as widget_bar
+
+    made: list = []
+
+    class Recorded(widget_bar):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorded)
+    return made
+
+
+def test_a_run_that_beats_its_estimate_leaves_no_red_bar_in_jupyter(tiny, monkeypatch) -> None:
+    """tqdm's widget turns red ("danger") when closed short of its total; the total is only an estimate."""
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: 5.0)  # about 20 s
+    made = _notebook_bar(monkeypatch)
+    run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
+    (bar,) = made
+    assert bar.n == bar.total and bar.container.children[1].bar_style != "danger"
+
+
+def test_a_stopped_run_says_so_on_its_bar(tiny, monkeypatch) -> None:
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: 5.0)
+    made = _notebook_bar(monkeypatch)
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "measure", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
+    (bar,) = made
+    assert bar.container.children[1].bar_style == "danger" and "stopped" in bar.desc

@@ -36,7 +36,7 @@ def test_table_from_an_argument_fits_100_columns():
     assert run.returncode == 0, run.stderr
     header, row = run.stdout.splitlines()[:2]
     assert header.split() == [
-        "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical", "kv_cache_mib",
+        "prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "[95%", "CI]", "identical", "kv_cache_mib",
     ]  # fmt: skip
     prompt_tokens, new_tokens, uncached, cached, speedup = row.split()[:5]
     assert (int(prompt_tokens), int(new_tokens), row.split()[-2]) == (len(PROMPT.encode()), 3, "True")

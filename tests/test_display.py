@@ -68,3 +68,25 @@ def test_styled_table_is_a_dataframe_with_plain_text_and_plain_derivatives():
     assert "<details>" in table._repr_html_()
     assert type(table[["speedup"]]) is pd.DataFrame and type(table.head(1)) is pd.DataFrame
     assert "<details>" in result._repr_html_() and "generated tokens differ from position 2" in result._repr_html_()
+
+
+def test_how_it_was_measured_reads_rounded_and_leaves_out_what_is_empty():
+    metadata = {"estimated_s": 26.18174831901318, "frontier_free_bytes": 20015820800.0, "frontier_unchecked": {},
+                "cuda": None, "prompt_sha256": "ab" * 32, "model_generation_settings": {"temperature": 0.6}}  # fmt: skip
+    page = to_html(_result().to_dataframe(), metadata)
+    cells = dict(re.findall(r"<th style='text-align:left'>([^<]*)</th><td style='text-align:left'>([^<]*)</td>", page))
+    assert cells == {
+        "estimated_s": "26.18", "frontier_free_bytes": "18.64 GiB", "prompt_sha256": "abababababab...",
+        "model_generation_settings": "temperature=0.6",
+    }  # fmt: skip
+
+
+def test_notes_sit_under_the_table_whether_it_is_the_table_or_the_result():
+    """The magic's table and -o's result show the same notes in the same place: beneath the table."""
+    result = _result()
+    table = styled_table(result.to_dataframe(), result.metadata, result.notes())
+    for text in (repr(table), str(result)):
+        assert text.startswith("prompt_tokens") and "\n8+8 tokens: generated tokens differ" in text
+        assert text.index("\n8+8 tokens") > text.index("False")  # after the last row
+    for page in (table._repr_html_(), result._repr_html_()):
+        assert page.index("</table>") < page.index("<p>8+8 tokens: generated tokens differ")

@@ -138,9 +138,19 @@ def test_the_next_run_frees_what_an_interrupted_run_held(shell, tiny, monkeypatc
     assert _live(torch.Tensor) == tensors
 
 
-def test_a_mistake_then_a_run_keeps_the_notebooks_variables(shell) -> None:
+@pytest.fixture
+def own_names(shell) -> Iterator[Any]:
+    """The shell, and afterwards the names a test's cells bound gone again: the shell is shared by every test."""
+    before = set(shell.user_ns)
+    yield shell
+    for name in set(shell.user_ns) - before:
+        del shell.user_ns[name]
+
+
+def test_a_mistake_then_a_run_keeps_the_notebooks_variables(own_names) -> None:
     """The frames a mistake leaves for %debug include the cell's own, whose variables are the notebook's:
     freeing the model must clear only the frames kvmagic's calls made."""
+    shell = own_names
     shell.run_cell("x = 41", store_history=True)
     shell.run_cell("1 + 1", store_history=True)
     out_before = dict(shell.user_ns["Out"])
@@ -152,9 +162,10 @@ def test_a_mistake_then_a_run_keeps_the_notebooks_variables(shell) -> None:
     assert shell.run_cell("x + 1", store_history=True).result == 42
 
 
-def test_a_mistake_inside_the_users_own_except_block_keeps_their_variables(shell) -> None:
+def test_a_mistake_inside_the_users_own_except_block_keeps_their_variables(own_names) -> None:
     """A kvmagic error raised while the user's code handles its own carries that error as its context,
     with the cell's frame in it: the context is the user's, and stays whole."""
+    shell = own_names
     shell.run_cell("y = 7")
     cell = "try:\n    1 / 0\nexcept ZeroDivisionError as caught:\n    get_ipython().run_cell_magic('kvbench', '-n 0', 'hi')"
     shell.run_cell(cell)
@@ -166,8 +177,9 @@ def test_a_mistake_inside_the_users_own_except_block_keeps_their_variables(shell
     assert context.__traceback__ is not None and context.__traceback__.tb_frame.f_locals["y"] == 7
 
 
-def test_after_a_run_the_last_traceback_still_reaches_the_users_cell(shell) -> None:
+def test_after_a_run_the_last_traceback_still_reaches_the_users_cell(own_names) -> None:
     """Only the part below the magic is detached: %tb still shows the user's cell."""
+    shell = own_names
     shell.run_cell("def run():\n    get_ipython().run_cell_magic('kvbench', '-n 0', 'hi')\nrun()")
     shell.run_cell("%%kvbench -n 4 -w 0 -q\n" + PROMPT)
     names = []

@@ -93,7 +93,7 @@ BENCH_ERRORS = [
     (
         "-n 0",
         PROMPT,
-        "%kvbench: argument -n/--new-tokens: lengths must be >= 1, got 0 in '0' (see %kvbench? for the options)",
+        "%kvbench: -n: lengths must be >= 1, got 0 in '0' (see %kvbench? for the options)",
     ),
     ("-r 0", PROMPT, "-r must be a whole number >= 1, got 0"),
     ("-w -1", PROMPT, "-w must be a whole number >= 0, got -1"),
@@ -101,7 +101,7 @@ BENCH_ERRORS = [
         "-n abc",
         PROMPT,
         (
-            "%kvbench: argument -n/--new-tokens: cannot read 'abc' in 'abc' as lengths: write N, a list N,M,... or a "
+            "%kvbench: -n: cannot read 'abc' in 'abc' as lengths: write N, a list N,M,... or a "
             "range A-B*F (multiply by F) or A-B+S (add S), e.g. 16,64,256 or 16-256*4 or 32-128+32 "
             "(see %kvbench? for the options)"
         ),
@@ -109,10 +109,10 @@ BENCH_ERRORS = [
     (
         "-r 1.5",
         PROMPT,
-        "%kvbench: argument -r/--repeat: expected a whole number, got '1.5' (see %kvbench? for the options)",
+        "%kvbench: -r: expected a whole number, got '1.5' (see %kvbench? for the options)",
     ),
     ("--fast", PROMPT, "%kvbench: unrecognized arguments: --fast (see %kvbench? for the options)"),
-    ("-v 'x", PROMPT, "%kvbench: cannot split the arguments: No closing quotation"),
+    ("-v 'x", PROMPT, "%kvbench: cannot split the arguments: No closing quotation: quote the prompt, or use a cell"),
     (
         "-n 2000",
         PROMPT,
@@ -295,3 +295,45 @@ def test_the_table_shows_the_columns_a_reader_needs_and_wide_shows_every_one(she
     assert header == ["prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical", "kv_cache_mib"]
     wide = repr(bench(shell, "-n 2 -w 0 --wide"))
     assert all(column in wide for column in COLUMNS)
+
+
+def test_kvbench_is_a_line_magic_too_and_its_help_is_where_the_errors_point(shell):
+    """`%timeit` works both ways; the errors say "see %kvbench?", so that must be a help page."""
+    line = shell.find_magic("kvbench", "line")
+    assert line is not None and line.__doc__ == shell.find_magic("kvbench", "cell").__doc__
+    usage = line.__doc__.split("\n\n")[1].splitlines()
+    assert [u.split()[0] for u in usage] == ["%kvbench", "%%kvbench"]
+    quoted = shell.run_line_magic("kvbench", '-n 3 -w 0 -o "The KV cache"')
+    unquoted = shell.run_line_magic("kvbench", "-n 3 -w 0 -o The KV cache")
+    celled = shell.run_cell_magic("kvbench", "-n 3 -w 0 -o", "The KV cache")
+    assert quoted.generated_ids == unquoted.generated_ids == celled.generated_ids
+    assert quoted.prompt_tokens == celled.prompt_tokens
+
+
+@pytest.mark.parametrize(
+    ("line", "cell", "message"),
+    [
+        ("-n 3", None, '%kvbench needs a prompt: %kvbench -n 16 "The KV cache", or a %%kvbench cell'),
+        (
+            "-n 3 stray words",
+            PROMPT,
+            "%%kvbench takes its prompt from the cell's body: move 'stray words' into it, or use %kvbench",
+        ),
+    ],
+)
+def test_the_prompt_comes_from_one_place(shell, line, cell, message):
+    with pytest.raises(UsageError) as caught:
+        if cell is None:
+            shell.run_line_magic("kvbench", line)
+        else:
+            shell.run_cell_magic("kvbench", line, cell)
+    assert str(caught.value) == message
+
+
+def test_quoted_values_lose_their_quotes_and_keep_their_backslashes(shell, tmp_path):
+    path = tmp_path / "a run.json"
+    shell.run_cell_magic("kvbench", f'-n 2 -w 0 -q --save "{path}"', PROMPT)
+    assert path.exists()
+    from kvmagic.frontends.magics import _split
+
+    assert _split(r"-v x C:\runs\a.json") == ["-v", "x", r"C:\runs\a.json"]

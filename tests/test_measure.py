@@ -44,7 +44,9 @@ def test_every_figure_comes_from_the_runs_made_anyway(tiny) -> None:
     row = result.to_dataframe().iloc[0]
     assert list(row.index) == list(COLUMNS)
     assert row["cached_ttft_s"] == m.ttft_s["cached"]
-    assert row["cached_tok_s"] == pytest.approx(4 / (m.times("cached")[0] - m.ttft_s["cached"]))
+    # A load spike can make the one-token run as slow as the whole run: then there is no decode time to divide by.
+    decoding = m.times("cached")[0] - m.ttft_s["cached"]
+    assert row["cached_tok_s"] == pytest.approx(4 / decoding if decoding > 0 else math.nan, nan_ok=True)
     assert row["kv_cache_mib"] == row["kv_predicted_mib"] == m.kv_predicted_bytes / 2**20
     assert row["cached_peak_mib"] == m.peak_bytes["cached"] / 2**20
     assert math.isnan(row["uncached_iqr_s"]) and math.isnan(row["speedup_ci_low"])  # one pair: no spread
@@ -120,11 +122,11 @@ def test_a_real_run_forced_to_differ_reports_where_and_by_how_much(tiny, monkeyp
     assert result.notes()[0].endswith("there the cached run's top two logits were 1 apart")
 
 
-def test_the_magic_prints_the_mismatch(shell, tiny, monkeypatch, capsys) -> None:
+def test_the_magic_shows_the_mismatch(shell, tiny, monkeypatch) -> None:
     monkeypatch.setattr(tiny.model, "forward", FlipCachedStep(tiny.model.forward, step=1, target=100))
     frame = shell.run_cell_magic("kvbench", "-n 3 -w 0", PROMPT)
     assert not frame["identical"].iloc[0]
-    assert "differ from position 1" in capsys.readouterr().out
+    assert "differ from position 1" in repr(frame)
 
 
 def test_spread_columns_against_hand_computed_numbers() -> None:

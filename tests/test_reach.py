@@ -53,7 +53,7 @@ def test_a_check_past_the_budget_is_not_run(tiny, monkeypatch) -> None:
 def test_the_flag_alone_predicts_and_check_also_runs(shell) -> None:
     predicted = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o --frontier", PROMPT)
     assert predicted.spec.frontier == "predict" and predicted.frontier
-    with pytest.raises(UsageError, match=r"argument --frontier: expected nothing or 'check', got 'maybe'"):
+    with pytest.raises(UsageError, match=r"%kvbench: --frontier: expected nothing or 'check', got 'maybe'"):
         shell.run_cell_magic("kvbench", "-n 2 --frontier maybe", PROMPT)
     with pytest.raises(KVMagicError, match=r"^frontier is predict or check \(or None\), got 'maybe'$"):
         run_benchmark(shell.magics_manager.registry["KVMagics"].loaded, PROMPT, frontier="maybe")

@@ -10,6 +10,7 @@ import pytest
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.records import Mismatch, first_mismatch
 from kvmagic.results.report import COLUMNS
+from kvmagic.results.shown import wrapped_notes
 
 
 def measurement(seconds, mismatch=None) -> Measurement:
@@ -46,7 +47,7 @@ def test_result_table_and_notes():
         )
     ]
     assert "differ from position 3" in result._repr_html_()
-    assert str(result).splitlines()[-1] == result.notes()[0]
+    assert str(result).endswith("\n" + "\n".join(wrapped_notes(result.notes())))
     with pytest.raises(AttributeError, match=r"has 2; use \.measurements"):
         _ = result.speedup
 

@@ -49,10 +49,17 @@ def test_the_interval_shares_the_speedup_cell_and_a_missing_one_leaves_it_alone(
     frame = _result(pairs=5).to_dataframe()
     frame["speedup_ci_low"], frame["speedup_ci_high"] = [1.5, math.nan], [1.6, 1.7]
     cells, _ = shown_table(frame)
-    assert cells["speedup"].tolist() == ["1.54 [1.50, 1.60]", "1.54"]
+    assert cells["speedup [95% CI]"].tolist() == ["1.54 [1.50, 1.60]", "1.54"]
     frame["speedup"] = [15.3, 150.2]
     frame["speedup_ci_low"], frame["speedup_ci_high"] = [14.9, 149.0], [15.8, 151.0]
-    assert shown_table(frame)[0]["speedup"].tolist() == ["15.3 [14.9, 15.8]", "150 [149, 151]"]
+    assert shown_table(frame)[0]["speedup [95% CI]"].tolist() == ["15.3 [14.9, 15.8]", "150 [149, 151]"]
+
+
+def test_the_header_says_what_the_brackets_are_only_where_there_are_some():
+    frame = _result(pairs=5).to_dataframe()
+    assert "speedup [95% CI]" in shown_text(frame).splitlines()[0]
+    frame["speedup_ci_low"] = frame["speedup_ci_high"] = math.nan
+    assert shown_text(frame).splitlines()[0].split()[4] == "speedup"
 
 
 def test_large_and_missing_numbers_keep_their_cells_narrow():

@@ -112,8 +112,9 @@ def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -
         return markdown_table(frame, shown.notes())
     from kvmagic.results.shown import shown_text, wrapped_notes
 
-    text = frame.to_string(index=False) if wide else shown_text(frame)
-    return "\n".join([text, *wrapped_notes(shown.notes())]) + "\n"
+    if wide:
+        return "\n".join([frame.to_string(index=False), *wrapped_notes(shown.notes())]) + "\n"
+    return shown_text(frame, shown.notes()) + "\n"
 
 
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:

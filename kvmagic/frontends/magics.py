@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode, Union, validate
 
 from kvmagic.errors import KVMagicError
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["KVMagics"]
 
+_ARGUMENT = re.compile(r"^argument (-[^/:\s]+)[^:]*:")  # argparse's "argument -n/--new-tokens:" as "-n:"
+
 _CONFIGURABLE = configurable()
 _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
 
@@ -52,16 +56,29 @@ def _trait(name: str) -> TraitType:
     return kind(option.default, allow_none=option.default is None, help=described).tag(config=True)
 
 
-def _with_options(options: Sequence[Option]) -> Callable[[Any], Any]:
-    """``@magic_arguments`` plus one ``@argument`` per option, in the order declared."""
+def _with_options(options: Sequence[Option], usage: str | None = None) -> Callable[[Any], Any]:
+    """``@magic_arguments`` plus one ``@argument`` per option, in the order declared; ``usage`` replaces the
+    help page's generated usage line (``%(prog)s`` is the magic's name)."""
 
     def decorate(func: Any) -> Any:
         for option in reversed(options):
             if "magic" in option.hosts:
                 func = argument(*option.spelling("magic"), **option.argparse_kwargs("magic"))(func)
-        return magic_arguments()(func)
+        func = magic_arguments()(func)
+        if usage is not None:
+            func.parser.usage = usage
+            func.__doc__ = func.parser.format_help()
+        return func
 
     return decorate
+
+
+# Both ways to write a benchmark, as the user types them (argparse's own line would show one ``%`` only).
+_BENCH_USAGE = (
+    "%(prog)s [options] PROMPT    the prompt on the line\n"
+    "  %%%%%(prog)s [options]          the prompt as the cell's body"
+)
+_PROMPT_HELP = "The prompt, in the one-line form (%%kvbench); in a %%%%kvbench cell the body is the prompt."
 
 
 def _show(figure: Figure) -> None:
@@ -83,15 +100,37 @@ def _usage_error(error: KVMagicError) -> UsageError:
     return UsageError(error.spelled(lambda name: flag(name, "magic")))
 
 
+def _split(line: str) -> list[str]:
+    """The words of an argument line as a shell splits them, quotes removed (IPython's own splitter keeps
+    them: ``--save "a b.json"`` would name a file with quotes in it); a backslash stays a backslash."""
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split, lexer.commenters, lexer.escape = True, "", ""
+    return list(lexer)
+
+
 def _parse(func: Any, line: str) -> Any:
     """Parse a magic's argument line; any mistake becomes a UsageError pointing at the help."""
     name = func.__name__
     try:
-        return parse_argstring(func, line)
+        return func.parser.parse_args(_split(line))
     except UsageError as error:
-        raise UsageError(f"%{name}: {error} (see %{name}? for the options)") from None
+        said = _ARGUMENT.sub(r"\1:", str(error))
+        raise UsageError(f"%{name}: {said} (see %{name}? for the options)") from None
     except ValueError as error:  # unbalanced quotes
-        raise UsageError(f"%{name}: cannot split the arguments: {error}") from None
+        raise UsageError(f"%{name}: cannot split the arguments: {error}: quote the prompt, or use a cell") from None
+
+
+def _prompt(words: Sequence[str], cell: str | None) -> str:
+    """The prompt: the cell's body, or the words after the options of the one-line form."""
+    if cell is None:
+        if not words:
+            raise UsageError('%kvbench needs a prompt: %kvbench -n 16 "The KV cache", or a %%kvbench cell')
+        return " ".join(words)
+    if words:
+        raise UsageError(
+            f"%%kvbench takes its prompt from the cell's body: move {' '.join(words)!r} into it, or use %kvbench"
+        )
+    return cell
 
 
 @magics_class
@@ -143,66 +182,30 @@ class KVMagics(Magics):
             raise usage from None
         print(self.loaded.summary())
 
-    @_with_options(BENCH_OPTIONS)
-    @cell_magic
-    def kvbench(self, line: str, cell: str) -> Any:
-        """Time greedy generation of the cell's text with the KV cache off and on.
+    @_with_options(BENCH_OPTIONS, _BENCH_USAGE)
+    @argument("prompt", nargs="*", metavar="PROMPT", help=_PROMPT_HELP)
+    @line_cell_magic
+    def kvbench(self, line: str, cell: str | None = None) -> Any:
+        """Time greedy generation of a prompt with the KV cache off and on.
 
-        The whole cell body is the prompt. kvmagic tokenizes it once, warms up, then times
-        `generate` with use_cache=False and use_cache=True (device-synchronized) and returns a
-        DataFrame: prompt_tokens, new_tokens, uncached_s, cached_s, speedup, identical; then
-        time to first token and decode tokens/s per condition (*_ttft_s, *_tok_s), the KV cache
-        counted from the returned cache and predicted from the config (kv_cache_mib,
-        kv_predicted_mib), peak memory per condition (*_peak_mib: CUDA allocator peak on CUDA,
-        process peak RSS otherwise), and with -r 3 or more the spread (*_min_s, *_iqr_s,
-        speedup_ci_low/high: a 95% interval of the speed-up from the per-pair speed-ups, checked by
-        simulation). Those figures come from the runs made anyway, read outside the timed region, and
-        a one-token run per condition; --steps (and --plot) add one hooked run per condition for
-        per-step times (result.steps()). A single configuration is estimated from two-token runs and
-        refused past --max-seconds like a sweep; a long run shows a progress bar with its ETA.
+        The prompt is the cell's whole body (%%kvbench), or the rest of the line (%kvbench -n 16 "The KV
+        cache"). kvmagic tokenizes it once, warms up each condition, then times `generate` with
+        use_cache=False and use_cache=True, interleaved and device-synchronized, and checks that both
+        generated the same tokens. It returns a DataFrame, one row per configuration: prompt_tokens,
+        new_tokens, uncached_s, cached_s (medians), speedup (their ratio; with -r 3 or more, its 95%
+        interval beside it), identical, kv_cache_mib, then time to first token, decode tokens/s, peak
+        memory and spread per condition. The table shows the columns a reader needs first, to fit 100
+        columns; --wide shows every one, and the DataFrame, -o, -v and --save keep all of them. Notes
+        (where tokens differed, a large spread, what was turned off) are shown under the table.
 
-        The table shows the columns a reader needs first, to fit a 100-column terminal: prompt_tokens,
-        new_tokens, uncached_s, cached_s, speedup (with its interval, where there is one, as
-        "3.47 [3.10, 3.90]"), identical and kv_cache_mib; the DataFrame holds every column. --wide (or
-        %config KVMagics.wide = True) shows them all. -v NAME must be a Python variable name; if NAME
-        held something other than an earlier result, or is a builtin, a note says what it replaced.
-
-        -n and -p take lists and ranges (16,64,256; 16-256*4; 32-128+32): the benchmark then sweeps
-        their cross product, one row each, with a progress bar. Ctrl-C stops a sweep and returns the
-        rows finished so far, marked partial. --compare PATH.json adds, per row, the change in
-        speed-up against a run saved with --save and whether it exceeds both runs' spread.
-        --expand fills {name} fields from the notebook (nothing is evaluated). Defaults are
-        settings: %config KVMagics.new_tokens = 128.
-
-        --predict first probes a cost model (one forward without cache, F(L), and one cached decode
-        step, D(L), at a few lengths) and adds predicted_uncached_s, predicted_cached_s and
-        predicted_speedup beside the measured columns, with notes on why: the fitted curves, where
-        the cache breaks even, which per-step cost dominates, KV bytes against weight bytes. Rows
-        that would pass --max-seconds are then predicted only (measured=False). -r auto takes
-        interleaved pairs until an anytime 95% interval of the speed-up (one that holds whenever the
-        loop stops, from 10 pairs) is within --ci-target (0.05: ±5%) of it, or --auto-cap seconds pass
-        for that row (from 5 pairs), and says how many it took.
-
-        -b 1,2,4 repeats the prompt across a batch (every sequence must generate the same tokens);
-        --limits sets each row against the bound the device's bandwidth and throughput allow;
-        --frontier predicts each strategy's longest context and largest batch in the memory free
-        (--frontier check also runs one cached generate at that length); --threads N sets torch's
-        CPU threads for the run.
-
-        --cache off,dynamic,static,quantized:fp8 compares KV-cache strategies instead (off is always
-        measured: it is the reference). Each is warmed up (at least one token, so a backend's first-use
-        build or a compile never lands in a timed run), then all are timed interleaved. The table has
-        one row per (prompt_tokens, new_tokens, strategy): seconds (median), tok_s (decode tokens/s),
-        speedup (against off), identical (against off's first run), first_mismatch ("position: token
-        vs token"), kv_cache_mib (counted from the returned cache), peak_mib, compile_s (first call's
-        extra seconds with --compile) and note: why a strategy could not run here (a missing package
-        and its pip extra, no GPU, a spelling the installed transformers lacks). --kv-bits sets the
-        width of quantized:quanto/hqq; --compile adds static+compile. Shown by default: the sizes,
-        strategy, seconds, tok_s, speedup, identical, kv_cache_mib, peak_mib, and a note column whose
-        marks ([1]) point to footnotes under the table: where tokens first differed, why a strategy
-        could not run.
+        Lists and ranges (-n 16,64,256; -p 16-256*4; -b 1,4) sweep their cross product, one row each;
+        Ctrl-C stops a sweep and keeps the rows finished. --cache compares cache strategies instead, one
+        row per strategy against off. A run estimated past --max-seconds is refused before it starts.
+        Defaults are settings: %config KVMagics.new_tokens = 128.
 
         Examples::
+
+            %kvbench -n 16 "The KV cache stores each token's keys and values so that"
 
             %%kvbench -n 64 -r 3
             The KV cache stores each token's keys and values so that
@@ -213,13 +216,11 @@ class KVMagics(Magics):
             %%kvbench -r 5 --compare sweep.json --expand
             {prompt}
 
-            %%kvbench -n 16,64,1024 -r auto --predict --max-seconds 60
-            The KV cache stores each token's keys and values so that
-
             %%kvbench -n 64,256 -r 3 --cache off,dynamic,static,quantized:quanto --kv-bits 4
             The KV cache stores each token's keys and values so that
         """
         args = _parse(self.kvbench, line)
+        cell = _prompt(args.prompt, cell)
         if self.loaded is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand
@@ -246,14 +247,10 @@ class KVMagics(Magics):
             return shown
         if args.quiet:
             return None
-        from kvmagic.results.shown import wrapped_notes
-
-        for line in wrapped_notes(shown.notes()):
-            print(line)
         from kvmagic.results.display import styled_table
 
         metadata = {"model": result.model, **result.metadata}
-        return styled_table(shown.to_dataframe(), metadata, wide=resolved(args, configured, "wide"))
+        return styled_table(shown.to_dataframe(), metadata, shown.notes(), wide=resolved(args, configured, "wide"))
 
     def unload(self) -> None:
         """Drop the loaded model and free its memory."""

@@ -108,7 +108,7 @@ class Comparison:
     def __str__(self) -> str:
         from kvmagic.results.shown import shown_text
 
-        return "\n".join([shown_text(self.to_dataframe()), *self.notes()])
+        return shown_text(self.to_dataframe(), self.notes())
 
     def __repr__(self) -> str:
         return f"<Comparison of {self.result!r} with {self.baseline!r}>"

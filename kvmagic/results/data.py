@@ -172,7 +172,7 @@ class BenchmarkResult:
         """The shown table (``to_dataframe()`` has every column) and the notes."""
         from kvmagic.results.shown import shown_text
 
-        return "\n".join([shown_text(self.to_dataframe()), *self.notes()])
+        return shown_text(self.to_dataframe(), self.notes())
 
     def __repr__(self) -> str:
         if self.strategies:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from kvmagic.results.shown import shown_table, shown_text
+from kvmagic.results.shown import INTERVAL_HEADER, shown_table, shown_text, wrapped_notes
 
 __all__ = ["StyledTable", "styled_table", "to_html", "wide_text"]
 
@@ -37,11 +37,26 @@ def _differs(identical: Any) -> bool:
     return identical is not None and not (isinstance(identical, float) and math.isnan(identical)) and not identical
 
 
+def _readable(key: str, value: Any) -> str:
+    """A metadata value as a reader takes it in: 4 significant digits, bytes in MiB or GiB, a digest cut short."""
+    if isinstance(value, float) and key.endswith("_bytes"):
+        return f"{value / 2**30:.4g} GiB" if value >= 2**30 else f"{value / 2**20:.4g} MiB"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={_readable(str(k), v)}" for k, v in value.items())
+    if key.endswith("sha256"):
+        return f"{str(value)[:12]}..."
+    return str(value)
+
+
 def _caption(metadata: Mapping[str, Any]) -> str:
+    """How the result was measured, each value readable; what is unknown or empty is left out."""
     rows = "".join(
         f"<tr><th style='text-align:left'>{html.escape(str(key))}</th><td style='text-align:left'>"
-        f"{html.escape(str(value))}</td></tr>"
+        f"{html.escape(_readable(key, value))}</td></tr>"
         for key, value in metadata.items()
+        if value is not None and value != {} and value != []
     )
     return f"<details><summary>how this was measured</summary><table>{rows}</table></details>"
 
@@ -52,8 +67,9 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
     styler = shown.style.hide(axis="index").set_caption(_caption(metadata))
     floats = [c for c in shown.columns if shown[c].dtype.kind == "f" and c != "speedup_change"]
     styler = styler.format(_number, subset=floats)
-    if "speedup" in shown.columns:
-        styler = styler.set_properties(subset=["speedup"], **{"font-weight": "bold"})
+    bold = [c for c in ("speedup", INTERVAL_HEADER) if c in shown.columns]
+    if bold:
+        styler = styler.set_properties(subset=bold, **{"font-weight": "bold"})
     # Flags come from the data, whatever the shown cells read.
     if "identical" in shown.columns:
         flags = frame["identical"].map(lambda v: _FLAGGED if _differs(v) else "")
@@ -74,10 +90,10 @@ def wide_text(frame: pd.DataFrame) -> str:
 
 
 class StyledTable(pd.DataFrame):
-    """A DataFrame that shows the shown table (every column if ``kvmagic_wide``), styled in Jupyter;
-    it holds every column, and anything derived from it is a plain DataFrame."""
+    """A DataFrame that shows the shown table (every column if ``kvmagic_wide``), styled in Jupyter, with its
+    notes beneath it; it holds every column, and anything derived from it is a plain DataFrame."""
 
-    _metadata: ClassVar[list[str]] = ["kvmagic_metadata", "kvmagic_wide"]
+    _metadata: ClassVar[list[str]] = ["kvmagic_metadata", "kvmagic_notes", "kvmagic_wide"]
 
     @property
     def _constructor(self) -> type[pd.DataFrame]:
@@ -86,17 +102,26 @@ class StyledTable(pd.DataFrame):
     def _wide(self) -> bool:
         return bool(getattr(self, "kvmagic_wide", False))
 
+    def _notes(self) -> list[str]:
+        return list(getattr(self, "kvmagic_notes", None) or [])
+
     def _repr_html_(self) -> str:
-        return to_html(pd.DataFrame(self), getattr(self, "kvmagic_metadata", {}) or {}, wide=self._wide())
+        metadata = getattr(self, "kvmagic_metadata", {}) or {}
+        return to_html(pd.DataFrame(self), metadata, self._notes(), wide=self._wide())
 
     def __repr__(self) -> str:
-        return wide_text(pd.DataFrame(self)) if self._wide() else shown_text(pd.DataFrame(self))
+        if self._wide():
+            return "\n".join([wide_text(pd.DataFrame(self)), *wrapped_notes(self._notes())])
+        return shown_text(pd.DataFrame(self), self._notes())
 
 
-def styled_table(frame: pd.DataFrame, metadata: Mapping[str, Any], wide: bool = False) -> pd.DataFrame:
+def styled_table(
+    frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False
+) -> pd.DataFrame:
     """``frame`` as what the magic returns: still a DataFrame with every column, shown compact (every column
-    if ``wide``) and styled with ``metadata`` when shown as HTML."""
+    if ``wide``) with ``notes`` beneath it, and styled with ``metadata`` when shown as HTML."""
     table = StyledTable(frame)
     table.kvmagic_metadata = dict(metadata)
+    table.kvmagic_notes = list(notes)
     table.kvmagic_wide = wide
     return table

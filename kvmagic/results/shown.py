@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "shown_table", "shown_text", "wrapped_notes"]
+__all__ = [
+    "INTERVAL_HEADER", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "shown_table", "shown_text", "wrapped_notes",
+]  # fmt: skip
 
 WIDTH = 100  # the terminal width the shown table is made to fit
+INTERVAL_HEADER = "speedup [95% CI]"  # the speed-up's column, where some row shows its interval beside it
 # In this order, each where the table has it: a baseline's change and a prediction come before the KV size.
 # "batch" shows only where some row has a batch over 1.
 SHOWN_COLUMNS = (
@@ -94,7 +97,8 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             if footnotes:
                 cells[name] = marks
         elif name == "speedup":
-            cells[name] = _speedups(frame)
+            speedups = _speedups(frame)
+            cells[INTERVAL_HEADER if any("[" in cell for cell in speedups) else name] = speedups
         elif name == "batch" and not _batched(frame):
             continue
         elif name in frame.columns:
@@ -128,8 +132,8 @@ def wrapped_notes(notes: Sequence[str], width: int = WIDTH) -> list[str]:
     return [textwrap.fill(note, width, subsequent_indent="  ") for note in notes]
 
 
-def shown_text(frame: pd.DataFrame, width: int = WIDTH) -> str:
-    """The shown table as plain text, footnotes wrapped to ``width`` beneath it."""
+def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
+    """The shown table as plain text, its footnotes and then ``notes`` wrapped to ``width`` beneath it."""
     cells, footnotes = shown_table(frame, width)
     wrapped = [textwrap.fill(note, width, subsequent_indent="    ") for note in footnotes]
-    return "\n".join([*_lines(cells), *wrapped])
+    return "\n".join([*_lines(cells), *wrapped, *wrapped_notes(notes, width)])

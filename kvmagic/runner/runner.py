@@ -205,9 +205,16 @@ def _result(
 
 @contextmanager
 def _progress_bar(total: float, *, enabled: bool) -> Iterator[Any]:
-    """tqdm's auto bar (a widget in Jupyter, text in a terminal) with an ETA, in estimated seconds when known."""
+    """tqdm's auto bar (a widget in Jupyter, text in a terminal) with an ETA, in estimated seconds when known;
+    a finished run ends it full (Jupyter then removes it), a stopped one says so."""
     from tqdm.auto import tqdm
 
     bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
     with tqdm(total=total, bar_format=bar_format, disable=not enabled, leave=False) as bar:
-        yield bar
+        try:
+            yield bar
+        except BaseException:
+            bar.set_description_str("kvbench: stopped")  # in Jupyter the bar also turns red: it did not finish
+            raise
+        # The total was an estimate: a run that finished sooner fills the bar, so it closes as done, not failed.
+        bar.update(max(bar.total - bar.n, 0))
