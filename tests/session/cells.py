@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["SCRIPTED", "SETUP", "TERMINAL", "VOCABULARY", "Cell", "Kind", "State", "drawn", "expected"]
+__all__ = ["SCRIPTED", "SETUP", "TERMINAL", "VOCABULARY", "Cell", "Kind", "State", "dealt", "drawn", "expected"]
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"  # the source experiment's prompt
 SHORT = "The KV cache stores each token's keys and values so that"
@@ -112,6 +112,8 @@ LINE_FORM = Cell('%kvbench -n 2 -w 0 "a prompt"', Kind.RUN)
 # Long enough to interrupt, and no estimate first: its progress bar is its first output.
 LONG_SWEEP = Cell(f"%%kvbench -n 200,300,400 -w 0 --max-seconds 0\n{SHORT}", Kind.INTERRUPT)
 HELP_LINE, HELP_CELL = Cell("%kvbench?", Kind.HELP, "%kvbench"), Cell("%%kvbench?", Kind.HELP, "%%kvbench")
+NO_SUCH_MODEL = Cell("%kvload no-such-user/no-such-model", Kind.LOAD_MISSING)
+LAST = Cell("_ is Out[max(Out)]", Kind.VALUE, "True")  # the last output, where IPython keeps it twice
 RELOAD_EXT = [Cell("%unload_ext kvmagic", Kind.UNLOAD_EXT), Cell("%load_ext kvmagic", Kind.LOAD_EXT)]
 
 # Each entry is one step: a cell, or cells a user types together (unloading the extension, then loading it).
@@ -122,32 +124,39 @@ VOCABULARY: list[list[Cell]] = [
     [bench("-n 2 -w 0 -r 3")], [LINE_FORM],
     [mistake("-n 0")], [mistake("-n 2 -w 0 --bogus")], [mistake("-n 2 -w zero")], [mistake("-n 5000 -w 0")],
     [mistake("-n 2 -w 0 --cache off,nonsense")], [mistake("-n 2 -w 0 -v 2x")],
-    [Cell("1 + 1", Kind.VALUE, "2")], [Cell("x + 1", Kind.VALUE, "42")],
+    [Cell("1 + 1", Kind.VALUE, "2")], [Cell("x + 1", Kind.VALUE, "42")], [LAST],
     [HELP_LINE], [HELP_CELL], [LONG_SWEEP],
-    [Cell("%kvload tiny", Kind.LOAD)], [Cell("%kvload no-such-user/no-such-model", Kind.LOAD_MISSING)],
+    [Cell("%kvload tiny", Kind.LOAD)], [NO_SUCH_MODEL],
     RELOAD_EXT,
 ]  # fmt: skip
 
 
-def drawn(seed: int, steps: int = 8) -> list[Cell]:
-    """The setup, ``steps`` steps drawn from the vocabulary with ``seed``, and a run that must answer."""
-    rng = random.Random(seed)
-    cells = [*SETUP]
-    for _ in range(steps):
-        cells.extend(rng.choice(VOCABULARY))
+def _answered(cells: list[Cell]) -> list[Cell]:
+    """``cells``, then what brings the model back if they dropped it, then a run that must answer."""
     state = State()
     for cell in cells:
         state = after(cell, state)
-    if not state.ext:
-        cells.append(RELOAD_EXT[1])
-    if state.model is None:
-        cells.append(Cell("%kvload tiny", Kind.LOAD))
-    return [*cells, GOOD]
+    ending = [] if state.ext else [RELOAD_EXT[1]]
+    ending += [] if state.model is not None else [Cell("%kvload tiny", Kind.LOAD)]
+    return [*cells, *ending, GOOD]
+
+
+def drawn(seed: int, steps: int = 8) -> list[Cell]:
+    """The setup, then ``steps`` steps drawn from the vocabulary with ``seed`` (repeats allowed)."""
+    rng = random.Random(seed)
+    return _answered([*SETUP, *(cell for _ in range(steps) for cell in rng.choice(VOCABULARY))])
+
+
+def dealt(seed: int, hands: int) -> list[list[Cell]]:
+    """The vocabulary shuffled with ``seed`` and dealt into ``hands`` sequences, each after the setup:
+    every step is played in one of them."""
+    steps = random.Random(seed).sample(VOCABULARY, len(VOCABULARY))
+    return [_answered([*SETUP, *(cell for step in steps[hand::hands] for cell in step)]) for hand in range(hands)]
 
 
 # Scripted sequences, each reproducing one report of issue 20 (and then going on as a user would).
 SCRIPTED: dict[str, list[Cell]] = {
-    "mistake_then_run": [*SETUP, mistake("-n 0"), GOOD, Cell("x + 1", Kind.VALUE, "42"), GOOD],
+    "mistake_then_run": [*SETUP, mistake("-n 0"), GOOD, Cell("x + 1", Kind.VALUE, "42"), LAST, GOOD],
     "cache_limits": [*SETUP, bench("-n 2 -w 0 --cache off,dynamic,static --limits"), GOOD],
     "help_and_line_form": [*SETUP, HELP_LINE, HELP_CELL, LINE_FORM, GOOD],
     "progress": [*SETUP, GOOD, SWEEP, bench("-n 2,3 -w 0 --max-seconds 0"), bench("-n 2 -w 0 -b 8"), GOOD],
@@ -155,7 +164,7 @@ SCRIPTED: dict[str, list[Cell]] = {
         *SETUP,
         LONG_SWEEP,
         GOOD,
-        Cell("%kvload no-such-user/no-such-model", Kind.LOAD_MISSING),
+        NO_SUCH_MODEL,
         GOOD,
         Cell("%kvload tiny", Kind.LOAD),
         GOOD,
@@ -180,5 +189,5 @@ SCRIPTED: dict[str, list[Cell]] = {
 
 # The terminal: the same kinds of cells, typed at a 100-column IPython prompt.
 TERMINAL: list[Cell] = [
-    *SETUP, mistake("-n 0"), GOOD, Cell("x + 1", Kind.VALUE, "42"), LONG_SWEEP, SWEEP, HELP_LINE, GOOD,
+    *SETUP, mistake("-n 0"), GOOD, Cell("x + 1", Kind.VALUE, "42"), LONG_SWEEP, SWEEP, HELP_LINE, NO_SUCH_MODEL, GOOD,
 ]  # fmt: skip
