@@ -24,7 +24,7 @@ def _last(ns: dict[str, Any]) -> str:
     if not isinstance(out, dict):
         return "Out is missing"
     if not out:
-        return "ok" if last == "" else f"_ is {last!r:.60} with Out empty"
+        return "ok" if isinstance(last, str) and last == "" else f"_ is {last!r:.60} with Out empty"
     return "ok" if last is out[max(out)] else f"_ is {last!r:.60}, not Out[{max(out)}]"
 
 
