@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,24 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 # on each other (measured: a 3-token generate took 3 s with two threads, 0.09 s with one).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("KVMAGIC_CACHE", str(Path(__file__).resolve().parent.parent / ".venv" / "cache"))
+
+
+def said(error: BaseException | str) -> str:
+    """A front end's message as one line again: the front ends wrap it at 100 columns, later lines indented."""
+    return str(error).replace("\n  ", " ")
+
+
+@contextmanager
+def raises_usage(match: str) -> Iterator[pytest.ExceptionInfo[Exception]]:
+    """``pytest.raises(UsageError, match=...)`` on the message as one line (see :func:`said`)."""
+    import re
+
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        yield caught
+    assert re.search(match, said(caught.value)), said(caught.value)
+
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"  # the source experiment's prompt
 

@@ -9,7 +9,7 @@ from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.budget import scaled_seconds
 from kvmagic.runner import plan, runner
 
-from .conftest import PROMPT
+from .conftest import PROMPT, raises_usage, said
 
 PROMPT_TOKENS = len(PROMPT.encode())  # tiny's tokenizer: one token per byte
 
@@ -44,7 +44,7 @@ def test_one_configuration_past_the_budget_is_refused_before_it_runs(tiny, two_t
     uncached = sum(scaled_seconds(0.01, 0.02, PROMPT_TOKENS, n, use_cache=False) for n in (warmup, new, 1))
     cached = sum(scaled_seconds(0.01, 0.012, PROMPT_TOKENS, n, use_cache=True) for n in (warmup, new, 1))
     minutes = round((uncached + cached) / 60)
-    assert str(caught.value) == (
+    assert said(caught.value) == (
         f"this benchmark would take about {minutes} min (estimated from short runs), over the 5 s budget: raise "
         "max_seconds (0 means no limit), or measure fewer or shorter lengths (new_tokens, prompt_tokens, repeat)"
     )
@@ -52,25 +52,23 @@ def test_one_configuration_past_the_budget_is_refused_before_it_runs(tiny, two_t
 
 
 def test_the_magic_refuses_it_with_its_flags(shell, two_tokens) -> None:
-    from IPython.core.error import UsageError
 
-    with pytest.raises(UsageError, match=r"over the 1 s budget: raise --max-seconds .* \(-n, -p, -r\)$"):
+    with raises_usage(match=r"over the 1 s budget: raise --max-seconds .* \(-n, -p, -r\)$"):
         shell.run_cell_magic("kvbench", "-n 1500 --max-seconds 1", PROMPT)
 
 
 def test_the_warm_up_is_checked_against_the_positions(tiny) -> None:
     with pytest.raises(KVMagicError) as caught:
         run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=3000)
-    assert str(caught.value) == (
+    assert said(caught.value) == (
         f"the prompt ({PROMPT_TOKENS} tokens) plus 3000 warm-up tokens exceeds the 2048 positions 'tiny' supports: "
         "shorten the prompt or lower warmup_tokens"
     )
 
 
 def test_the_magic_names_the_warm_up_flag(shell) -> None:
-    from IPython.core.error import UsageError
 
-    with pytest.raises(UsageError, match=r"plus 3000 warm-up tokens exceeds .*: shorten the prompt or lower -w$"):
+    with raises_usage(match=r"plus 3000 warm-up tokens exceeds .*: shorten the prompt or lower -w$"):
         shell.run_cell_magic("kvbench", "-n 2 -w 3000", PROMPT)
 
 

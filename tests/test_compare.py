@@ -11,7 +11,7 @@ from kvmagic.results.compare import COMPARE_COLUMNS, compare
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.report import COLUMNS
 
-from .conftest import PROMPT
+from .conftest import PROMPT, said
 
 
 def _measurement(pairs: list[tuple[float, float]], new_tokens: int = 16) -> Measurement:
@@ -100,4 +100,4 @@ def test_magic_reads_the_baseline_before_running(shell, tmp_path):
     ]:
         with pytest.raises(UsageError) as caught:
             shell.run_cell_magic("kvbench", f"-n 2000 --compare {path}", PROMPT)  # -n 2000 would fail later
-        assert str(caught.value) == message
+        assert said(caught.value) == message

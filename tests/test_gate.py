@@ -16,6 +16,8 @@ from kvmagic.results.compare import compare
 from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.gate import FAIL_ON_FORM, Threshold, gate, judge, parse_fail_on
 
+from .conftest import said
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -55,7 +57,7 @@ def test_reads_each_form():
 def test_a_bad_spec_names_the_accepted_form(spec):
     with pytest.raises(KVMagicError) as raised:
         parse_fail_on(spec)
-    assert str(raised.value).endswith(f"write {FAIL_ON_FORM}") and "\n" not in str(raised.value)
+    assert said(raised.value).endswith(f"write {FAIL_ON_FORM}") and "\n" not in said(raised.value)
 
 
 def test_crossing_is_strictly_past_the_threshold():
@@ -144,7 +146,8 @@ def test_exit_status_of_the_gate(injected, capsys):
 
 def test_single_rounds_cannot_be_judged(injected, capsys):
     assert injected(SLOWER_CACHE[:1], "--fail-on", "speedup:-5%") == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
+    err = said(capsys.readouterr().err)
+    assert err.splitlines()[-1] == (
         "kvbench: error: --fail-on cannot judge every row: time both runs with more rounds (-r) and the same -n and -p"
     )
 
@@ -156,9 +159,9 @@ MISUSE = [
 
 
 @pytest.mark.parametrize(("args", "message"), MISUSE)
-def test_misuse_is_one_line_and_exit_status_2(args, message, capsys):
+def test_misuse_is_one_message_and_exit_status_2(args, message, capsys):
     assert cli.main(["-m", "tiny", *args, "prompt"]) == 2
-    assert capsys.readouterr().err == f"kvbench: error: {message}\n"
+    assert said(capsys.readouterr().err) == f"kvbench: error: {message}\n"
 
 
 def test_as_git_bisect_run_would_call_it(tmp_path):

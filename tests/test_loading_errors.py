@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
-from .conftest import PROMPT
+from .conftest import PROMPT, raises_usage, said
 
 MARKER = "KVMAGIC_CODE_RAN"
 
@@ -36,7 +36,7 @@ def kvload(shell, monkeypatch):
     def run(line: str) -> str:
         with pytest.raises(UsageError) as caught:
             shell.run_line_magic("kvload", line)
-        message = str(caught.value)
+        message = said(caught.value)
         assert "\n" not in message
         return message
 
@@ -311,7 +311,7 @@ def test_one_token_past_the_positions_fails_before_generating(shell, tiny, gener
     new_tokens = limit - prompt_tokens + 1
     with pytest.raises(UsageError) as caught:
         shell.run_cell_magic("kvbench", f"-n {new_tokens} {'--chat' if chat else ''}", prompt)
-    assert str(caught.value) == (
+    assert said(caught.value) == (
         f"the prompt ({prompt_tokens} tokens) plus {new_tokens} new tokens exceeds the {limit} positions "
         "'tiny' supports: shorten the prompt or lower -n"
     )
@@ -320,6 +320,6 @@ def test_one_token_past_the_positions_fails_before_generating(shell, tiny, gener
 
 def test_a_megabyte_prompt_fails_before_generating(shell, generate_calls) -> None:
     expected = r"^the prompt \(1048576 tokens\) plus 2 new tokens exceeds the 2048 positions"
-    with pytest.raises(UsageError, match=expected):
+    with raises_usage(match=expected):
         shell.run_cell_magic("kvbench", "-n 2", "x" * 2**20)
     assert generate_calls == []

@@ -9,7 +9,7 @@ from IPython.core.error import UsageError
 from kvmagic.results.data import BenchmarkResult
 from kvmagic.results.report import COLUMNS
 
-from .conftest import PROMPT
+from .conftest import PROMPT, raises_usage, said
 
 
 def bench(shell, line: str = "-n 4 -w 1", cell: str = PROMPT):
@@ -129,7 +129,7 @@ def test_kvbench_errors_say_the_fix_and_leave_the_model_usable(shell, line, cell
     before = bench(shell, "-n 3 -w 0 -o")
     with pytest.raises(UsageError) as caught:
         bench(shell, line, cell)
-    assert str(caught.value) == message
+    assert said(caught.value) == message
     after = bench(shell, "-n 3 -w 0 -o")
     assert after.generated_ids == before.generated_ids
 
@@ -138,14 +138,14 @@ def test_kvbench_before_kvload(shell):
     shell.magics_manager.registry["KVMagics"].loaded = None
     with pytest.raises(UsageError) as caught:
         bench(shell)
-    assert str(caught.value) == "no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)"
+    assert said(caught.value) == "no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)"
 
 
 def test_chat_without_template(shell, tiny, monkeypatch):
     monkeypatch.setattr(tiny.tokenizer, "chat_template", None)
     with pytest.raises(UsageError) as caught:
         bench(shell, "--chat")
-    assert str(caught.value) == "the tokenizer of 'tiny' has no chat template: drop --chat to use the text as it is"
+    assert said(caught.value) == "the tokenizer of 'tiny' has no chat template: drop --chat to use the text as it is"
     monkeypatch.undo()
     assert bench(shell, "-n 2 -o --chat").identical
 
@@ -168,7 +168,7 @@ KVLOAD_ERRORS = [
 def test_kvload_errors_keep_the_loaded_model(shell, tiny, line, message):
     with pytest.raises(UsageError) as caught:
         shell.run_line_magic("kvload", line)
-    assert str(caught.value) == message
+    assert said(caught.value) == message
     assert shell.magics_manager.registry["KVMagics"].loaded is tiny
     assert bench(shell, "-n 2 -o").identical
 
@@ -177,7 +177,7 @@ def test_kvload_directory_without_config(shell, tmp_path):
     with pytest.raises(UsageError) as caught:
         shell.run_line_magic("kvload", str(tmp_path))
     assert (
-        str(caught.value)
+        said(caught.value)
         == f"{str(tmp_path)!r} is a directory without a config.json: point to a model saved with save_pretrained"
     )
 
@@ -191,7 +191,7 @@ def test_offline_hub_error_neither_connects_nor_waits(shell, monkeypatch):
     attempts: list[str] = []
     monkeypatch.setattr(socket.socket, "connect", lambda *a, **k: attempts.append("connect"))
     monkeypatch.setattr(time, "sleep", lambda *a, **k: attempts.append("sleep"))
-    with pytest.raises(UsageError, match=r"^cannot download 'no-such-org/no-such-model': the Hugging Face Hub is"):
+    with raises_usage(match=r"^cannot download 'no-such-org/no-such-model': the Hugging Face Hub is"):
         shell.run_line_magic("kvload", "no-such-org/no-such-model")
     assert attempts == []
 
@@ -238,7 +238,7 @@ def test_var_must_be_a_name_python_can_assign_and_is_refused_before_measuring(sh
     monkeypatch.setattr(kvmagic.runner.runner, "run_benchmark", pytest.fail)  # refused before anything runs
     with pytest.raises(UsageError) as caught:
         bench(shell, line)
-    assert str(caught.value) == message
+    assert said(caught.value) == message
 
 
 def test_var_says_what_it_replaced_or_hid(shell, capsys):
@@ -275,17 +275,17 @@ def test_a_kvload_that_fails_after_releasing_the_model_says_so(shell, monkeypatc
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fail)
     with pytest.raises(UsageError) as caught:
         shell.run_line_magic("kvload", "tiny")
-    assert str(caught.value) == (
+    assert said(caught.value) == (
         "cannot load 'tiny': the disk is full; the previously loaded model ('tiny') was released: run %kvload again"
     )
     assert magics.loaded is None
     with pytest.raises(UsageError) as caught:
         bench(shell)
-    assert str(caught.value) == "no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)"
+    assert said(caught.value) == "no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)"
     magics.loaded = None
     with pytest.raises(UsageError) as caught:
         shell.run_line_magic("kvload", "tiny")
-    assert str(caught.value) == "cannot load 'tiny': the disk is full"  # nothing was loaded, nothing released
+    assert said(caught.value) == "cannot load 'tiny': the disk is full"  # nothing was loaded, nothing released
 
 
 def test_the_table_shows_the_columns_a_reader_needs_and_wide_shows_every_one(shell):
@@ -327,7 +327,7 @@ def test_the_prompt_comes_from_one_place(shell, line, cell, message):
             shell.run_line_magic("kvbench", line)
         else:
             shell.run_cell_magic("kvbench", line, cell)
-    assert str(caught.value) == message
+    assert said(caught.value) == message
 
 
 def test_quoted_values_lose_their_quotes_and_keep_their_backslashes(shell, tmp_path):

@@ -13,7 +13,7 @@ from kvmagic.results.data import BenchmarkResult
 from kvmagic.runner import plan, runner
 from kvmagic.runner.prompt import encode_prompt, stretch_prompt
 
-from .conftest import PROMPT
+from .conftest import PROMPT, raises_usage, said
 
 
 def _text_ids(tiny) -> list[int]:
@@ -55,7 +55,7 @@ def test_a_plain_int_still_gives_one_row(tiny) -> None:
 def test_prompt_tokens_with_chat_is_refused(tiny) -> None:
     with pytest.raises(KVMagicError) as caught:
         run_benchmark(tiny, PROMPT, new_tokens=2, prompt_tokens=8, chat=True)
-    assert str(caught.value) == (
+    assert said(caught.value) == (
         "prompt_tokens sets the plain prompt to an exact token count and cannot wrap it in the chat template: "
         "drop prompt_tokens or chat"
     )
@@ -73,7 +73,7 @@ def test_prompt_tokens_with_chat_is_refused(tiny) -> None:
 def test_bad_sweep_arguments_are_refused(tiny, kwargs: dict, message: str) -> None:
     with pytest.raises(KVMagicError) as caught:
         run_benchmark(tiny, PROMPT, **kwargs)
-    assert str(caught.value) == message
+    assert said(caught.value) == message
 
 
 def _spy_measure(monkeypatch) -> list[int]:
@@ -96,8 +96,8 @@ def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatc
         r"this benchmark would take about [0-9.e+-]+ (s|min|h) \(estimated from short runs\), over the 1e-06 s "
         r"budget: raise max_seconds \(0 means no limit\), "
         r"or measure fewer or shorter lengths \(new_tokens, prompt_tokens, repeat\)",
-        str(caught.value),
-    ), str(caught.value)
+        said(caught.value),
+    ), said(caught.value)
     assert calls == []
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=1, max_seconds=1e6)
     assert calls == [2, 3] and result.metadata["estimated_s"] > 0
@@ -170,7 +170,7 @@ def test_magic_refuses_bad_lengths_with_a_usage_error(shell, line: str, message:
     flag = line.split()[0]
     with pytest.raises(UsageError) as caught:
         shell.run_cell_magic("kvbench", line, PROMPT)
-    assert str(caught.value) == f"%kvbench: {flag}: {message} (see %kvbench? for the options)"
+    assert said(caught.value) == f"%kvbench: {flag}: {message} (see %kvbench? for the options)"
 
 
 def test_magic_sweeps_and_saves(shell, tmp_path) -> None:
@@ -185,23 +185,23 @@ def test_magic_refuses_a_save_suffix_before_measuring(shell, monkeypatch) -> Non
     calls = _spy_measure(monkeypatch)
     with pytest.raises(UsageError) as caught:
         shell.run_cell_magic("kvbench", "-n 2 --save sweep.txt", PROMPT)
-    assert str(caught.value) == "cannot tell a format from the name 'sweep.txt': end it with .csv, .json or .md"
+    assert said(caught.value) == "cannot tell a format from the name 'sweep.txt': end it with .csv, .json or .md"
     assert calls == []
 
 
 def test_magic_budget_uses_the_flag_then_the_trait(shell, monkeypatch) -> None:
     calls = _spy_measure(monkeypatch)
-    with pytest.raises(UsageError, match=r"^this benchmark would take about .* over the 1e-06 s budget") as caught:
+    with raises_usage(match=r"^this benchmark would take about .* over the 1e-06 s budget") as caught:
         shell.run_cell_magic("kvbench", "-n 2,3 -w 0 --max-seconds 1e-6", PROMPT)
-    assert str(caught.value).endswith(
+    assert said(caught.value).endswith(
         "raise --max-seconds (0 means no limit), or measure fewer or shorter lengths (-n, -p, -r)"
     )  # the magic names its own flags
     shell.run_line_magic("config", "KVMagics.max_seconds = 1e-6")
     try:
-        with pytest.raises(UsageError, match=r"over the 1e-06 s budget"):
+        with raises_usage(match=r"over the 1e-06 s budget"):
             shell.run_cell_magic("kvbench", "-n 2,3 -w 0", PROMPT)
         assert shell.run_cell_magic("kvbench", "-n 2 -w 0 --max-seconds 0", PROMPT) is not None
-        with pytest.raises(UsageError, match=r"over the 1e-06 s budget"):  # one configuration is bounded too
+        with raises_usage(match=r"over the 1e-06 s budget"):  # one configuration is bounded too
             shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT)
     finally:
         shell.run_line_magic("config", "KVMagics.max_seconds = 600")

@@ -29,6 +29,7 @@ from kvmagic.frontends.options import (
     load_kwargs,
     prepare,
 )
+from kvmagic.frontends.usage import fitted
 
 if TYPE_CHECKING:
     from kvmagic.results.compare import Comparison
@@ -39,13 +40,14 @@ __all__ = ["FORMATS", "main", "parser"]
 
 FORMATS = ("table", "markdown", "csv", "json")
 PROG = "kvbench"
+_SAID = f"{PROG}: error: "  # what a mistake's one message follows on stderr
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake is one line on stderr rather than the usage block."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {fitted(f'{message} (see {self.prog} --help)', _SAID)}\n")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -124,7 +126,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     try:
         return _run(args, sys.stdin if stdin is None else stdin)
     except KVMagicError as error:
-        print(f"{PROG}: error: {error.spelled(lambda name: flag(name, 'cli'))}", file=sys.stderr)
+        print(f"{_SAID}{fitted(error.spelled(lambda name: flag(name, 'cli')), _SAID)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -176,8 +178,8 @@ def _gate(comparison: Comparison, thresholds: tuple[Threshold, ...]) -> int:
     if verdict.failed:
         return 1
     if verdict.undecided:
-        print(f"{PROG}: error: --fail-on cannot judge every row: time both runs with more rounds (-r)"
-              " and the same -n and -p", file=sys.stderr)  # fmt: skip
+        said = "--fail-on cannot judge every row: time both runs with more rounds (-r) and the same -n and -p"
+        print(f"{_SAID}{fitted(said, _SAID)}", file=sys.stderr)
         return 2
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from kvmagic.frontends.options import (
     prepare,
     resolved,
 )
+from kvmagic.frontends.usage import fitted
 from kvmagic.frontends.values import at_least_one, whole_number
 from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
@@ -93,6 +95,19 @@ def _show(figure: Figure) -> None:
     display({"image/png": buffer.getvalue(), "text/plain": text}, raw=True)
 
 
+def _fitting(magic: Callable[..., Any]) -> Callable[..., Any]:
+    """The magic, its every UsageError wrapped to fit a 100-column terminal after IPython's "UsageError: "."""
+
+    @functools.wraps(magic)
+    def run(self: Any, *args: Any) -> Any:
+        try:
+            return magic(self, *args)
+        except UsageError as error:
+            raise UsageError(fitted(str(error), "UsageError: ")) from None
+
+    return run
+
+
 def _usage_error(error: KVMagicError) -> UsageError:
     """The one line a notebook shows, options named as its flags; the frames behind it are cleared so
     they cannot pin a model."""
@@ -158,6 +173,7 @@ class KVMagics(Magics):
 
     @_with_options(LOAD_OPTIONS)
     @line_magic
+    @_fitting
     def kvload(self, line: str) -> None:
         """Load a causal LM and its tokenizer for %%kvbench, and print a summary.
 
@@ -185,6 +201,7 @@ class KVMagics(Magics):
     @_with_options(BENCH_OPTIONS, _BENCH_USAGE)
     @argument("prompt", nargs="*", metavar="PROMPT", help=_PROMPT_HELP)
     @line_cell_magic
+    @_fitting
     def kvbench(self, line: str, cell: str | None = None) -> Any:
         """Time greedy generation of a prompt with the KV cache off and on.
 

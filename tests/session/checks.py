@@ -47,9 +47,9 @@ def kernel_problems(record: Record) -> list[str]:
     if expect == "usage":
         lines = [line for line in record.stderr.splitlines() if line.strip()]
         if record.status != "error" or record.ename != "UsageError":
-            problems.append(f"expected one UsageError line, got {found}")
-        elif "\n" in record.evalue.strip() or lines != [f"UsageError: {record.evalue}"]:
-            problems.append(f"the UsageError is not one line: {record.stderr!r:.300}")
+            problems.append(f"expected one UsageError, got {found}")
+        elif not _one_message(lines) or "\n".join(lines) != f"UsageError: {record.evalue.strip()}":
+            problems.append(f"the UsageError is not one message: {record.stderr!r:.300}")
     elif expect == "interrupted":
         if not interrupted:
             problems.append(f"the interrupted cell does not say it was interrupted ({found})")
@@ -66,6 +66,11 @@ def kernel_problems(record: Record) -> list[str]:
     return problems
 
 
+def _one_message(lines: list[str]) -> bool:
+    """One UsageError: its first line, then only the indented lines it wraps onto to fit the terminal."""
+    return bool(lines) and lines[0].startswith("UsageError: ") and all(line.startswith("  ") for line in lines[1:])
+
+
 def width(text: str) -> int:
     """Columns ``text`` takes in a terminal: East Asian wide and full-width characters take two."""
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 0 if unicodedata.combining(c) else 1 for c in text)
@@ -80,8 +85,8 @@ def terminal_problems(record: Record) -> list[str]:
     ]
     errors = [line for line in lines if _ERROR_LINE.match(line) or "Traceback" in line or _WARNING.search(line)]
     if expect == "usage":
-        if len(lines) != 1 or not lines[0].startswith("UsageError: "):
-            problems.append(f"expected one UsageError line, got {lines[:6]}")
+        if not _one_message(lines):
+            problems.append(f"expected one UsageError, got {lines[:6]}")
     elif expect == "interrupted":
         if "KeyboardInterrupt" not in output and "interrupted" not in output:
             problems.append("the interrupted cell does not say it was interrupted")
