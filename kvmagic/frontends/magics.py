@@ -9,7 +9,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode, Union, validate
 
-from kvmagic.errors import KVMagicError
+from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -80,7 +80,7 @@ def _usage_error(error: KVMagicError) -> UsageError:
     """The one line a notebook shows, options named as its flags; the frames behind it are cleared so
     they cannot pin a model."""
     forget_frames(error)
-    return UsageError(error.spelled(lambda name: flag(name, "magic")))
+    return UsageError(one_line(error.spelled(lambda name: flag(name, "magic"))))
 
 
 def _parse(func: Any, line: str) -> Any:
@@ -89,7 +89,7 @@ def _parse(func: Any, line: str) -> Any:
     try:
         return parse_argstring(func, line)
     except UsageError as error:
-        raise UsageError(f"%{name}: {error} (see %{name}? for the options)") from None
+        raise UsageError(f"%{name}: {one_line(str(error))} (see %{name}? for the options)") from None
     except ValueError as error:  # unbalanced quotes
         raise UsageError(f"%{name}: cannot split the arguments: {error}") from None
 
