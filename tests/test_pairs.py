@@ -49,8 +49,9 @@ ONCE_FAILED = frozenset({
     "cli: --gguf-file model.gguf --random-weights",  # named one option of the two
     "cli: --revision main -b 2",  # said no fix
 })  # fmt: skip
-# Settings that keep a run on tiny short. A frontier check (about 30 s here, estimated at 20) stays unchecked
-# under this budget; a case that sets no budget of its own may also be refused by it, in one line.
+# Settings that keep a run on tiny short. A frontier check (a generate of about 2,000 tokens on tiny, estimated
+# at 20 s or more) stays unchecked under this budget, unless a case sets its own; a case that sets none may
+# also be refused by it, in one line.
 SHORT = {"model": "tiny", "new_tokens": "2", "warmup_tokens": "0", "auto_cap": "0.5", "max_seconds": "8"}
 FIXES = re.compile(r"\b(drop|add|give|use|remove|put|pick|write|lower|raise|run|set|choose|shorten)\b")
 ROOT = Path(__file__).resolve().parent.parent
