@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["KVMagicError"]
+__all__ = ["KVMagicError", "one_line"]
 
 # How the plain API names what a front end offers as an option with a value.
 _API_NAMES = {"save": "result.save(PATH)"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character a terminal would not print as itself (a newline in an argument echoed back,
+    a control character) written as its escape, so that an error stays the one line it is meant to be."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class KVMagicError(Exception):

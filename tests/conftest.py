@@ -65,6 +65,9 @@ def shell(tiny) -> Iterator:
     ip.run_line_magic("load_ext", "kvmagic")
     magics = ip.magics_manager.registry["KVMagics"]
     magics.loaded = tiny
+    names = set(ip.user_ns)
     yield ip
     magics.loaded = None  # keep the session's tiny alive; only this shell forgets it
     ip.run_line_magic("unload_ext", "kvmagic")
+    for name in set(ip.user_ns) - names:  # the shell is one for the session: a test's `x = 41` must not
+        del ip.user_ns[name]  # reach the next one's `-v {x}`, which IPython expands

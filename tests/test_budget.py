@@ -45,15 +45,14 @@ def test_one_configuration_past_the_budget_is_refused_before_it_runs(tiny, two_t
     cached = sum(scaled_seconds(0.01, 0.012, PROMPT_TOKENS, n, use_cache=True) for n in (warmup, new, 1))
     minutes = round((uncached + cached) / 60)
     assert said(caught.value) == (
-        f"this benchmark would take about {minutes} min (estimated from short runs), over the 5 s budget: raise "
-        "max_seconds (0 means no limit), or measure fewer or shorter lengths (new_tokens, prompt_tokens, repeat)"
+        f"would take about {minutes} min, over max_seconds 5 s: raise it or lower new_tokens, prompt_tokens or repeat"
     )
     assert two_tokens == [2, 2] and generated == []  # nothing but the estimate ran
 
 
 def test_the_magic_refuses_it_with_its_flags(shell, two_tokens) -> None:
 
-    with raises_usage(match=r"over the 1 s budget: raise --max-seconds .* \(-n, -p, -r\)$"):
+    with raises_usage(match=r", over --max-seconds 1 s: raise it or lower -n, -p or -r$"):
         shell.run_cell_magic("kvbench", "-n 1500 --max-seconds 1", PROMPT)
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 import pytest
 
 from kvmagic import run_benchmark
-from kvmagic.results.bounds import LIMIT_COLUMNS
+from kvmagic.results.bounds import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
 from kvmagic.results.data import BenchmarkResult
 
 from .conftest import PROMPT
@@ -46,3 +47,27 @@ def test_saved_limits_with_missing_numbers_load_as_nan(tiny) -> None:
 def test_the_magic_takes_limits(shell) -> None:
     frame = shell.run_cell_magic("kvbench", "-n 2 -w 0 --limits --wide", PROMPT)
     assert "limit_speedup" in frame.columns
+
+
+def test_each_strategy_of_a_cache_comparison_gets_its_own_bound(tiny) -> None:
+    """off is bound as the uncached condition, a full-precision cache as the cached one; a quantized cache,
+    which moves fewer bytes than the bound counts, has none."""
+    result = run_benchmark(
+        tiny, PROMPT, new_tokens=3, warmup_tokens=0, cache="off,dynamic,static,quantized:fp8", limits=True
+    )
+    frame = result.to_dataframe().set_index("strategy")
+    assert list(frame.columns[-len(STRATEGY_LIMIT_COLUMNS) :]) == list(STRATEGY_LIMIT_COLUMNS)
+    (m,), (limits,) = result.measurements, result.limits
+    for name, bound in (("off", limits.uncached), ("dynamic", limits.cached), ("static", limits.cached)):
+        assert frame.loc[name, "limit_tok_s"] == pytest.approx(bound.decode_tok_s)
+        assert frame.loc[name, "of_limit"] == pytest.approx(bound.seconds / statistics.median(m.times(name)))
+    assert math.isnan(frame.loc["quantized:fp8", "limit_tok_s"]) and math.isnan(frame.loc["quantized:fp8", "of_limit"])
+    (note,) = [n for n in result.notes() if n.startswith("limits (cpu")]
+    assert "reaches" not in note and "the limits allow a speed-up of" in note  # the rows say each one's share
+    assert str(result).count("\n") >= 4  # the shown table and its notes render
+    assert BenchmarkResult.from_json(result.to_json()).to_dataframe().equals(result.to_dataframe())
+
+
+def test_a_cache_comparison_without_limits_has_no_limit_columns(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, cache="off,dynamic")
+    assert not set(STRATEGY_LIMIT_COLUMNS) & set(result.to_dataframe().columns)

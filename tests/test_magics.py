@@ -159,7 +159,8 @@ KVLOAD_ERRORS = [
             "and it is not in the local cache; `%kvload tiny` works offline"
         ),
     ),
-    ("tiny --revision main", "tiny is built locally: it has no --revision or --gguf-file"),
+    ("tiny --revision main", "tiny is built locally and has no --revision: drop it"),
+    ("tiny --gguf-file model.gguf", "tiny is built locally and has no --gguf-file: drop it"),
     ("tiny --bogus", "%kvload: unrecognized arguments: --bogus (see %kvload? for the options)"),
 ]
 

@@ -118,7 +118,9 @@ def test_a_name_with_no_config_at_hand_says_how_to_get_one():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"name": "tiny"}, "random weights are built from a model's config: not for tiny or a --gguf-file"),
+        ({"name": "tiny"}, "tiny already has seeded random weights: drop random_weights"),
+        ({"name": SMOL, "gguf_file": "model.gguf"},
+         "random_weights builds from a config, not from gguf_file: drop one of them"),
         ({"name": SMOL, "device_map": "balanced"},
          "random weights are built on one device, not spread by --device-map 'balanced': use auto, cpu or cuda:0"),
     ],

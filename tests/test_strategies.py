@@ -124,7 +124,12 @@ def test_compile_adds_a_static_twin_that_says_why_it_is_not_compiled_on_cpu(tiny
     [
         (["off", "dynamic"], {"compile": True}, "compile compiles a static cache: add static to cache"),
         (["off", "quantized:quanto"], {"kv_bits": 3}, "kv_bits 3 is not a width quanto takes: use one of 2, 4"),
-        (["off", "static"], {"kv_bits": 4}, "kv_bits sets the width of a quantized cache"),
+        (
+            ["off", "static"],
+            {"kv_bits": 4},
+            "kv_bits is the width of a quanto or hqq cache: add quantized:quanto to cache",
+        ),
+        (["off", "quantized:fp8"], {"kv_bits": 4}, "kv_bits is the width of a quanto or hqq cache"),
     ],
 )
 def test_options_that_cannot_apply_say_so(tiny, names: list[str], kwargs: dict, message: str) -> None:
@@ -132,14 +137,27 @@ def test_options_that_cannot_apply_say_so(tiny, names: list[str], kwargs: dict, 
         strategies.strategies(tiny, names, **kwargs)
 
 
-def test_kv_bits_and_compile_need_cache(tiny) -> None:
-    with pytest.raises(KVMagicError, match=r"^kv_bits and compile choose how a strategy of cache runs: give cache too"):
-        run_benchmark(tiny, PROMPT, new_tokens=2, compile=True)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"compile": True}, "compile compiles a static cache: add e.g. cache off,static"),
+        ({"kv_bits": 4}, "kv_bits is the width of a quantized cache: add e.g. cache off,quantized:quanto"),
+    ],
+)
+def test_kv_bits_and_compile_need_cache(tiny, kwargs: dict, message: str) -> None:
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=2, **kwargs)
+    assert str(caught.value) == message
 
 
-@pytest.mark.parametrize("kwargs", [{"predict": True}, {"repeat": "auto"}])
-def test_predict_and_auto_repeat_are_about_off_against_on(tiny, kwargs: dict) -> None:
-    message = "predict and repeat auto compare the cache off against on: drop them, or drop cache"
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"predict": True}, "predict compares the cache off against on: drop it, or drop cache"),
+        ({"repeat": "auto"}, "repeat auto compares the cache off against on: drop it, or drop cache"),
+    ],
+)
+def test_predict_and_auto_repeat_are_about_off_against_on(tiny, kwargs: dict, message: str) -> None:
     with pytest.raises(KVMagicError) as caught:
         run_benchmark(tiny, PROMPT, new_tokens=2, cache="off,dynamic", **kwargs)
     assert str(caught.value) == message
@@ -250,7 +268,7 @@ def test_the_magic_returns_the_strategy_table(shell) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("-n 2 --kv-bits 4", "--kv-bits and --compile choose how a strategy of --cache runs: give --cache too"),
+        ("-n 2 --kv-bits 4", "--kv-bits is the width of a quantized cache: add e.g. --cache off,quantized:quanto"),
         ("-n 2 --cache off --plot", "--compare and --plot work on the two-condition run"),
         ("-n 2 --cache off,dynamc", "unknown cache strategy 'dynamc'"),
     ],

@@ -93,10 +93,9 @@ def scaled_seconds(prefill_s: float, two_tokens_s: float, prompt_tokens: int, to
 def check_budget(estimate_s: float, max_seconds: float) -> None:
     """Refuse a sweep estimated to run past ``max_seconds`` (0 means no limit)."""
     if max_seconds and estimate_s > max_seconds:
-        raise KVMagicError(
-            f"this benchmark would take about {format_seconds(estimate_s)} (estimated from short runs), "
-            f"over the {format_seconds(max_seconds)} budget: raise {{max_seconds}} (0 means no limit), "
-            "or measure fewer or shorter lengths ({new_tokens}, {prompt_tokens}, {repeat})",
+        raise KVMagicError(  # one line of a 100-column terminal, spelled with the flags
+            f"would take about {format_seconds(estimate_s)}, over {{max_seconds}} {format_seconds(max_seconds)}: "
+            "raise it or lower {new_tokens}, {prompt_tokens} or {repeat}",
             *("max_seconds", "new_tokens", "prompt_tokens", "repeat"),
         )
 

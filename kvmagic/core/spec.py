@@ -55,28 +55,7 @@ class BenchSpec:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             object.__setattr__(self, field.name, check_field(field.name, getattr(self, field.name)))
-        if self.cache is None and (self.kv_bits is not None or self.compile):
-            raise KVMagicError(
-                "{kv_bits} and {compile} choose how a strategy of {cache} runs: give {cache} too "
-                "(e.g. {cache} off,dynamic,static)",
-                "kv_bits",
-                "compile",
-                "cache",
-            )
-        if self.cache is not None and (self.predict or self.repeat == "auto"):
-            raise KVMagicError(
-                "{predict} and {repeat} auto compare the cache off against on: drop them, or drop {cache}",
-                "predict",
-                "repeat",
-                "cache",
-            )
-        if self.chat and self.prompt_tokens is not None:
-            raise KVMagicError(
-                "{prompt_tokens} sets the plain prompt to an exact token count and cannot wrap it in the chat "
-                "template: drop {prompt_tokens} or {chat}",
-                "prompt_tokens",
-                "chat",
-            )
+        _check_across(self)
 
     @classmethod
     def of(cls, spec: BenchSpec | None = None, **changes: Any) -> BenchSpec:
@@ -113,6 +92,26 @@ class BenchSpec:
     def from_dict(cls, data: Mapping[str, Any]) -> BenchSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _check_across(spec: BenchSpec) -> None:
+    """Refuse options that contradict each other, naming only those given; each message, spelled by a front
+    end, fits one line of a 100-column terminal."""
+    if spec.cache is None and spec.kv_bits is not None:
+        raise KVMagicError("{kv_bits} is the width of a quantized cache: add e.g. {cache} off,quantized:quanto",
+                           "kv_bits", "cache")  # fmt: skip
+    if spec.cache is None and spec.compile:
+        raise KVMagicError("{compile} compiles a static cache: add e.g. {cache} off,static", "compile", "cache")
+    for name, given in (("predict", spec.predict), ("repeat", spec.repeat == "auto")):
+        if spec.cache is not None and given:
+            what = "{repeat} auto" if name == "repeat" else "{predict}"
+            raise KVMagicError(f"{what} compares the cache off against on: drop it, or drop {{cache}}", name, "cache")
+    if spec.chat and spec.prompt_tokens is not None:
+        raise KVMagicError(
+            "{prompt_tokens} sets the plain prompt's length; {chat} would wrap it: drop one of them",
+            "prompt_tokens",
+            "chat",
+        )
 
 
 def check_field(name: str, value: Any) -> Any:

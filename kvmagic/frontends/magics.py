@@ -12,7 +12,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode, Union, validate
 
-from kvmagic.errors import KVMagicError
+from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -112,7 +112,7 @@ def _usage_error(error: KVMagicError) -> UsageError:
     """The one line a notebook shows, options named as its flags; the frames behind it are cleared so
     they cannot pin a model."""
     forget_frames(error)
-    return UsageError(error.spelled(lambda name: flag(name, "magic")))
+    return UsageError(one_line(error.spelled(lambda name: flag(name, "magic"))))
 
 
 def _split(line: str) -> list[str]:
@@ -129,7 +129,7 @@ def _parse(func: Any, line: str) -> Any:
     try:
         return func.parser.parse_args(_split(line))
     except UsageError as error:
-        said = _ARGUMENT.sub(r"\1:", str(error))
+        said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
         raise UsageError(f"%{name}: {said} (see %{name}? for the options)") from None
     except ValueError as error:  # unbalanced quotes
         raise UsageError(f"%{name}: cannot split the arguments: {error}: quote the prompt, or use a cell") from None

@@ -60,7 +60,8 @@ class Option:
     ``hosts`` says where it exists at all (``-o`` and ``-v`` mean nothing outside a notebook).
     ``choices`` validate a configured default of a load option, which argparse never sees (the
     request checks its own fields); ``words`` are what a numeric option also takes in place of a
-    number (``-r auto``).
+    number (``-r auto``). ``examples`` are argument texts that keep a run on tiny short, one or two per
+    option (an empty text: the flag alone): what the test of every pair of options runs.
     """
 
     flags: tuple[str, ...]
@@ -76,6 +77,7 @@ class Option:
     choices: tuple[str, ...] | None = None
     words: tuple[str, ...] = ()
     nargs: str | None = None  # "?": the flag alone, or with one word (--frontier check)
+    examples: tuple[str, ...] = ()
 
     def spelling(self, host: Host) -> tuple[str, ...]:
         return self.cli_flags if host == "cli" and self.cli_flags else self.flags
@@ -115,87 +117,98 @@ class Option:
 
 LOAD_OPTIONS: tuple[Option, ...] = (
     Option(("model",), "Hub id, local directory, or 'tiny' (offline).", "model", DEFAULT_MODEL,
-           metavar="MODEL", configurable=True, cli_flags=("-m", "--model")),
+           metavar="MODEL", configurable=True, cli_flags=("-m", "--model"), examples=("tiny",)),
     Option(("--dtype",), f"One of {', '.join(DTYPES)}; auto is float16 on CUDA, float32 otherwise.", "dtype", "auto",
-           configurable=True, choices=DTYPES),
-    Option(("--device-map",), "Passed to from_pretrained.", "device_map", "auto", configurable=True),
-    Option(("--revision",), "Branch, tag or commit of a hub model.", "revision"),
-    Option(("--gguf-file",), "Load this GGUF file from the model's repository or directory.", "gguf_file"),
+           configurable=True, choices=DTYPES, examples=("float32", "bfloat16")),
+    Option(("--device-map",), "Passed to from_pretrained.", "device_map", "auto", configurable=True,
+           examples=("cpu",)),
+    Option(("--revision",), "Branch, tag or commit of a hub model.", "revision", examples=("main",)),
+    Option(("--gguf-file",), "Load this GGUF file from the model's repository or directory.", "gguf_file",
+           examples=("model.gguf",)),
     Option(("--attn-implementation",), "e.g. eager, sdpa, flash_attention_2.", "attn_implementation",
-           configurable=True),
+           configurable=True, examples=("eager", "sdpa")),
     Option(("--trust-remote-code",), "Run model code shipped with the repository.", "trust_remote_code",
-           action="store_true"),
+           action="store_true", examples=("",)),
     Option(("--random-weights",), "Build the model from its config with seeded random weights instead of loading "
            "its weights: its real shape and timings, meaningless text, nothing downloaded. Configs ship for "
            f"{', '.join(SHIPPED)}; for another model, its config must be in the local cache or a directory.",
-           "random_weights", action="store_true"),
+           "random_weights", action="store_true", examples=("",)),
 )  # fmt: skip
 
 BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("-n", "--new-tokens"), f"Tokens to generate per timed run; a sweep: {LENGTH_FORMS}.", "new_tokens",
-           _default("new_tokens"), type=lengths, configurable=True),
+           _default("new_tokens"), type=lengths, configurable=True, examples=("2", "2,3")),
     Option(("-p", "--prompt-tokens"), "Stretch (or cut) the prompt to this many tokens by repeating its own tokens; "
-           "lengths as for -n.", "prompt_tokens", type=lengths),
+           "lengths as for -n.", "prompt_tokens", type=lengths, examples=("8", "4,8")),
     Option(("-b", "--batch"), "Sequences per generate, the prompt's ids in every one (each must generate the same "
            "tokens); lengths as for -n. tok/s, the KV cache and peak memory are the whole batch's.", "batch",
-           _default("batch"), type=lengths),
+           _default("batch"), type=lengths, examples=("2",)),
     Option(("-w", "--warmup-tokens"), "Tokens per untimed warm-up run.", "warmup_tokens",
-           _default("warmup_tokens"), type=whole_number, configurable=True),
+           _default("warmup_tokens"), type=whole_number, configurable=True, examples=("1",)),
     Option(("-r", "--repeat"), "Interleaved uncached/cached pairs; medians are reported. auto: take pairs (at least 5) "
            "until the 95-percent interval of the speed-up is within --ci-target of it, or --auto-cap seconds pass.",
            "repeat",
-           _default("repeat"), type=repeat_count, configurable=True, words=("auto",)),
+           _default("repeat"), type=repeat_count, configurable=True, words=("auto",), examples=("auto", "3")),
     Option(("--ci-target",), "With -r auto: the interval's half-width to reach, as a fraction of the speed-up.",
-           "ci_target", _default("ci_target"), type=float, configurable=True),
+           "ci_target", _default("ci_target"), type=float, configurable=True, examples=("0.5",)),
     Option(("--auto-cap",), "With -r auto: stop taking pairs for a configuration after this many seconds.",
-           "auto_cap", _default("auto_cap"), type=float, configurable=True),
+           "auto_cap", _default("auto_cap"), type=float, configurable=True, examples=("1",)),
     Option(("--chat",), "Wrap the prompt in the tokenizer's chat template (--no-chat: do not).", "chat",
-           _default("chat"), action=argparse.BooleanOptionalAction, configurable=True),
+           _default("chat"), action=argparse.BooleanOptionalAction, configurable=True, examples=("",)),
     Option(("--steps",), "After the timed runs, one hooked run per condition times every step (result.steps(), "
            "the plot's per-step panel) and keeps the top-2 margins (--no-steps: not; --plot turns it on).",
            "steps", _default("steps"), action=argparse.BooleanOptionalAction,
-           configurable=True),
+           configurable=True, examples=("",)),
     Option(("--expand",), "Replace {name} and {name.attr} in the cell with values from the notebook; {{ and }} "
            "stay literal braces (--no-expand: keep the text as written).", "expand", False,
-           action=argparse.BooleanOptionalAction, configurable=True, hosts=("magic",)),
+           action=argparse.BooleanOptionalAction, configurable=True, hosts=("magic",), examples=("",)),
     Option(("-o", "--output"), "Return the BenchmarkResult (with --compare, the Comparison holding it) instead of a "
-           "table.", "output", action="store_true", hosts=("magic",)),
-    Option(("-v", "--var"), "Also store the BenchmarkResult in this variable.", "var", hosts=("magic",)),
+           "table.", "output", action="store_true", hosts=("magic",), examples=("",)),
+    Option(("-v", "--var"), "Also store the BenchmarkResult in this variable.", "var", hosts=("magic",),
+           examples=("pair_result",)),
     Option(("-q", "--quiet"), "Print nothing and show no progress bar (in a notebook, return nothing unless -o or "
-           "--plot).", "quiet", action="store_true"),
+           "--plot).", "quiet", action="store_true", examples=("",)),
     Option(("--wide",), "Show every column, not only those a reader needs first (lengths, both times, the speed-up "
            "and its interval, identical, KV cache size); the data keeps every column either way (--no-wide: the "
-           "short table).", "wide", False, action=argparse.BooleanOptionalAction, configurable=True),
+           "short table).", "wide", False, action=argparse.BooleanOptionalAction, configurable=True, examples=("",)),
     Option(("--plot",), "Draw time and speed-up against length (and per-step latency, when measured).", "plot",
-           action="store_true", hosts=("magic",)),
+           action="store_true", hosts=("magic",), examples=("",)),
     Option(("--save",), "Also write the result to PATH: .csv, .json (everything, loadable with "
-           "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH"),
+           "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH",
+           examples=("pair.json", "pair.md")),
     Option(("--compare",), "Compare with a run saved by --save PATH.json: the change in speed-up per row, whether "
-           "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH"),
+           "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH",
+           examples=("baseline.json",)),
     Option(("--threads",), "torch's CPU threads for this run, put back afterwards (default: torch's own); "
-           "on a shared machine, 1 steadies the timings.", "threads", type=at_least_one, configurable=True),
+           "on a shared machine, 1 steadies the timings.", "threads", type=at_least_one, configurable=True,
+           examples=("1",)),
     Option(("--fail-on",), "With --compare, exit with status 1 when a row moved past SPEC and the comparison calls "
            "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%%; "
-           "comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",)),
+           "comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",),
+           examples=("speedup:-50%",)),
     Option(("--cache",), "Compare KV-cache strategies instead, one row each against off: off, dynamic, static, "
            "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, or any other "
-           "cache_implementation the installed transformers has; comma-separated.", "cache", metavar="LIST"),
+           "cache_implementation the installed transformers has; comma-separated.", "cache", metavar="LIST",
+           examples=("off,dynamic,static", "dynamic,quantized:fp8")),
     Option(("--kv-bits",), "Bits per value of a quantized:quanto (2, 4) or quantized:hqq (1, 2, 3, 4, 8) cache.",
-           "kv_bits", type=whole_number),
+           "kv_bits", type=whole_number, examples=("4",)),
     Option(("--compile",), "With --cache, add static+compile: the static cache under torch.compile (where "
-           "transformers compiles generate; the compile is paid by an untimed run).", "compile", action="store_true"),
+           "transformers compiles generate; the compile is paid by an untimed run).", "compile", action="store_true",
+           examples=("",)),
     Option(("--max-seconds",), "Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit. "
            "With --predict, only the rows that would pass it are left unmeasured.",
-           "max_seconds", _default("max_seconds"), type=float, configurable=True),
+           "max_seconds", _default("max_seconds"), type=float, configurable=True, examples=("5", "0")),
     Option(("--predict",), "Probe a cost model first (one forward without cache and one cached step at a few "
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
-           "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true"),
+           "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true",
+           examples=("",)),
     Option(("--limits",), "Probe the device's copy bandwidth and matrix throughput first (once per session) and add "
            "each condition's bound tok/s, the share of it measured, the speed-up the bounds imply, and which bound "
-           "governs.", "limits", action="store_true"),
+           "governs.", "limits", action="store_true", examples=("",)),
     Option(("--frontier",), "After measuring, predict for each strategy the longest context and the largest batch "
            "that fit in the memory free on the model's device; --frontier check also runs one cached generate at "
-           "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?"),
+           "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?",
+           examples=("", "check")),
 )  # fmt: skip
 
 

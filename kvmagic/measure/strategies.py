@@ -231,11 +231,9 @@ def _check_bits(names: Sequence[str], kv_bits: int) -> None:
                 f"{{kv_bits}} {kv_bits} is not a width {backend} takes: use one of {', '.join(map(str, allowed))}",
                 "kv_bits",
             )
-    if not any(n.startswith(QUANTIZED + ":") for n in names):
+    if not any(n.removesuffix(COMPILE_SUFFIX).partition(QUANTIZED + ":")[2] in _BITS for n in names):
         raise KVMagicError(
-            "{kv_bits} sets the width of a quantized cache: add quantized:quanto or quantized:hqq to {cache}",
-            "kv_bits",
-            "cache",
+            "{kv_bits} is the width of a quanto or hqq cache: add quantized:quanto to {cache}", "kv_bits", "cache"
         )
 
 

@@ -183,7 +183,8 @@ def _source(name: str, revision: str | None, gguf_file: str | None) -> str | Pat
     """Where ``from_pretrained`` reads ``name`` from, checked before anything loads."""
     if name == TINY_NAME:
         if revision or gguf_file:
-            raise KVMagicError("tiny is built locally: it has no --revision or --gguf-file")
+            given = "revision" if revision else "gguf_file"
+            raise KVMagicError(f"tiny is built locally and has no {{{given}}}: drop it", given)
         return tiny_dir()
     if gguf_file:
         _check_gguf(name, gguf_file)
@@ -205,8 +206,11 @@ def _build_random(
     """``name``'s architecture from its config (cached, a directory's, or shipped) with seeded random weights."""
     from kvmagic.model.random_weights import build_random
 
-    if name == TINY_NAME or gguf_file:
-        raise KVMagicError("random weights are built from a model's config: not for tiny or a --gguf-file")
+    if gguf_file:
+        raise KVMagicError("{random_weights} builds from a config, not from {gguf_file}: drop one of them",
+                           "random_weights", "gguf_file")  # fmt: skip
+    if name == TINY_NAME:
+        raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
     start = time.perf_counter()
     try:
         model, tokenizer, stand_in = build_random(name, dtype, device_map, options, before_weights)

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.frontier import layout
 from kvmagic.core.limits import ConditionLimit, Hardware, Limits, limits_note
 
 if TYPE_CHECKING:
     from kvmagic.results.data import BenchmarkResult, Measurement
 
 __all__ = [
-    "LIMIT_COLUMNS", "bounds_from_dict", "bounds_to_dict", "hardware_from_dict", "limit_values", "limits_from_dict",
-    "limits_notes", "matching",
+    "LIMIT_COLUMNS", "STRATEGY_LIMIT_COLUMNS", "bounds_from_dict", "bounds_to_dict", "hardware_from_dict",
+    "limit_values", "limits_from_dict", "limits_notes", "matching", "strategy_limit_values",
 ]  # fmt: skip
 
 LIMIT_COLUMNS = ("uncached_limit_tok_s", "cached_limit_tok_s", "uncached_of_limit", "cached_of_limit", "limit_speedup")
+STRATEGY_LIMIT_COLUMNS = ("limit_tok_s", "of_limit")  # a cache comparison's row: its strategy's bound
 
 
 def limit_values(m: Measurement, limits: Limits | None) -> dict[str, float]:
@@ -38,6 +41,17 @@ def limit_values(m: Measurement, limits: Limits | None) -> dict[str, float]:
     }
 
 
+def strategy_limit_values(m: Measurement, name: str, limits: Limits | None) -> dict[str, float]:
+    """A strategy row's bound tok/s and the share of it measured: ``off`` is bound as the uncached condition, a
+    cache of full-precision keys and values as the cached one. A quantized cache moves fewer bytes than the
+    bound counts, so it has none."""
+    times, kind = m.times(name), layout(name).kind
+    if limits is None or not times or kind == "quantized":
+        return dict.fromkeys(STRATEGY_LIMIT_COLUMNS, math.nan)
+    bound = limits.uncached if kind == "none" else limits.cached
+    return {"limit_tok_s": m.batch * bound.decode_tok_s, "of_limit": bound.reached(statistics.median(times))}
+
+
 def matching(result: BenchmarkResult, m: Measurement) -> Limits | None:
     for limits in result.limits:
         if (limits.prompt_tokens, limits.new_tokens, limits.batch) == (m.prompt_tokens, m.new_tokens, m.batch):
@@ -52,7 +66,9 @@ def limits_notes(result: BenchmarkResult) -> list[str]:
         return []
     m, limits = max(found, key=lambda pair: (pair[0].prompt_tokens + pair[0].new_tokens, pair[0].batch))
     where = f"{m.prompt_tokens}+{m.new_tokens} tokens" + (f" x {m.batch} sequences" if m.batch > 1 else "")
-    return [f"limits ({result.hardware.describe()}), at {where}: {limits_note(limits, m.uncached_s, m.cached_s)}"]
+    # A cache comparison's rows say each strategy's share of its bound (of_limit); the note, what governs.
+    note = limits_note(limits) if result.strategies else limits_note(limits, m.uncached_s, m.cached_s)
+    return [f"limits ({result.hardware.describe()}), at {where}: {note}"]
 
 
 def bounds_to_dict(hardware: Hardware | None, limits: list[Limits]) -> dict[str, Any]:

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.spec import CACHED, CONDITIONS, UNCACHED
-from kvmagic.results.bounds import LIMIT_COLUMNS, limit_values, limits_notes, matching
+from kvmagic.results.bounds import (
+    LIMIT_COLUMNS,
+    STRATEGY_LIMIT_COLUMNS,
+    limit_values,
+    limits_notes,
+    matching,
+    strategy_limit_values,
+)
 from kvmagic.results.reach import frontier_notes
 
 if TYPE_CHECKING:
@@ -118,8 +125,12 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
     import pandas as pd
 
     if result.strategies:
-        rows = [strategy_row(m, n, result.skipped.get(n, "")) for m in result.measurements for n in result.strategies]
-        return pd.DataFrame(rows, columns=list(STRATEGY_COLUMNS))
+        rows = [
+            {**strategy_row(m, n, result.skipped.get(n, "")), **_strategy_limits(result, m, n)}
+            for m in result.measurements
+            for n in result.strategies
+        ]
+        return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *(STRATEGY_LIMIT_COLUMNS if result.limits else ())])
     extra = list(LIMIT_COLUMNS) if result.limits else []
     if not result.predictions:
         rows = [{**row(m), **_limits(result, m)} for m in result.measurements]
@@ -140,6 +151,10 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
 
 def _limits(result: BenchmarkResult, m: Measurement) -> dict[str, float]:
     return limit_values(m, matching(result, m)) if result.limits else {}
+
+
+def _strategy_limits(result: BenchmarkResult, m: Measurement, name: str) -> dict[str, float]:
+    return strategy_limit_values(m, name, matching(result, m)) if result.limits else {}
 
 
 def short_mismatch(mismatch: Mismatch) -> str:
