@@ -338,3 +338,13 @@ def test_quoted_values_lose_their_quotes_and_keep_their_backslashes(shell, tmp_p
     from kvmagic.frontends.magics import _split
 
     assert _split(r"-v x C:\runs\a.json") == ["-v", "x", r"C:\runs\a.json"]
+
+
+def test_the_line_form_keeps_its_prompt_after_a_bare_frontier(shell):
+    from kvmagic.frontends.options import prompt_apart
+
+    assert prompt_apart(["--frontier", "The", "KV", "cache"], "magic") == ["--frontier", "--", "The", "KV", "cache"]
+    assert prompt_apart(["--frontier", "The", "KV", "cache"], "cli") == ["--frontier", "The", "KV", "cache"]
+    assert prompt_apart(["--frontier", "check", "The", "KV"], "magic") == ["--frontier", "check", "The", "KV"]
+    result = shell.run_line_magic("kvbench", "-n 2 -w 0 -o --frontier The KV cache")
+    assert result.spec.frontier == "predict" and result.frontier

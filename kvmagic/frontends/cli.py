@@ -13,12 +13,10 @@ empty prompt, a model that cannot be loaded) or when ``--fail-on`` cannot judge,
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from kvmagic.core.spec import FRONTIER_MODES
 from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
@@ -30,6 +28,7 @@ from kvmagic.frontends.options import (
     flag,
     load_kwargs,
     prepare,
+    prompt_apart,
 )
 from kvmagic.frontends.usage import fitted
 
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
     from kvmagic.results.data import BenchmarkResult
     from kvmagic.results.gate import Threshold
 
-__all__ = ["FORMATS", "error_line", "main", "parser", "prompt_apart"]
+__all__ = ["FORMATS", "error_line", "main", "parser"]
 
 FORMATS = ("table", "markdown", "csv", "json")
 PROG = "kvbench"
@@ -67,20 +66,6 @@ def parser() -> argparse.ArgumentParser:
     add_arguments(cli.add_argument_group("model (as %kvload)"), LOAD_OPTIONS, "cli")
     add_arguments(cli.add_argument_group("benchmark (as %%kvbench)"), BENCH_OPTIONS, "cli")
     return cli
-
-
-def prompt_apart(argv: Sequence[str]) -> list[str]:
-    """``kvbench --frontier 'The prompt'``: a flag whose word is optional (``--frontier check``) leaves the
-    last argument, the prompt, alone (``--`` sets it apart for argparse); a word close to the flag's own
-    (``chek``) stays the flag's, to be refused as a typo rather than measured as a prompt."""
-    optional = {flag for o in BENCH_OPTIONS if o.nargs == "?" and "cli" in o.hosts for flag in o.spelling("cli")}
-    words = list(argv)
-    if len(words) < 2 or words[-2] not in optional or "--" in words:
-        return words
-    last = words[-1]
-    if last.startswith("-") or last in FRONTIER_MODES or difflib.get_close_matches(last, FRONTIER_MODES):
-        return words
-    return [*words[:-1], "--", last]
 
 
 def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
@@ -138,7 +123,7 @@ def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     """Run the command; returns the exit status."""
     cli = parser()
-    args = cli.parse_args(prompt_apart(sys.argv[1:] if argv is None else argv))
+    args = cli.parse_args(prompt_apart(sys.argv[1:] if argv is None else argv, "cli"))
     try:
         return _run(args, sys.stdin if stdin is None else stdin)
     except KVMagicError as error:

@@ -23,6 +23,7 @@ from kvmagic.frontends.options import (
     flag,
     load_kwargs,
     prepare,
+    prompt_apart,
     resolved,
 )
 from kvmagic.frontends.usage import fitted
@@ -127,7 +128,7 @@ def _parse(func: Any, line: str) -> Any:
     """Parse a magic's argument line; any mistake becomes a UsageError pointing at the help."""
     name = func.__name__
     try:
-        return func.parser.parse_args(_split(line))
+        return func.parser.parse_args(prompt_apart(_split(line), "magic"))
     except UsageError as error:
         said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
         raise UsageError(f"%{name}: {said} (see %{name}? for the options)") from None
