@@ -41,8 +41,9 @@ def speed(loaded: LoadedModel, sizes: Sizes, cuda: bool) -> list[Check]:
     """At a long prompt: cached is faster (its interval wholly above 1), and the speed-up rises with the
     new tokens (the interval at more tokens wholly above the one at fewer)."""
     fewer, more = sizes.speed_new
+    # max_seconds=0: no budget probe before the sweep; the deadline is the budget here
     result = run_benchmark(loaded, PROMPT, prompt_tokens=sizes.speed_prompt, new_tokens=[fewer, more],
-                           repeat=sizes.pairs, warmup_tokens=2)  # fmt: skip
+                           repeat=sizes.pairs, warmup_tokens=2, max_seconds=0)  # fmt: skip
     found = {row["new_tokens"]: (row, interval) for row, interval in zip(rows(result), pair_intervals(result))}
     (few_row, few), (many_row, many) = found[fewer], found[more]
     at = f"{sizes.speed_prompt:,}+{more}"
