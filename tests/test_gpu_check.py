@@ -21,6 +21,7 @@ if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))  # the script's modules import each other by bare name
 
 import gpu_checks  # noqa: E402
+import gpu_compile  # noqa: E402
 from checklist import FAIL, INCONCLUSIVE, NOT_RUN, PASS, SKIP, Check, speed_verdict  # noqa: E402
 from gpu_report import JSON_NAME, MARKDOWN_NAME  # noqa: E402
 from gpu_session import Session, Step  # noqa: E402
@@ -166,3 +167,28 @@ def test_a_token_mismatch_is_judged_by_its_margin(tiny, monkeypatch, second, mar
     monkeypatch.setattr(gpu_checks, "profiled_generate", _runs([[1, 2, 3], second], margins))
     check = gpu_checks.identity("same tokens", tiny, 2, 3)
     assert check.status == status and says in check.figure, check.figure
+
+
+def _call(new_tokens: int, graphs: int, recordings: int) -> dict:
+    return {"strategy": "static+compile", "new_tokens": new_tokens, "asked": True, "compiled": True,
+            "graphs": graphs, "recordings": recordings}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("calls", "status"),
+    [
+        ([_call(64, 3, 1), _call(64, 0, 0), _call(16, 2, 1), _call(16, 0, 0)], PASS),  # 64 -> 16 compiles, untimed
+        ([_call(64, 3, 1), _call(64, 0, 1)], FAIL),  # a timed run re-recorded its CUDA graph
+        ([_call(64, 3, 1), _call(16, 0, 0), _call(16, 1, 0)], FAIL),  # a timed run recompiled
+    ],
+)
+def test_a_compiled_strategy_compiles_only_in_its_first_call_at_a_length(calls: list[dict], status: str) -> None:
+    assert gpu_compile._no_recompiles(calls).status == status
+
+
+def test_compile_seconds_belong_to_the_compiled_rows_only() -> None:
+    rows = [{"strategy": "static", "new_tokens": 64, "compile_s": math.nan},
+            {"strategy": "static+compile", "new_tokens": 64, "compile_s": 21.5}]  # fmt: skip
+    assert gpu_compile._compile_seconds(rows, {}).status == PASS
+    rows[0]["compile_s"] = 0.1
+    assert gpu_compile._compile_seconds(rows, {}).status == FAIL
