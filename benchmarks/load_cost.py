@@ -20,7 +20,8 @@ from time import perf_counter
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from kvmagic.model.loading import _dtype_keyword, resolve_dtype
+from kvmagic.measure.capabilities import dtype_keyword
+from kvmagic.model.loading import resolve_dtype
 from kvmagic.model.tiny import tiny_dir
 
 
@@ -30,7 +31,7 @@ def bare_load() -> float:
     gc.collect()  # the last round's model, freed outside the timed region
     start = perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir())
-    dtype = {_dtype_keyword(): resolve_dtype("auto")}
+    dtype = {dtype_keyword(): resolve_dtype("auto")}
     model = AutoModelForCausalLM.from_pretrained(tiny_dir(), device_map="auto", **dtype)
     elapsed = perf_counter() - start
     del tokenizer, model

@@ -6,12 +6,13 @@ The fakes of ``torch.accelerator``'s memory functions are added where the instal
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from kvmagic.measure import accelerator
+from kvmagic.measure import accelerator, capabilities
 from kvmagic.measure.accelerator import HOST_DELTA, PROCESS_PEAK, PeakMemory, release_memory, track_peak
 
 CUDA0, CUDA1, XPU0, MPS, CPU = (torch.device(*d) for d in (("cuda", 0), ("cuda", 1), ("xpu", 0), ("mps",), ("cpu",)))
@@ -31,6 +32,14 @@ class FakeAllocator:
     def read(self, device: torch.device) -> int:
         self.calls.append(("read", device))
         return self.peaks[device]
+
+
+@pytest.fixture(autouse=True)
+def asked_again() -> Iterator[None]:
+    """Which functions ``torch.accelerator`` has is asked afresh in each test, after its fakes are in place."""
+    capabilities.accelerator_functions.cache_clear()
+    yield
+    capabilities.accelerator_functions.cache_clear()
 
 
 @pytest.fixture

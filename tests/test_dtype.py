@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kvmagic.errors import KVMagicError
-from kvmagic.model import loading
+from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.model.loading import load_model, resolve_dtype
 
 
@@ -67,7 +67,7 @@ def test_load_model_with_a_cpu_map_on_a_cuda_machine_loads_float32(cuda_present,
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", record)
     with pytest.raises(KVMagicError):
         load_model("tiny", device_map="cpu")
-    assert asked[loading._dtype_keyword()] == torch.float32 and asked["device_map"] == "cpu"
+    assert asked[dtype_keyword()] == torch.float32 and asked["device_map"] == "cpu"
 
 
 @pytest.mark.gpu

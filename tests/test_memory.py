@@ -8,9 +8,10 @@ import time
 import pytest
 import torch
 import transformers
-from packaging.version import Version
 
+from kvmagic.measure import capabilities
 from kvmagic.measure.accelerator import PeakMemory, track_peak
+from kvmagic.measure.capabilities import dynamic_cache_windows
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
 from kvmagic.measure.timing import profiled_generate
@@ -18,8 +19,6 @@ from kvmagic.results.report import MIB
 from kvmagic.runner.prompt import encode_prompt
 
 from .conftest import PROMPT
-
-TRANSFORMERS_5 = Version(transformers.__version__).major >= 5
 
 
 def _cached_run(tiny, new_tokens: int, **config: object):
@@ -47,8 +46,8 @@ def test_static_cache_counts_its_preallocated_length(tiny) -> None:
 
 
 @pytest.mark.skipif(
-    not TRANSFORMERS_5,
-    reason="the fp8 cache backend exists only in transformers 5 (quanto's count is tested in test_strategies)",
+    "fp8" not in capabilities.quantized_backends(),
+    reason="this transformers' quantized cache has no fp8 backend (quanto's count is tested in test_strategies)",
 )
 def test_quantized_cache_is_counted_where_it_keeps_its_data(tiny) -> None:
     prompt_tokens, run = _cached_run(tiny, 40, cache_implementation="quantized", cache_config={"backend": "fp8"})
@@ -132,7 +131,7 @@ def test_sliding_layers_against_what_each_transformers_line_keeps() -> None:
     )
     run = profiled_generate(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, generation_config, [])
     counted, positions = cache_nbytes(run.cache), 20 + 10 - 1
-    if TRANSFORMERS_5:  # sliding layers keep their window (plus one position counter each)
+    if dynamic_cache_windows():  # sliding layers keep their window (plus one position counter each)
         predicted = predicted_kv_nbytes(config, positions, torch.float32)
         assert 0 <= counted - predicted <= 8 * 3
     else:  # 4.55's dynamic cache keeps every layer whole

@@ -13,8 +13,8 @@ import torch
 
 from kvmagic import load_model, run_benchmark
 from kvmagic.errors import KVMagicError
+from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.measure.threads import torch_threads
-from kvmagic.model.loading import _dtype_keyword
 from kvmagic.model.random_weights import SHIPPED, build, config_from_dict, seed_parameters, shipped_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ def _shallow(name: str, layers: int) -> dict:
 
 
 def _build(data: dict) -> torch.nn.Module:
-    return build(config_from_dict(data), torch.device("cpu"), {_dtype_keyword(): torch.float32})
+    return build(config_from_dict(data), torch.device("cpu"), {dtype_keyword(): torch.float32})
 
 
 @pytest.mark.parametrize("name", list(SHIPPED))

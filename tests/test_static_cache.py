@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 import transformers
-from packaging.version import Version
 
 from kvmagic.measure import strategies
+from kvmagic.measure.capabilities import static_cache_state
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
 from kvmagic.measure.strategies import reset_static_cache_state, resolve
@@ -18,8 +18,6 @@ from kvmagic.measure.timing import profiled_generate
 from kvmagic.runner.prompt import encode_prompt
 
 from .conftest import PROMPT
-
-TF5 = Version(transformers.__version__).major >= 5
 
 
 def _static_run(tiny, inputs, new_tokens: int, name: str = "static") -> Any:
@@ -53,13 +51,14 @@ def test_a_short_static_run_after_a_long_one_holds_the_long_cache_unless_reset(t
     assert sized.output.tolist() == carried.output.tolist()
 
 
-def test_the_reset_forgets_what_either_line_keeps(tiny) -> None:
+def test_the_reset_forgets_what_the_installed_line_keeps(tiny) -> None:
     """4.55 keeps the cache object (an offloaded static one, once run, is reused for static); 5.x its length."""
-    model = tiny.model
-    model._cache = object()
-    model._previous_max_cache_length = 4096
+    model, kept = tiny.model, static_cache_state()
+    assert kept in (("_cache",), ("_previous_max_cache_length",))
+    for name in kept:
+        setattr(model, name, object())
     reset_static_cache_state(model)
-    assert "_cache" not in vars(model) and "_previous_max_cache_length" not in vars(model)
+    assert not set(kept) & set(vars(model))
     reset_static_cache_state(model)  # nothing there: nothing to do
 
 
@@ -99,10 +98,11 @@ def test_the_compile_reason_says_what_transformers_decides(tiny, placement: str)
     config = greedy_config(tiny.model, tiny.tokenizer, 2, True)
     for key, value in resolve(tiny, "static+compile").settings.items():
         setattr(config, key, value)
-    cache = transformers.StaticCache(
-        config=tiny.model.config, max_cache_len=8, **({} if TF5 else {"max_batch_size": 1})
-    )
-    model_kwargs = {"cache" if TF5 else "past_key_values": cache}
+    try:
+        cache = transformers.StaticCache(config=tiny.model.config, max_cache_len=8, max_batch_size=1)  # 4.55
+    except TypeError:  # 5.x sizes the batch on first write
+        cache = transformers.StaticCache(config=tiny.model.config, max_cache_len=8)
+    model_kwargs = {"cache": cache, "past_key_values": cache}  # 5.24 reads the first, 4.55 and 5.17 the second
     compiles = type(tiny.model)._valid_auto_compile_criteria(fake, model_kwargs, config)
     reason = strategies._compile_reason(_loaded(fake))
     assert (reason == "") is compiles, reason

@@ -7,11 +7,10 @@ import math
 import pytest
 import torch
 import transformers
-from packaging.version import Version
 
 from kvmagic import run_benchmark
 from kvmagic.errors import KVMagicError
-from kvmagic.measure import strategies
+from kvmagic.measure import capabilities, strategies
 from kvmagic.measure.strategies import Strategy, parse_names, resolve
 from kvmagic.results.data import BenchmarkResult
 from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS, strategy_row
@@ -21,10 +20,10 @@ from kvmagic.runner import plan
 from .conftest import PROMPT
 from .model_state import snapshot
 
-TF5 = Version(transformers.__version__).major >= 5
 ON_GPU = torch.cuda.is_available()
-# The quantized backend each line can run on CPU in the test environment: fp8 needs no package (5.x only).
-QUANTIZED = "quantized:fp8" if TF5 else "quantized:quanto"
+FP8 = "fp8" in capabilities.quantized_backends()
+# The quantized backend each line can run on CPU in the test environment: fp8 needs no package (5.24, not 5.17).
+QUANTIZED = "quantized:fp8" if FP8 else "quantized:quanto"
 
 
 def test_names_put_off_first_once_and_keep_the_users_order() -> None:
@@ -64,15 +63,15 @@ def test_offloaded_caches_need_a_gpu(tiny, name: str) -> None:
     assert resolve(tiny, name).reason.startswith("needs a GPU (CUDA or XPU)")
 
 
-def test_fp8_exists_only_in_transformers_5(tiny) -> None:
+def test_fp8_runs_where_the_quantized_cache_takes_it(tiny) -> None:
     fp8 = resolve(tiny, "quantized:fp8")
-    if TF5:
+    if FP8:
         assert fp8.reason == ""
         assert fp8.settings["cache_config"] == {"backend": "fp8"}
     else:
-        assert (
-            fp8.reason
-            == f"transformers {transformers.__version__} has no fp8 quantized cache (5.x has): upgrade transformers"
+        takes = ", ".join(capabilities.quantized_backends())
+        assert fp8.reason == (
+            f"transformers {transformers.__version__}'s quantized cache takes {takes}: fp8 is not among them"
         )
 
 
@@ -81,7 +80,8 @@ def test_hqq_is_spelled_per_line_and_a_missing_package_names_the_extra(tiny, mon
     monkeypatch.setattr(strategies, "_installed", lambda package: package_there)
     hqq = resolve(tiny, "quantized:hqq", kv_bits=2)
     if package_there:
-        assert hqq.settings["cache_config"] == {"backend": "hqq" if TF5 else "HQQ", "nbits": 2}
+        spelling = capabilities.quantized_backends()["hqq"]  # "HQQ" in 4.55
+        assert hqq.settings["cache_config"] == {"backend": spelling, "nbits": 2}
     else:
         assert hqq.reason == "needs hqq: pip install 'kvmagic[quantized]'"
 
@@ -96,14 +96,14 @@ def test_quanto_is_found_when_installed(tiny) -> None:
 
 def test_sliding_window_is_refused_where_it_would_window_full_attention_layers(tiny) -> None:
     reason = resolve(tiny, "sliding_window").reason
-    if TF5:  # a deprecated alias there, which follows each layer's own type
+    if not capabilities.sliding_window_windows_every_layer():  # 5.x: an alias that follows each layer's type
         assert reason == ""
     else:
         assert "windows every layer with sliding_window" in reason and "full-attention layers" in reason
 
 
 def test_a_cache_the_installed_transformers_lacks_is_a_note(tiny, monkeypatch) -> None:
-    monkeypatch.setattr(strategies, "_installed_implementations", lambda: ("static", "dynamic"))
+    monkeypatch.setattr(capabilities, "cache_implementations", lambda: ("static", "dynamic"))
     reason = resolve(tiny, "offloaded_static").reason
     assert reason == f"transformers {transformers.__version__} has no cache_implementation='offloaded_static'"
 

@@ -1,6 +1,6 @@
 """The accelerators a model sits on: wait for their queued work, read their peak memory, free their caches.
 
-A leaf: it imports nothing of kvmagic's, so loading, timing and the guards can all lean on it.
+It imports nothing of kvmagic's but the capabilities, so loading, timing and the guards can all lean on it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from kvmagic.measure.capabilities import accelerator_functions
 
 if TYPE_CHECKING:
     import torch
@@ -54,9 +56,9 @@ def release_memory() -> None:
         backend = getattr(torch, kind, None)
         if backend is not None and hasattr(backend, "empty_cache") and _available(kind):
             backend.empty_cache()
-    accelerator = getattr(torch, "accelerator", None)  # also reaches backends named nowhere here
-    if accelerator is not None and hasattr(accelerator, "empty_cache") and accelerator.is_available():
-        accelerator.empty_cache()
+    has = accelerator_functions()  # torch.accelerator also reaches backends named nowhere here
+    if {"empty_cache", "is_available"} <= has and torch.accelerator.is_available():
+        torch.accelerator.empty_cache()
 
 
 def _available(kind: str) -> bool:
@@ -73,11 +75,10 @@ def _allocator(kind: str) -> tuple[Callable[[torch.device], None], Callable[[tor
     that backend, else the backend's own statistics; None where neither keeps a peak (MPS)."""
     import torch
 
-    accelerator = getattr(torch, "accelerator", None)
-    if accelerator is not None and hasattr(accelerator, "max_memory_allocated"):
-        current = accelerator.current_accelerator()
+    if {"current_accelerator", "reset_peak_memory_stats", "max_memory_allocated"} <= accelerator_functions():
+        current = torch.accelerator.current_accelerator()
         if current is not None and current.type == kind:
-            return accelerator.reset_peak_memory_stats, accelerator.max_memory_allocated
+            return torch.accelerator.reset_peak_memory_stats, torch.accelerator.max_memory_allocated
     backend = getattr(torch, kind, None)
     if backend is not None and hasattr(backend, "reset_peak_memory_stats") and hasattr(backend, "max_memory_allocated"):
         return backend.reset_peak_memory_stats, backend.max_memory_allocated

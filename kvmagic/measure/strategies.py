@@ -1,10 +1,11 @@
 """The KV-cache strategies ``%%kvbench --cache`` compares, and why one cannot run here.
 
 A strategy is a named set of generation-config settings (``use_cache``, ``cache_implementation``,
-``cache_config``, ``compile_config``). transformers 4.55 and 5.x spell some of them differently
-(the HQQ backend is ``"HQQ"`` in 4.55 and ``"hqq"`` in 5.x; ``fp8`` exists only in 5.x), so the
-catalogue resolves a user's name against the installed version. A strategy that cannot run
-comes back with ``reason`` set instead of raising: the benchmark shows it as a row with a note.
+``cache_config``, ``compile_config``). transformers lines spell and support some of them differently
+(the HQQ backend is ``"HQQ"`` in 4.55 and ``"hqq"`` in 5.x; ``fp8`` is in 5.24 but not 5.17), so the
+catalogue resolves a user's name against what the installed transformers accepts, asked of it by
+:mod:`kvmagic.measure.capabilities`. A strategy that cannot run comes back with ``reason`` set
+instead of raising: the benchmark shows it as a row with a note.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.spec import CACHED, UNCACHED
 from kvmagic.errors import KVMagicError
+from kvmagic.measure import capabilities
+from kvmagic.measure.capabilities import QUANTIZED_SPELLINGS, transformers_version
 
 if TYPE_CHECKING:
     from kvmagic.model.loading import LoadedModel
@@ -36,17 +39,18 @@ __all__ = [
 REFERENCE = "off"  # every strategy's speed-up and identity are measured against this one
 COMPILE_SUFFIX = "+compile"
 QUANTIZED = "quantized"
-# Backend as users write it -> (the spelling of each transformers line or None if absent, the pip package).
-_BACKENDS: dict[str, tuple[str | None, str | None, str | None]] = {
-    "quanto": ("quanto", "quanto", "optimum-quanto"),
-    "hqq": ("HQQ", "hqq", "hqq"),
-    "fp8": (None, "fp8", None),
-}
+_PACKAGES = {"quanto": "optimum-quanto", "hqq": "hqq"}  # backend -> the pip package it needs; fp8 needs none
 _BACKEND_MODULES = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
 _BITS = {"quanto": (2, 4), "hqq": (1, 2, 3, 4, 8)}  # the nbits each backend accepts; fp8 has no choice
 _STATIC = ("static", "offloaded_static")  # the caches torch.compile can work with
-_STATIC_STATE = ("_cache", "_previous_max_cache_length")  # what 4.55 and 5.x keep on the model between calls
-KNOWN = ("off", "dynamic", "static", "offloaded", "offloaded_static", *(f"{QUANTIZED}:{b}" for b in _BACKENDS))
+KNOWN = (
+    "off",
+    "dynamic",
+    "static",
+    "offloaded",
+    "offloaded_static",
+    *(f"{QUANTIZED}:{b}" for b in QUANTIZED_SPELLINGS),
+)
 
 
 @dataclass(frozen=True)
@@ -89,8 +93,8 @@ def parse_names(text: str | Sequence[str]) -> list[str]:
         if base == QUANTIZED:
             raise KVMagicError(f"{name!r} needs a backend: write quantized:quanto, quantized:hqq or quantized:fp8")
         if base.startswith(QUANTIZED + ":") and base not in KNOWN:
-            raise KVMagicError(f"unknown quantization backend in {name!r}: use one of {', '.join(_BACKENDS)}")
-        if base not in KNOWN and base not in _installed_implementations():
+            raise KVMagicError(f"unknown quantization backend in {name!r}: use one of {', '.join(QUANTIZED_SPELLINGS)}")
+        if base not in KNOWN and base not in capabilities.cache_implementations():
             raise KVMagicError(f"unknown cache strategy {name!r}: use {_choices()}")
     return list(dict.fromkeys([REFERENCE, *names]))
 
@@ -142,15 +146,13 @@ def _settings(implementation: str | None, **extra: Any) -> dict[str, Any]:
 
 
 def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
-    legacy, current, package = _BACKENDS[backend]
-    spelling = legacy if _major() < 5 else current
-    if spelling is None:
-        return Strategy(
-            name, reason=f"transformers {_version()} has no {backend} quantized cache (5.x has): upgrade transformers"
-        )
+    reason = capabilities.quantized_backend_reason(backend)
+    if reason:
+        return Strategy(name, reason=reason)
+    package = _PACKAGES.get(backend)
     if package is not None and not _installed(package):
         return Strategy(name, reason=f"needs {package}: pip install 'kvmagic[quantized]'")
-    config: dict[str, Any] = {"backend": spelling}
+    config: dict[str, Any] = {"backend": capabilities.quantized_backends()[backend]}
     if kv_bits is not None and backend in _BITS:
         config["nbits"] = kv_bits
     return Strategy(name, _settings(QUANTIZED, cache_config=config))
@@ -161,30 +163,32 @@ def _installed(package: str) -> bool:
 
 
 def _implementation_reason(loaded: LoadedModel, implementation: str) -> str:
-    if implementation not in _installed_implementations():
-        return f"transformers {_version()} has no cache_implementation={implementation!r}"
+    if implementation not in capabilities.cache_implementations():
+        return f"transformers {transformers_version()} has no cache_implementation={implementation!r}"
     if implementation.startswith("offloaded") and not any(d.type in ("cuda", "xpu") for d in loaded.devices):
         return "needs a GPU (CUDA or XPU): it offloads the cache from the accelerator to CPU memory"
-    if implementation == "sliding_window" and _major() < 5 and "full_attention" in _layer_types(loaded):
+    windows_all = implementation == "sliding_window" and capabilities.sliding_window_windows_every_layer()
+    if windows_all and "full_attention" in _layer_types(loaded):
         return (
-            f"transformers {_version()} windows every layer with sliding_window, and this model has "
+            f"transformers {transformers_version()} windows every layer with sliding_window, and this model has "
             "full-attention layers: its output would be wrong"
         )
-    if implementation in _STATIC and _major() < 5 and not getattr(loaded.model, "_can_compile_fullgraph", True):
-        return f"{type(loaded.model).__name__} does not support a static cache in transformers {_version()}"
+    fullgraph = getattr(loaded.model, "_can_compile_fullgraph", True)
+    if implementation in _STATIC and not fullgraph and capabilities.static_cache_needs_fullgraph():
+        return f"{type(loaded.model).__name__} does not support a static cache in transformers {transformers_version()}"
     return ""
 
 
 def _compile_reason(loaded: LoadedModel) -> str:
-    """Why transformers will skip compiling, mirroring its ``_valid_auto_compile_criteria`` (4.55 and 5.x)."""
-    model = loaded.model
-    kinds = ("cuda",) if _major() < 5 else ("cuda", "xpu", "neuron", "tpu")
-    if model.device.type not in kinds:
+    """Why transformers will skip compiling, mirroring its ``_valid_auto_compile_criteria`` (its inputs are
+    asked of it by :func:`kvmagic.measure.capabilities.compile_criteria`)."""
+    model, criteria = loaded.model, capabilities.compile_criteria()
+    if model.device.type not in criteria.devices:
         return (
-            f"transformers {_version()} compiles generate only on {'/'.join(kinds)}, "
+            f"transformers {transformers_version()} compiles generate only on {'/'.join(criteria.devices)}, "
             f"not on {model.device.type}: not compiled"
         )
-    if _major() < 5 and not getattr(model, "_can_compile_fullgraph", True):
+    if criteria.needs_fullgraph and not getattr(model, "_can_compile_fullgraph", True):
         return f"{type(model).__name__} cannot be compiled as one graph: not compiled"
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None and not getattr(quantizer, "is_compileable", False):
@@ -211,7 +215,7 @@ def reset_static_cache_state(model: Any) -> None:
     long one. Call it before each configuration and strategy; a compiled forward stays (it belongs
     to ``torch.compile``'s own cache, keyed by shape).
     """
-    for name in _STATIC_STATE:
+    for name in capabilities.static_cache_state():
         if name in vars(model):
             delattr(model, name)
 
@@ -240,24 +244,6 @@ def _check_bits(names: Sequence[str], kv_bits: int) -> None:
 def _layer_types(loaded: LoadedModel) -> list[str]:
     text = loaded.model.config.get_text_config()
     return list(getattr(text, "layer_types", None) or ["full_attention"])
-
-
-def _installed_implementations() -> tuple[str, ...]:
-    from transformers.generation.configuration_utils import ALL_CACHE_IMPLEMENTATIONS
-
-    return tuple(ALL_CACHE_IMPLEMENTATIONS)
-
-
-def _version() -> str:
-    from importlib.metadata import version
-
-    return version("transformers")
-
-
-def _major() -> int:
-    from packaging.version import Version
-
-    return Version(_version()).major
 
 
 def _choices() -> str:

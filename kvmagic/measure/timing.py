@@ -15,6 +15,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from kvmagic.measure.accelerator import PeakMemory, synchronize, track_peak
+from kvmagic.measure.capabilities import generate_takes_use_model_defaults, returned_cache_field
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel
@@ -22,17 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["ProfiledRun", "StepTimer", "TopTwo", "profiled_generate", "returned_cache", "timed_generate"]
 
 
-def _legacy_generate_kwargs() -> dict[str, bool]:
+def _generate_kwargs() -> dict[str, bool]:
     """transformers 4.50-4.57 overwrite config values that equal the global defaults with the model's
     own (undoing "temperature off") unless told not to; 5.x has no such switch (see :func:`_as_model_defaults`)."""
-    from importlib.metadata import version
-
-    from packaging.version import Version
-
-    return {} if Version(version("transformers")) >= Version("5") else {"use_model_defaults": False}
-
-
-_GENERATE_KWARGS = _legacy_generate_kwargs()
+    return {"use_model_defaults": False} if generate_takes_use_model_defaults() else {}
 
 
 @contextmanager
@@ -90,13 +84,13 @@ def timed_generate(
     before the region and read after it (the output is a ``GenerateOutput`` when the config asks
     for ``return_dict_in_generate``, with the cache it built).
     """
-    devices = tuple(devices)
+    devices, extra = tuple(devices), _generate_kwargs()  # worked out before the timed region
     with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused():
         if peak is not None:
             peak.start()
         synchronize(devices)
         start = perf_counter()
-        output = model.generate(**inputs, generation_config=config, **_GENERATE_KWARGS)  # type: ignore[operator]  # torch types Module attributes as Tensor | Module
+        output = model.generate(**inputs, generation_config=config, **extra)  # type: ignore[operator]  # torch types Module attributes as Tensor | Module
         synchronize(devices)
         elapsed = perf_counter() - start
         if peak is not None:
@@ -107,8 +101,7 @@ def timed_generate(
 def returned_cache(output: Any) -> Any:
     """The cache a ``generate`` with ``return_dict_in_generate`` returned: ``cache`` in transformers 5,
     ``past_key_values`` in 4.x (deprecated in 5)."""
-    fields = {f.name for f in dataclasses.fields(output)}
-    return output.cache if "cache" in fields else output.past_key_values
+    return getattr(output, returned_cache_field())
 
 
 class StepTimer(StoppingCriteria):
@@ -179,7 +172,7 @@ def profiled_generate(
 
     The hooks cost time, so the headline times never come from here (see :func:`timed_generate`).
     """
-    devices = tuple(devices)
+    devices, extra = tuple(devices), _generate_kwargs()
     config = copy.deepcopy(config)
     config.return_dict_in_generate = True
     timer, tops = StepTimer(devices), TopTwo()
@@ -191,7 +184,7 @@ def profiled_generate(
             generation_config=config,
             stopping_criteria=StoppingCriteriaList([timer]),
             logits_processor=LogitsProcessorList([tops]),
-            **_GENERATE_KWARGS,
+            **extra,
         )
         synchronize(devices)
     cache = returned_cache(output)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
+from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
@@ -147,7 +148,7 @@ def load_model(
     _check_device_map(device_map)
     if random_weights:
         options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
-        return _build_random(name, gguf_file, {_dtype_keyword(): torch_dtype}, device_map, options, before_weights)
+        return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
     source = _source(name, revision, gguf_file)
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
 
@@ -159,7 +160,7 @@ def load_model(
             source,
             device_map=device_map,
             attn_implementation=attn_implementation,
-            **{_dtype_keyword(): torch_dtype},
+            **{dtype_keyword(): torch_dtype},
             **common,
         )
         return tokenizer, model
@@ -221,14 +222,6 @@ def _build_random(
     seconds = time.perf_counter() - start
     return LoadedModel(model, tokenizer, name, options["revision"], seconds, random_weights=True,
                        stand_in_tokenizer=stand_in)  # fmt: skip
-
-
-def _dtype_keyword() -> str:
-    """transformers renamed ``torch_dtype=`` to ``dtype=`` in 4.56 and deprecated the old name."""
-    import transformers
-    from packaging.version import Version
-
-    return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
 
 
 def _check_device_map(device_map: str | dict[str, Any] | None) -> None:

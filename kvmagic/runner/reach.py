@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core.frontier import CacheLayout, FitCheck, FrontierRow, frontier, layout, peak_bytes
 from kvmagic.core.spec import CACHED, UNCACHED
+from kvmagic.measure.capabilities import dynamic_cache_windows
 from kvmagic.measure.headroom import check_fit, free_bytes, measure_activations
 from kvmagic.measure.shape import model_shape
 from kvmagic.runner.prompt import batched
@@ -34,15 +35,12 @@ class Reach:
 
 def memory_frontier(plan: Plan, measurements: list[Measurement]) -> Reach:
     """The frontier around the largest configuration measured (its prompt, new tokens and batch)."""
-    from packaging.version import Version
-    from transformers import __version__
-
     loaded, spec = plan.loaded, plan.spec
     largest = max(measurements, key=lambda m: (m.prompt_tokens + m.new_tokens, m.batch))
     inputs = plan.inputs[largest.prompt_tokens]
     shape, free = model_shape(loaded.model), free_bytes(loaded.devices)
     activations = measure_activations(loaded, inputs["input_ids"])
-    windowed = Version(__version__).major >= 5  # 4.55's dynamic cache keeps sliding layers whole
+    windowed = dynamic_cache_windows()  # 4.55's dynamic cache keeps sliding layers whole
     layouts = {s.name: _layout(s.name, spec.kv_bits, windowed) for s in plan.runnable}
     where = {"prompt_tokens": largest.prompt_tokens, "new_tokens": largest.new_tokens, "batch": largest.batch}
     rows = frontier(shape, free, activations, list(layouts.values()), **where)

@@ -1,0 +1,273 @@
+"""What the installed transformers and torch can do, found by asking them, never by reading version numbers.
+
+Features move between releases that share a major version: the fp8 quantized cache is in
+transformers 5.24 and not in 5.17, and the cache ``generate`` returns moved from
+``past_key_values`` to ``cache`` within 5.x. So each answer here comes from the installed code
+itself: a class that accepts or refuses an argument, a signature, a field, a decision function
+asked about a made-up model. Each is worked out once per process (``functools.cache``); a test
+that fakes a library clears the one it fakes (``quantized_backends.cache_clear()``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import inspect
+import os
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "QUANTIZED_SPELLINGS",
+    "CompileCriteria",
+    "accelerator_functions",
+    "cache_implementations",
+    "compile_criteria",
+    "dtype_keyword",
+    "dynamic_cache_windows",
+    "generate_takes_use_model_defaults",
+    "quantized_backend_reason",
+    "quantized_backends",
+    "returned_cache_field",
+    "sliding_window_windows_every_layer",
+    "static_cache_needs_fullgraph",
+    "static_cache_state",
+    "summary",
+    "transformers_version",
+]
+
+# A backend as users write it -> the spellings a transformers line may use for it (4.55 wrote "HQQ").
+QUANTIZED_SPELLINGS = {"quanto": ("quanto",), "hqq": ("hqq", "HQQ"), "fp8": ("fp8",)}
+_DEVICE_KINDS = ("cuda", "xpu", "mps", "npu", "hpu", "neuron", "tpu", "cpu")
+_STATE_PATTERN = re.compile(r"self\.(_\w*cache\w*)\s*[:=][^=]")  # an attribute generate keeps on the model
+
+
+@dataclass(frozen=True)
+class CompileCriteria:
+    """What transformers' own ``_valid_auto_compile_criteria`` asks before it compiles ``generate``."""
+
+    devices: tuple[str, ...]  # the device types it compiles on by itself
+    needs_fullgraph: bool  # whether the model must also declare ``_can_compile_fullgraph``
+
+
+def transformers_version() -> str:
+    """For messages only: no answer here is decided by it."""
+    return importlib.metadata.version("transformers")
+
+
+@functools.cache
+def quantized_backends() -> Mapping[str, str]:
+    """Each backend the installed quantized cache accepts, as users write it -> as transformers spells it.
+
+    transformers 4.x looks the backend up in a mapping beside the generation config; 5.x hands it to
+    ``QuantizedCache``, which refuses an unknown one before it builds anything (a known backend whose
+    package is missing gets past that check and fails on the import instead).
+    """
+    from transformers.generation import configuration_utils
+
+    mapping = getattr(configuration_utils, "QUANT_BACKEND_CLASSES_MAPPING", None)
+    accepted = (lambda spelling: spelling in mapping) if mapping else _quantized_cache_accepts
+    found = {}
+    for name, spellings in QUANTIZED_SPELLINGS.items():
+        spelling = next((s for s in spellings if accepted(s)), None)
+        if spelling is not None:
+            found[name] = spelling
+    return types.MappingProxyType(found)
+
+
+def _quantized_cache_accepts(backend: str) -> bool:
+    from transformers.cache_utils import QuantizedCache
+
+    try:
+        QuantizedCache(backend=backend, config=_probe_config())
+    except ValueError as error:
+        return "unknown" not in str(error).lower()
+    except ImportError:
+        return True
+    return True
+
+
+def quantized_backend_reason(backend: str) -> str:
+    """Why ``backend`` cannot run under the installed transformers; empty when it can."""
+    accepted = quantized_backends()
+    if backend in accepted:
+        return ""
+    takes = ", ".join(accepted) or "no backend"
+    return f"transformers {transformers_version()}'s quantized cache takes {takes}: {backend} is not among them"
+
+
+@functools.cache
+def dtype_keyword() -> str:
+    """``dtype`` where loading takes it (transformers 4.56 on), else ``torch_dtype``: asked of a one-weight model."""
+    import torch
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class _OneWeight(PreTrainedModel):
+        config_class = PretrainedConfig
+
+        def __init__(self, config: PretrainedConfig) -> None:
+            super().__init__(config)
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    try:
+        built = _OneWeight._from_config(PretrainedConfig(), dtype=torch.float16)
+    except TypeError:  # the keyword reached the model's own __init__: loading does not know it
+        return "torch_dtype"
+    return "dtype" if built.weight.dtype == torch.float16 else "torch_dtype"
+
+
+@functools.cache
+def generate_takes_use_model_defaults() -> bool:
+    """Whether ``generate`` has the switch that stops it overwriting default-valued settings (4.50-4.57)."""
+    from transformers import GenerationMixin
+
+    return "use_model_defaults" in inspect.signature(GenerationMixin.generate).parameters
+
+
+@functools.cache
+def returned_cache_field() -> str:
+    """Where ``generate(..., return_dict_in_generate=True)`` puts the cache: ``cache`` or ``past_key_values``."""
+    import dataclasses
+
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    fields = {f.name for f in dataclasses.fields(GenerateDecoderOnlyOutput)}
+    return "cache" if "cache" in fields else "past_key_values"
+
+
+@functools.cache
+def accelerator_functions() -> frozenset[str]:
+    """Which of the device-neutral memory functions ``torch.accelerator`` has (torch 2.6 has the module, not all)."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    wanted = ("current_accelerator", "is_available", "reset_peak_memory_stats", "max_memory_allocated", "empty_cache")
+    return frozenset(name for name in wanted if hasattr(accelerator, name))
+
+
+@functools.cache
+def cache_implementations() -> tuple[str, ...]:
+    """Every ``cache_implementation`` the installed generation config accepts."""
+    from transformers.generation.configuration_utils import ALL_CACHE_IMPLEMENTATIONS
+
+    return tuple(ALL_CACHE_IMPLEMENTATIONS)
+
+
+@functools.cache
+def compile_criteria() -> CompileCriteria:
+    """transformers' compile decision asked about a made-up model on each device type, with a compileable cache."""
+    from transformers import GenerationConfig, GenerationMixin
+    from transformers.cache_utils import Cache
+
+    class _Compileable(Cache):
+        is_compileable = True
+
+    cache = _Compileable.__new__(_Compileable)
+    config = GenerationConfig()
+    config.disable_compile = False
+    kept = os.environ.get("TOKENIZERS_PARALLELISM")  # transformers sets it when it decides to compile
+
+    def decides(kind: str, fullgraph: bool = True) -> bool:
+        model = types.SimpleNamespace(
+            device=types.SimpleNamespace(type=kind), _can_compile_fullgraph=fullgraph, config=_probe_config()
+        )
+        kwargs = {"cache": cache, "past_key_values": cache}  # 5.24 reads the first, 4.55 and 5.17 the second
+        return bool(GenerationMixin._valid_auto_compile_criteria(model, kwargs, config))  # type: ignore[arg-type]
+
+    try:
+        devices = tuple(kind for kind in _DEVICE_KINDS if decides(kind))
+        needs_fullgraph = bool(devices) and not decides(devices[0], fullgraph=False)
+    finally:
+        if kept is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = kept
+    return CompileCriteria(devices, needs_fullgraph)
+
+
+@functools.cache
+def static_cache_state() -> tuple[str, ...]:
+    """The attributes ``generate`` keeps on the model between calls about its static cache, read from its source
+    (4.55: the cache itself, ``_cache``; 5.x: the longest length so far, ``_previous_max_cache_length``)."""
+    from transformers.generation import utils
+
+    return tuple(sorted(set(_STATE_PATTERN.findall(inspect.getsource(utils)))))
+
+
+@functools.cache
+def static_cache_needs_fullgraph() -> bool:
+    """Whether ``generate`` refuses a static cache for a model that does not declare ``_can_compile_fullgraph``."""
+    from transformers import GenerationMixin
+
+    return "_can_compile_fullgraph" in inspect.getsource(GenerationMixin._prepare_cache_for_generation)
+
+
+@functools.cache
+def dynamic_cache_windows() -> bool:
+    """Whether the dynamic cache ``generate`` builds from a model's config keeps only the window of a
+    sliding-attention layer (4.55's keeps every position): four positions written to a window of two."""
+    import torch
+    from transformers import DynamicCache
+
+    try:
+        cache = DynamicCache(config=_probe_config(layer_types=["sliding_attention"], sliding_window=2))
+    except TypeError:  # it takes no config, so it cannot know which layers slide
+        return False
+    states = torch.zeros(1, 1, 4, 8)
+    cache.update(states, states, 0)
+    return _held(cache) < 4
+
+
+@functools.cache
+def sliding_window_windows_every_layer() -> bool:
+    """Whether ``cache_implementation="sliding_window"`` windows full-attention layers too (4.55's
+    ``SlidingWindowCache`` does; 5.x builds a static cache from each layer's own type)."""
+    import torch
+    from transformers import StaticCache
+    from transformers.generation import configuration_utils
+
+    built = getattr(configuration_utils, "NEED_SETUP_CACHE_CLASSES_MAPPING", None) or {}
+    kind = built.get("sliding_window", StaticCache)
+    config = _probe_config(layer_types=["full_attention"], sliding_window=2)
+    try:
+        cache = kind(config=config, max_cache_len=8, max_batch_size=1)
+    except TypeError:  # 5.x takes no batch size: it sizes the cache on first write
+        cache = kind(config=config, max_cache_len=8)
+    state = torch.zeros(1, 1, 1, 8)
+    cache.update(state, state, 0, {"cache_position": torch.tensor([0])})
+    return _held(cache) < 8
+
+
+def summary() -> dict[str, Any]:
+    """Every answer, for a report of the environment."""
+    criteria = compile_criteria()
+    return {
+        "quantized_backends": dict(quantized_backends()),
+        "dtype_keyword": dtype_keyword(),
+        "generate_takes_use_model_defaults": generate_takes_use_model_defaults(),
+        "returned_cache_field": returned_cache_field(),
+        "accelerator_functions": sorted(accelerator_functions()),
+        "cache_implementations": list(cache_implementations()),
+        "compile_devices": list(criteria.devices),
+        "compile_needs_fullgraph": criteria.needs_fullgraph,
+        "static_cache_state": list(static_cache_state()),
+        "static_cache_needs_fullgraph": static_cache_needs_fullgraph(),
+        "dynamic_cache_windows": dynamic_cache_windows(),
+        "sliding_window_windows_every_layer": sliding_window_windows_every_layer(),
+    }
+
+
+def _held(cache: Any) -> int:
+    """How many positions the first layer of ``cache`` holds room for."""
+    return int(cache.layers[0].keys.shape[-2])
+
+
+def _probe_config(**extra: Any) -> Any:
+    """A one-layer Llama config, eight wide: enough for a cache or a decision to be built from."""
+    from transformers import LlamaConfig
+
+    sizes: dict[str, Any] = dict(vocab_size=4, hidden_size=8, intermediate_size=8, num_hidden_layers=1)
+    return LlamaConfig(**sizes, num_attention_heads=1, num_key_value_heads=1, head_dim=8, **extra)
