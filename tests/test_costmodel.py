@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
-from kvmagic.core.costmodel import CostModel, Polynomial, break_even, fit_polynomial, generate_overhead, probe_lengths
+from kvmagic.core.costmodel import (
+    CostModel,
+    Polynomial,
+    Probes,
+    break_even,
+    fit_polynomial,
+    generate_overhead,
+    probe_lengths,
+)
 
 LENGTHS = (16, 32, 64, 128, 256)
 
@@ -132,3 +142,20 @@ def test_generate_overhead_reads_the_gaps_between_forwards() -> None:
     assert generate_overhead(5.0, stamps) == (0.5, 0.0)  # a call shorter than its parts: never a negative C
     with pytest.raises(ValueError, match="two forwards"):
         generate_overhead(1.0, [0.0, 0.5])
+
+
+def test_probes_fit_one_statistic_of_each_points_rounds() -> None:
+    # F = 0.001 + 0.0001 L in the fastest round of every length, D = 0.002; a load slowed other rounds
+    probes = Probes(
+        prefill={16: [0.0026, 0.0052, 0.0030], 32: [0.0080, 0.0042, 0.0042], 64: [0.0074, 0.0099, 0.0090]},
+        decode={16.5: [0.002, 0.004, 0.003, 0.009, 0.002, 0.002], 64.5: [0.005, 0.002, 0.002, 0.003, 0.004, 0.002]},
+        overheads=((0.001, 0.004), (0.0005, 0.003), (0.002, 0.002)),
+        probe_s=1.5,
+    )
+    fastest = probes.fit(min)
+    assert fastest.prefill.coefficients == pytest.approx((0.001, 0.0001)) and fastest.decode.coefficients == (0.002,)
+    assert (fastest.step_overhead_s, fastest.call_overhead_s, fastest.probe_s) == (0.0005, 0.002, 1.5)
+    typical = probes.fit(statistics.median)  # the medians: F 0.0030, 0.0042, 0.0090; D 0.0025 at both lengths
+    assert typical.prefill == fit_polynomial([(16, 0.0030), (32, 0.0042), (64, 0.0090)])
+    assert typical.decode == fit_polynomial([(16.5, 0.0025), (64.5, 0.0025)])
+    assert (typical.step_overhead_s, typical.call_overhead_s) == (0.001, 0.003)

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial",
+    "PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial", "Probes",
     "break_even", "fit_polynomial", "generate_overhead", "probe_lengths",
 ]  # fmt: skip
 
 MAX_DEGREE = 2
 PROBE_LENGTHS = 5  # distinct lengths per curve: enough to tell a line from a parabola, held out one at a time
-PROBE_REPEAT = 5  # rounds over all lengths; each point fitted is the median of its rounds
+PROBE_REPEAT = 5  # rounds over all lengths; each point fitted is one statistic of its rounds (Probes.fit)
 DECODE_STEPS = 2  # cached decode steps timed per length and round, on the cache a prefill of that length built
 OVERHEAD_TOKENS = 10  # new tokens of the hooked cached generate that measures G and C
 
@@ -193,6 +193,31 @@ class CostModel:
                 f"weights ({kv_bytes / weight_bytes:.1%}): the memory the cache trades for time"
             )
         return notes
+
+
+@dataclass(frozen=True)
+class Probes:
+    """What the probes timed, every round kept, so that one probing fits a model per statistic (:meth:`fit`).
+
+    The median of a point's rounds is a typical step: what ``--predict`` sets beside measured medians.
+    The fastest is what the machine does with nothing else running; a passing load only slows a probe,
+    so it cannot inflate that one, which is what a budget counts.
+    """
+
+    prefill: dict[int, list[float]]  # F at each length, one timing per round
+    decode: dict[float, list[float]]  # D at the middle of the steps timed at each length, every step of every round
+    overheads: tuple[tuple[float, float], ...]  # (G, C) of each round's hooked generate
+    probe_s: float = 0.0  # what probing cost
+
+    def fit(self, statistic: Callable[[Sequence[float]], float]) -> CostModel:
+        """Both curves through ``statistic`` of each point's rounds, G and C the same statistic of theirs."""
+        return CostModel(
+            fit_polynomial([(length, statistic(times)) for length, times in self.prefill.items()]),
+            fit_polynomial([(length, statistic(times)) for length, times in self.decode.items()]),
+            step_overhead_s=statistic([step for step, _ in self.overheads]),
+            call_overhead_s=statistic([call for _, call in self.overheads]),
+            probe_s=self.probe_s,
+        )
 
 
 def break_even(model: CostModel, prompt_tokens: int, target: float = 1.0, limit: int = 1 << 16) -> int | None:

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from kvmagic.core.budget import check_budget, estimate_seconds, plan_within_budget, round_seconds, scaled_seconds
+from kvmagic.core.budget import (
+    check_budget,
+    estimate_seconds,
+    floor_seconds,
+    plan_within_budget,
+    round_seconds,
+    scaled_seconds,
+)  # fmt: skip
 from kvmagic.core.lengths import configurations
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import predicted_kv_nbytes
-from kvmagic.measure.probe import probe
+from kvmagic.measure.probe import forward_seconds, probe
 from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, strategies
 from kvmagic.results.records import Prediction
 from kvmagic.runner.measure import first_call
@@ -28,6 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["Budget", "Plan", "plan_budget", "prepare"]
 
 T = TypeVar("T")
+
+TRIES = 3  # short runs per condition, or forwards per length, of which the fastest counts: a load only slows a run
+SHORT_TOKENS = 1  # the forward whose time bounds F's fixed cost in a sweep's first look (floor_seconds)
 
 
 @dataclass
@@ -64,7 +76,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Budget:
-    """Which configurations to measure, their estimated weights, and the cost model behind them."""
+    """Which configurations to measure, their estimated weights (the fastest probes'), and the typical
+    cost model (the median probes') that ``--predict`` reports."""
 
     todo: list[tuple[int, int, int]]
     weights: list[float]
@@ -91,10 +104,16 @@ def prepare(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
 def plan_budget(plan: Plan) -> Budget:
     """What the run will cost, and what of it to measure: refused, or cut to fit, past ``max_seconds``.
 
-    A sweep, or a request to predict, probes the cost model; a single configuration is estimated
-    from one two-token run of each condition (:func:`kvmagic.core.budget.scaled_seconds`). Either
-    way the estimate counts the warm-ups, ``repeat="auto"`` at the fewest pairs it can stop at
-    (``auto_cap`` bounds the rest) and the hooked round of ``steps``. 0: no limit, no estimate.
+    Every figure the budget counts is the fastest of a few short probes: a load only slows a run, so
+    the fastest is what a passing load cannot inflate, and one slow probe does not decide. A single
+    configuration is estimated from the fastest of ``TRIES`` two-token runs of each condition
+    (:func:`kvmagic.core.budget.scaled_seconds`). A sweep, or a request to predict, probes the cost
+    model and fits it twice: through each point's fastest round for the budget, through its median for
+    ``--predict``'s figures, a typical run to set beside measured medians. A sweep first takes a lower
+    bound from single forwards (:func:`_floor`), so a hopeless one is refused in seconds, before the
+    probes at its longest lengths. Either way the estimate counts the warm-ups, ``repeat="auto"`` at the
+    fewest pairs it can stop at (``auto_cap`` bounds the rest) and the hooked round of ``steps``.
+    0: no limit, no estimate.
     """
     spec, configs = plan.spec, plan.configs
     if not spec.predict and len(configs) == 1 and spec.max_seconds:
@@ -103,38 +122,56 @@ def plan_budget(plan: Plan) -> Budget:
         return Budget(configs, [estimate], estimate_s=estimate)
     if not (spec.predict or (spec.max_seconds and len(configs) > 1)):
         return Budget(configs, [1.0] * len(configs))
-    shortest, longest = min(c[0] for c in configs), max(c[0] + c[1] - 1 for c in configs)
-    cost = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
     caches = [s.caches for s in plan.runnable]
     rounds, warmup = spec.rounds, spec.warmup_tokens
-    estimate = estimate_seconds(cost, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
+    if not spec.predict:
+        check_budget(_floor(plan, caches), spec.max_seconds)
+    shortest, longest = min(c[0] for c in configs), max(c[0] + c[1] - 1 for c in configs)
+    probes = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
+    typical, fastest = probes.fit(statistics.median), probes.fit(min)
+    estimate = estimate_seconds(fastest, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
     predictions: tuple[Prediction, ...] = ()
     if spec.predict:
-        predictions = tuple(_prediction(plan.loaded, cost, *config) for config in configs)
+        predictions = tuple(_prediction(plan.loaded, typical, *config) for config in configs)
         fits = plan_within_budget(
-            cost, configs, repeat=rounds, warmup_tokens=warmup, max_seconds=spec.max_seconds, caches=caches
+            fastest, configs, repeat=rounds, warmup_tokens=warmup, max_seconds=spec.max_seconds, caches=caches
         )
         todo = [config for config, fit in zip(configs, fits) if fit]
     else:
         check_budget(estimate, spec.max_seconds)
         todo = configs
-    weights = [rounds * round_seconds(cost, p, n, caches, b) for p, n, b in todo]
-    return Budget(todo, weights, cost, predictions, estimate)
+    weights = [rounds * round_seconds(fastest, p, n, caches, b) for p, n, b in todo]
+    return Budget(todo, weights, typical, predictions, estimate)
+
+
+def _floor(plan: Plan, caches: list[bool]) -> float:
+    """A lower bound of the sweep's estimate (:func:`floor_seconds`), from the fastest of up to ``TRIES``
+    forwards at each prompt length and at ``SHORT_TOKENS``. A round whose bound fits the budget ends it:
+    more rounds could only lower it. So only a bound that every round puts past the budget refuses."""
+    spec, lengths = plan.spec, list(plan.inputs)
+    shortest = plan.inputs[min(lengths)]
+    fastest = dict.fromkeys(lengths, math.inf)
+    short = bound = math.inf
+    for _ in range(TRIES):
+        short = min(short, forward_seconds(plan.loaded, shortest, SHORT_TOKENS))
+        for length in lengths:
+            fastest[length] = min(fastest[length], forward_seconds(plan.loaded, plan.inputs[length], length))
+        bound = floor_seconds(
+            fastest, short, plan.configs, repeat=spec.rounds, warmup_tokens=spec.warmup_tokens, caches=caches
+        )
+        if bound <= spec.max_seconds:
+            break
+    return bound
 
 
 def _single_estimate(plan: Plan) -> float:
     """Seconds of the one configuration: warm-ups, timed rounds and first-token runs of every condition,
-    scaled from a two-token run of each (a compiled strategy is counted as its uncompiled self).
+    scaled from the fastest two-token run of each (:func:`_fastest_two_tokens`).
 
     A batch's timed and first-token runs are counted as ``batch`` times one sequence's: a first,
     conservative approximation (a batch shares each step's fixed costs)."""
     (prompt_tokens, new_tokens, batch), spec = plan.configs[0], plan.spec
-    runs = {}
-    for condition in plan.runnable:
-        plain = dataclasses.replace(condition, compiled=False) if condition.compiled else condition
-        seconds = plan.attempt(condition, partial(first_call, plan.loaded, plan.inputs[prompt_tokens], 2, plain))
-        if seconds is not None:
-            runs[condition.name] = (seconds, condition.caches)
+    runs = _fastest_two_tokens(plan, plan.inputs[prompt_tokens])
     uncached = [seconds for seconds, caches in runs.values() if not caches] or [s for s, _ in runs.values()]
     prefill = min(uncached) / 2  # a two-token run without the cache is two forwards over about P tokens
     total = 0.0
@@ -142,6 +179,20 @@ def _single_estimate(plan: Plan) -> float:
         for tokens, times in ((spec.warmup_tokens, 1), (new_tokens, batch * spec.rounds), (1, batch)):
             total += times * scaled_seconds(prefill, two_tokens, prompt_tokens, tokens, use_cache=caches)
     return total
+
+
+def _fastest_two_tokens(plan: Plan, inputs: BatchEncoding) -> dict[str, tuple[float, bool]]:
+    """The fastest of ``TRIES`` two-token runs of each condition, and its ``use_cache``. The runs go in
+    rounds (U C U C ...), so a passing load slows some runs of each condition, not all of one; a
+    compiled strategy runs as its uncompiled self (its compile is no part of a timed run)."""
+    fastest: dict[str, float] = {}
+    for _ in range(TRIES):
+        for condition in plan.runnable:
+            plain = dataclasses.replace(condition, compiled=False) if condition.compiled else condition
+            seconds = plan.attempt(condition, partial(first_call, plan.loaded, inputs, 2, plain))
+            if seconds is not None:
+                fastest[condition.name] = min(fastest.get(condition.name, math.inf), seconds)
+    return {c.name: (fastest[c.name], c.caches) for c in plan.runnable if c.name in fastest}
 
 
 def _prediction(loaded: LoadedModel, cost: CostModel, prompt_tokens: int, new_tokens: int, batch: int) -> Prediction:
