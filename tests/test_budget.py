@@ -4,7 +4,6 @@ shows a progress bar over its timed runs."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 
 import pytest
@@ -58,7 +57,7 @@ def test_one_configuration_past_the_budget_is_refused_before_it_runs(tiny, two_t
 
 def test_one_slow_two_token_run_does_not_decide(tiny, monkeypatch) -> None:
     # A load slows the first uncached run 250-fold: alone it would put the estimate at minutes, past the 1 s
-    # budget. The fastest of three counts: F(10) = 0.01 s, so by hand (prompt 10, -n 4, -w 2, -r 3):
+    # budget. The fastest of three rounds counts: F(10) = 0.01 s, so by hand (prompt 10, -n 4, -w 2, -r 3):
     # uncached 0.01 (2 + 2/20) + 3 * 0.01 (4 + 12/20) + 0.01 (first token) = 0.169 s,
     # cached 0.012 + 3 * (0.01 + 3 * 0.002) + 0.01 = 0.07 s.
     calls: list[str] = []
@@ -73,6 +72,16 @@ def test_one_slow_two_token_run_does_not_decide(tiny, monkeypatch) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=4, prompt_tokens=10, warmup_tokens=2, repeat=3, max_seconds=1)
     assert calls == ["uncached", "cached"] * 3  # in rounds: a passing load slows some of each condition's runs
     assert result.metadata["estimated_s"] == pytest.approx(0.169 + 0.07)
+
+
+def test_the_estimate_takes_one_whole_round(tiny, monkeypatch) -> None:
+    # Round by round (uncached, cached): (0.02, 0.5), (0.5, 0.012), (0.03, 0.018). The third is the fastest
+    # round; the fastest run of each condition (0.02 and 0.012) came in rounds a load slowed as a whole.
+    times = iter([0.02, 0.5, 0.5, 0.012, 0.03, 0.018])
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: next(times))
+    result = run_benchmark(tiny, PROMPT, new_tokens=4, prompt_tokens=10, warmup_tokens=0, max_seconds=1)
+    # F(10) = 0.015 s: uncached 0.015 (4 + 12/20) + 0.015 = 0.084 s, cached 0.015 + 3 * 0.003 + 0.015 = 0.039 s
+    assert result.metadata["estimated_s"] == pytest.approx(0.084 + 0.039)
 
 
 def test_the_magic_refuses_it_with_its_flags(shell, two_tokens) -> None:
@@ -118,12 +127,13 @@ def test_a_short_run_shows_none(tiny, two_tokens, capsys) -> None:
     assert "kvbench" not in capsys.readouterr().err
 
 
-# Three rounds of probes, each point's fastest round 0.1 s (F) and 0.01 s (D), its median 0.2 s and 0.02 s;
-# one round's hooked generate was slowed by a load (G = C = 1 s), the others' are 0.
+# Three rounds of probes, each point's median 0.2 s (F) and 0.02 s (D), G and C 0; the fastest round took
+# half the median round's time, so the budget counts half of each: F 0.1 s, D 0.01 s.
 PROBES = Probes(
     prefill={10: [0.1, 0.2, 3.0], 20: [3.0, 0.2, 0.1]},
     decode={10.5: [0.01, 0.02, 0.02, 0.01, 1.0, 1.0], 20.5: [0.02, 0.01, 1.0, 0.02, 0.01, 1.0]},
     overheads=((0.0, 0.0), (1.0, 1.0), (0.0, 0.0)),
+    rounds_s=(1.0, 3.0, 2.0),
 )
 
 
@@ -169,14 +179,14 @@ def test_one_slow_forward_does_not_refuse_a_sweep(tiny, monkeypatch) -> None:
 def test_the_sweep_budget_counts_the_fastest_round_and_predict_the_median(tiny, monkeypatch) -> None:
     forwards, probes = _count_probes(monkeypatch, lambda length, call: 0.001)
     # By hand, prompt 10, -n 2,3: uncached 2 * 0.1 + 3 * 0.1 = 0.5 s; cached 0.1 + 0.01 + 0.1 + 2 * 0.01 = 0.23 s.
-    # The medians would say 1.46 s, past the 1 s budget; the fastest rounds fit.
+    # The median round would say twice that, 1.46 s, past the 1 s budget; the fastest round fits.
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens=10, warmup_tokens=0, max_seconds=1)
     assert result.metadata["estimated_s"] == pytest.approx(0.73) and len(result.measurements) == 2
     # --predict's figures are typical runs: the medians (uncached 0.2 s a step; cached 0.2 s, then 0.02 s a step)
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens=10, warmup_tokens=0, predict=True)
     predicted = [(p.uncached_s, p.cached_s) for p in result.predictions]
     assert predicted == [pytest.approx((0.4, 0.22)), pytest.approx((0.6, 0.24))]
-    assert result.cost_model == PROBES.fit(statistics.median) and result.metadata["estimated_s"] == pytest.approx(0.73)
+    assert result.cost_model == PROBES.typical() and result.metadata["estimated_s"] == pytest.approx(0.73)
     assert forwards == [1, 10] and probes == [1, 1]  # --predict refuses nothing: it needs no first look
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
-
 import pytest
 
 from kvmagic.core.costmodel import (
@@ -144,18 +142,27 @@ def test_generate_overhead_reads_the_gaps_between_forwards() -> None:
         generate_overhead(1.0, [0.0, 0.5])
 
 
-def test_probes_fit_one_statistic_of_each_points_rounds() -> None:
-    # F = 0.001 + 0.0001 L in the fastest round of every length, D = 0.002; a load slowed other rounds
+def test_probes_fit_each_points_median_round_and_scale_it_to_the_fastest_round() -> None:
+    # F = 0.001 + 0.0001 L and D = 0.002 in each point's median round; loads slowed other rounds
     probes = Probes(
-        prefill={16: [0.0026, 0.0052, 0.0030], 32: [0.0080, 0.0042, 0.0042], 64: [0.0074, 0.0099, 0.0090]},
-        decode={16.5: [0.002, 0.004, 0.003, 0.009, 0.002, 0.002], 64.5: [0.005, 0.002, 0.002, 0.003, 0.004, 0.002]},
+        prefill={16: [0.0026, 0.0052, 0.0020], 32: [0.0080, 0.0042, 0.0042], 64: [0.0074, 0.0099, 0.0030]},
+        decode={16.5: [0.002, 0.004, 0.001, 0.009, 0.002, 0.002], 64.5: [0.005, 0.002, 0.002, 0.001, 0.004, 0.002]},
         overheads=((0.001, 0.004), (0.0005, 0.003), (0.002, 0.002)),
+        rounds_s=(0.5, 0.4, 0.1),
         probe_s=1.5,
     )
-    fastest = probes.fit(min)
-    assert fastest.prefill.coefficients == pytest.approx((0.001, 0.0001)) and fastest.decode.coefficients == (0.002,)
-    assert (fastest.step_overhead_s, fastest.call_overhead_s, fastest.probe_s) == (0.0005, 0.002, 1.5)
-    typical = probes.fit(statistics.median)  # the medians: F 0.0030, 0.0042, 0.0090; D 0.0025 at both lengths
-    assert typical.prefill == fit_polynomial([(16, 0.0030), (32, 0.0042), (64, 0.0090)])
-    assert typical.decode == fit_polynomial([(16.5, 0.0025), (64.5, 0.0025)])
-    assert (typical.step_overhead_s, typical.call_overhead_s) == (0.001, 0.003)
+    typical = probes.typical()
+    assert typical.prefill.coefficients == pytest.approx((0.001, 0.0001)) and typical.decode.coefficients == (0.002,)
+    assert (typical.step_overhead_s, typical.call_overhead_s, typical.probe_s) == (0.001, 0.003, 1.5)
+    # the fastest round took a quarter of the median round's time: every figure a quarter
+    fastest = probes.fastest()
+    assert fastest.prefill.coefficients == pytest.approx((0.00025, 0.000025))
+    assert fastest.decode.coefficients == (0.0005,)
+    assert (fastest.step_overhead_s, fastest.call_overhead_s, fastest.probe_s) == (0.00025, 0.00075, 1.5)
+
+
+def test_a_scaled_model_scales_every_time_in_it() -> None:
+    model = CostModel(Polynomial((1.0, 2.0)), Polynomial((3.0,)), step_overhead_s=0.5, call_overhead_s=0.25)
+    assert model.scaled(2.0) == CostModel(Polynomial((2.0, 4.0)), Polynomial((6.0,)), 1.0, 0.5)
+    doubled = model.scaled(2.0)
+    assert doubled.generate_seconds(5, 7, use_cache=False) == 2 * model.generate_seconds(5, 7, use_cache=False)

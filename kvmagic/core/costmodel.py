@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ __all__ = [
 
 MAX_DEGREE = 2
 PROBE_LENGTHS = 5  # distinct lengths per curve: enough to tell a line from a parabola, held out one at a time
-PROBE_REPEAT = 5  # rounds over all lengths; each point fitted is one statistic of its rounds (Probes.fit)
+PROBE_REPEAT = 5  # rounds over all lengths; each point fitted is the median of its rounds (Probes)
 DECODE_STEPS = 2  # cached decode steps timed per length and round, on the cache a prefill of that length built
 OVERHEAD_TOKENS = 10  # new tokens of the hooked cached generate that measures G and C
 
@@ -146,6 +146,14 @@ class CostModel:
         cached = self.generate_seconds(prompt_tokens, new_tokens, use_cache=True)
         return self.generate_seconds(prompt_tokens, new_tokens, use_cache=False) / cached if cached > 0 else math.nan
 
+    def scaled(self, factor: float) -> CostModel:
+        """Every time in the model times ``factor``: the same curves on a machine that much slower."""
+        return CostModel(
+            Polynomial(tuple(factor * c for c in self.prefill.coefficients)),
+            Polynomial(tuple(factor * c for c in self.decode.coefficients)),
+            factor * self.step_overhead_s, factor * self.call_overhead_s, self.probe_s,
+        )  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         return {"prefill": list(self.prefill.coefficients), "decode": list(self.decode.coefficients),
                 "step_overhead_s": self.step_overhead_s, "call_overhead_s": self.call_overhead_s,
@@ -197,27 +205,35 @@ class CostModel:
 
 @dataclass(frozen=True)
 class Probes:
-    """What the probes timed, every round kept, so that one probing fits a model per statistic (:meth:`fit`).
+    """What the probes timed, every round kept, and what each round took as a whole.
 
-    The median of a point's rounds is a typical step: what ``--predict`` sets beside measured medians.
-    The fastest is what the machine does with nothing else running; a passing load only slows a probe,
-    so it cannot inflate that one, which is what a budget counts.
+    :meth:`typical` fits each point's median round: a typical step, what ``--predict`` sets beside
+    measured medians. :meth:`fastest` scales that to the fastest whole round, which a budget counts:
+    a load only slows a round, so one that passes during some rounds cannot inflate it, while one that
+    lasts slows every round alike and is counted, as it will slow the run. Whole rounds, not each
+    point's fastest: a probe of a few milliseconds can slip between the scheduler's turns of other
+    work, and would promise a loaded machine's run its quiet speed.
     """
 
     prefill: dict[int, list[float]]  # F at each length, one timing per round
     decode: dict[float, list[float]]  # D at the middle of the steps timed at each length, every step of every round
     overheads: tuple[tuple[float, float], ...]  # (G, C) of each round's hooked generate
+    rounds_s: tuple[float, ...]  # each round's wall time, everything it ran
     probe_s: float = 0.0  # what probing cost
 
-    def fit(self, statistic: Callable[[Sequence[float]], float]) -> CostModel:
-        """Both curves through ``statistic`` of each point's rounds, G and C the same statistic of theirs."""
+    def typical(self) -> CostModel:
+        """Both curves through each point's median round, G and C the median of theirs."""
         return CostModel(
-            fit_polynomial([(length, statistic(times)) for length, times in self.prefill.items()]),
-            fit_polynomial([(length, statistic(times)) for length, times in self.decode.items()]),
-            step_overhead_s=statistic([step for step, _ in self.overheads]),
-            call_overhead_s=statistic([call for _, call in self.overheads]),
+            fit_polynomial([(length, statistics.median(times)) for length, times in self.prefill.items()]),
+            fit_polynomial([(length, statistics.median(times)) for length, times in self.decode.items()]),
+            step_overhead_s=statistics.median(step for step, _ in self.overheads),
+            call_overhead_s=statistics.median(call for _, call in self.overheads),
             probe_s=self.probe_s,
         )
+
+    def fastest(self) -> CostModel:
+        """The typical model, every time in it scaled by the fastest round over the median round."""
+        return self.typical().scaled(min(self.rounds_s) / statistics.median(self.rounds_s))
 
 
 def break_even(model: CostModel, prompt_tokens: int, target: float = 1.0, limit: int = 1 << 16) -> int | None:

@@ -2,9 +2,10 @@
 
 The machine that runs the probes may speed up or slow down while they run (other work, clock
 changes). So the probes go in rounds, each visiting every length and the hooked ``generate``, and
-every round's timing is kept (:class:`kvmagic.core.costmodel.Probes`): a slow stretch then costs
-every point alike, and a statistic of each point's rounds (the median for a typical step, the
-fastest for what a load cannot inflate) fits the curves by the pure :mod:`kvmagic.core.costmodel`.
+every round's timings are kept, and its wall time (:class:`kvmagic.core.costmodel.Probes`): a slow
+stretch then costs every point alike, each point's median round fits the curves of a typical run,
+and the fastest whole round scales them to what a load cannot inflate, both by the pure
+:mod:`kvmagic.core.costmodel`.
 :func:`forward_seconds` times one forward alone, for a budget's first, cheap look.
 """
 
@@ -41,7 +42,7 @@ def probe(
     decode step a cached generate takes). Each probe is timed between device synchronizations
     under ``torch.inference_mode``; the model computes only the last position's logits, as
     ``generate`` asks it to. Each round visits every length and runs the hooked generate; every
-    timing is kept, for :meth:`Probes.fit` to take the statistic its use asks for.
+    timing is kept, and each round's wall time, for :class:`Probes` to fit.
     """
     import torch
 
@@ -56,15 +57,18 @@ def probe(
     short_inputs = {"input_ids": short_ids, "attention_mask": torch.ones_like(short_ids)}
     config = greedy_config(loaded.model, loaded.tokenizer, OVERHEAD_TOKENS, use_cache=True)
     overheads: list[tuple[float, float]] = []
+    rounds: list[float] = []
     for _ in range(repeat):
+        round_started = perf_counter()
         with torch.inference_mode():
             for length in lengths:
                 prefill[length].append(forwards.prefill(length))
                 decode[length].extend(forwards.decode(length))
         overheads.append(_hooked_overhead(loaded, short_inputs, config))  # in the same rounds: the same machine
+        rounds.append(perf_counter() - round_started)
     middle = (DECODE_STEPS - 1) / 2
     return Probes(
-        prefill, {length + middle: times for length, times in decode.items()}, tuple(overheads),
+        prefill, {length + middle: times for length, times in decode.items()}, tuple(overheads), tuple(rounds),
         probe_s=perf_counter() - started,
     )  # fmt: skip
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,7 +37,7 @@ __all__ = ["Budget", "Plan", "plan_budget", "prepare"]
 
 T = TypeVar("T")
 
-TRIES = 3  # short runs per condition, or forwards per length, of which the fastest counts: a load only slows a run
+TRIES = 3  # rounds of two-token runs, or of a sweep's first forwards; the fastest counts: a load only slows a run
 SHORT_TOKENS = 1  # the forward whose time bounds F's fixed cost in a sweep's first look (floor_seconds)
 
 
@@ -76,8 +75,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Budget:
-    """Which configurations to measure, their estimated weights (the fastest probes'), and the typical
-    cost model (the median probes') that ``--predict`` reports."""
+    """Which configurations to measure, their estimated weights (from the fastest probes), and the typical
+    cost model (each point's median probe) that ``--predict`` reports."""
 
     todo: list[tuple[int, int, int]]
     weights: list[float]
@@ -104,16 +103,17 @@ def prepare(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
 def plan_budget(plan: Plan) -> Budget:
     """What the run will cost, and what of it to measure: refused, or cut to fit, past ``max_seconds``.
 
-    Every figure the budget counts is the fastest of a few short probes: a load only slows a run, so
-    the fastest is what a passing load cannot inflate, and one slow probe does not decide. A single
-    configuration is estimated from the fastest of ``TRIES`` two-token runs of each condition
-    (:func:`kvmagic.core.budget.scaled_seconds`). A sweep, or a request to predict, probes the cost
-    model and fits it twice: through each point's fastest round for the budget, through its median for
-    ``--predict``'s figures, a typical run to set beside measured medians. A sweep first takes a lower
-    bound from single forwards (:func:`_floor`), so a hopeless one is refused in seconds, before the
-    probes at its longest lengths. Either way the estimate counts the warm-ups, ``repeat="auto"`` at the
-    fewest pairs it can stop at (``auto_cap`` bounds the rest) and the hooked round of ``steps``.
-    0: no limit, no estimate.
+    The budget counts the fastest of a few rounds of short probes: a load only slows a run, so a
+    load that passes during some rounds cannot inflate the estimate and one slow round does not
+    decide, while a load that lasts through every round is counted, as it will slow the run too. A
+    single configuration is estimated from the fastest of ``TRIES`` rounds of two-token runs, one of
+    each condition (:func:`kvmagic.core.budget.scaled_seconds`). A sweep, or a request to predict, probes the cost
+    model (:class:`kvmagic.core.costmodel.Probes`): the budget counts its fastest whole round,
+    ``--predict``'s figures are each point's median round, a typical run to set beside measured
+    medians. A sweep first takes a lower bound from single forwards (:func:`_floor`), so a hopeless
+    one is refused in seconds, before the probes at its longest lengths. Either way the estimate counts
+    the warm-ups, ``repeat="auto"`` at the fewest pairs it can stop at (``auto_cap`` bounds the rest)
+    and the hooked round of ``steps``. 0: no limit, no estimate.
     """
     spec, configs = plan.spec, plan.configs
     if not spec.predict and len(configs) == 1 and spec.max_seconds:
@@ -128,7 +128,7 @@ def plan_budget(plan: Plan) -> Budget:
         check_budget(_floor(plan, caches), spec.max_seconds)
     shortest, longest = min(c[0] for c in configs), max(c[0] + c[1] - 1 for c in configs)
     probes = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
-    typical, fastest = probes.fit(statistics.median), probes.fit(min)
+    typical, fastest = probes.typical(), probes.fastest()
     estimate = estimate_seconds(fastest, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
     predictions: tuple[Prediction, ...] = ()
     if spec.predict:
@@ -166,12 +166,12 @@ def _floor(plan: Plan, caches: list[bool]) -> float:
 
 def _single_estimate(plan: Plan) -> float:
     """Seconds of the one configuration: warm-ups, timed rounds and first-token runs of every condition,
-    scaled from the fastest two-token run of each (:func:`_fastest_two_tokens`).
+    scaled from their two-token runs in the fastest of a few rounds (:func:`_fastest_round`).
 
     A batch's timed and first-token runs are counted as ``batch`` times one sequence's: a first,
     conservative approximation (a batch shares each step's fixed costs)."""
     (prompt_tokens, new_tokens, batch), spec = plan.configs[0], plan.spec
-    runs = _fastest_two_tokens(plan, plan.inputs[prompt_tokens])
+    runs = _fastest_round(plan, plan.inputs[prompt_tokens])
     uncached = [seconds for seconds, caches in runs.values() if not caches] or [s for s, _ in runs.values()]
     prefill = min(uncached) / 2  # a two-token run without the cache is two forwards over about P tokens
     total = 0.0
@@ -181,18 +181,22 @@ def _single_estimate(plan: Plan) -> float:
     return total
 
 
-def _fastest_two_tokens(plan: Plan, inputs: BatchEncoding) -> dict[str, tuple[float, bool]]:
-    """The fastest of ``TRIES`` two-token runs of each condition, and its ``use_cache``. The runs go in
-    rounds (U C U C ...), so a passing load slows some runs of each condition, not all of one; a
-    compiled strategy runs as its uncompiled self (its compile is no part of a timed run)."""
-    fastest: dict[str, float] = {}
+def _fastest_round(plan: Plan, inputs: BatchEncoding) -> dict[str, tuple[float, bool]]:
+    """Each condition's two-token run and ``use_cache`` in the fastest of ``TRIES`` rounds (U C U C ...).
+
+    The fastest round as a whole, as a sweep's probes count it (:class:`kvmagic.core.costmodel.Probes`);
+    a compiled strategy runs as its uncompiled self (its compile is no part of a timed run)."""
+    rounds: list[dict[str, float]] = []
     for _ in range(TRIES):
+        rounds.append({})
         for condition in plan.runnable:
             plain = dataclasses.replace(condition, compiled=False) if condition.compiled else condition
             seconds = plan.attempt(condition, partial(first_call, plan.loaded, inputs, 2, plain))
             if seconds is not None:
-                fastest[condition.name] = min(fastest.get(condition.name, math.inf), seconds)
-    return {c.name: (fastest[c.name], c.caches) for c in plan.runnable if c.name in fastest}
+                rounds[-1][condition.name] = seconds
+    caches = {c.name: c.caches for c in plan.runnable}  # a strategy that failed in any round is skipped
+    fastest = min((r for r in rounds if set(caches) <= set(r)), key=lambda r: sum(r[name] for name in caches))
+    return {name: (fastest[name], use_cache) for name, use_cache in caches.items()}
 
 
 def _prediction(loaded: LoadedModel, cost: CostModel, prompt_tokens: int, new_tokens: int, batch: int) -> Prediction:
