@@ -105,15 +105,15 @@ def plan_budget(plan: Plan) -> Budget:
 
     The budget counts the fastest of a few rounds of short probes: a load only slows a run, so a
     load that passes during some rounds cannot inflate the estimate and one slow round does not
-    decide, while a load that lasts through every round is counted, as it will slow the run too. A
-    single configuration is estimated from the fastest of ``TRIES`` rounds of two-token runs, one of
-    each condition (:func:`kvmagic.core.budget.scaled_seconds`). A sweep, or a request to predict, probes the cost
-    model (:class:`kvmagic.core.costmodel.Probes`): the budget counts its fastest whole round,
-    ``--predict``'s figures are each point's median round, a typical run to set beside measured
-    medians. A sweep first takes a lower bound from single forwards (:func:`_floor`), so a hopeless
-    one is refused in seconds, before the probes at its longest lengths. Either way the estimate counts
-    the warm-ups, ``repeat="auto"`` at the fewest pairs it can stop at (``auto_cap`` bounds the rest)
-    and the hooked round of ``steps``. 0: no limit, no estimate.
+    decide, while a load that lasts through every round is counted, as it will slow the run too.
+    A single configuration is estimated from the fastest of ``TRIES`` rounds of two-token runs, one
+    of each condition (:func:`kvmagic.core.budget.scaled_seconds`). A sweep, or a request to
+    predict, probes the cost model (:class:`kvmagic.core.costmodel.Probes`): the budget counts its
+    fastest whole round; ``--predict``'s figures are each point's median round, a typical run to set
+    beside measured medians. A sweep first takes a lower bound from single forwards (:func:`_floor`),
+    so a hopeless one is refused in seconds, before the probes at its longest lengths. Either way the
+    estimate counts the warm-ups, ``repeat="auto"`` at the fewest pairs it can stop at (``auto_cap``
+    bounds the rest) and the hooked round of ``steps``. 0: no limit, no estimate.
     """
     spec, configs = plan.spec, plan.configs
     if not spec.predict and len(configs) == 1 and spec.max_seconds:
@@ -146,8 +146,9 @@ def plan_budget(plan: Plan) -> Budget:
 
 def _floor(plan: Plan, caches: list[bool]) -> float:
     """A lower bound of the sweep's estimate (:func:`floor_seconds`), from the fastest of up to ``TRIES``
-    forwards at each prompt length and at ``SHORT_TOKENS``. A round whose bound fits the budget ends it:
-    more rounds could only lower it. So only a bound that every round puts past the budget refuses."""
+    forwards at each prompt length and at ``SHORT_TOKENS`` (each forward's own fastest: for a bound
+    from below, the lower the safer). A round whose bound fits the budget ends it: more rounds could
+    only lower it. So only a bound that every round puts past the budget refuses."""
     spec, lengths = plan.spec, list(plan.inputs)
     shortest = plan.inputs[min(lengths)]
     fastest = dict.fromkeys(lengths, math.inf)
