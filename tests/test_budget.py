@@ -47,7 +47,7 @@ def test_one_configuration_past_the_budget_is_refused_before_it_runs(tiny, two_t
     assert said(caught.value) == (
         f"would take about {minutes} min, over max_seconds 5 s: raise it or lower new_tokens, prompt_tokens or repeat"
     )
-    assert two_tokens == [2, 2] and generated == []  # nothing but the estimate ran
+    assert two_tokens == [2] * 6 and generated == []  # nothing but the estimate ran: three rounds of the pair
 
 
 def test_the_magic_refuses_it_with_its_flags(shell, two_tokens) -> None:

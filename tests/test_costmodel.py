@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from kvmagic.core.costmodel import CostModel, Polynomial, break_even, fit_polynomial, generate_overhead, probe_lengths
+from kvmagic.core.costmodel import (
+    CostModel,
+    Polynomial,
+    Probes,
+    break_even,
+    fit_polynomial,
+    generate_overhead,
+    probe_lengths,
+)
 
 LENGTHS = (16, 32, 64, 128, 256)
 
@@ -132,3 +140,29 @@ def test_generate_overhead_reads_the_gaps_between_forwards() -> None:
     assert generate_overhead(5.0, stamps) == (0.5, 0.0)  # a call shorter than its parts: never a negative C
     with pytest.raises(ValueError, match="two forwards"):
         generate_overhead(1.0, [0.0, 0.5])
+
+
+def test_probes_fit_each_points_median_round_and_scale_it_to_the_fastest_round() -> None:
+    # F = 0.001 + 0.0001 L and D = 0.002 in each point's median round; loads slowed other rounds
+    probes = Probes(
+        prefill={16: [0.0026, 0.0052, 0.0020], 32: [0.0080, 0.0042, 0.0042], 64: [0.0074, 0.0099, 0.0030]},
+        decode={16.5: [0.002, 0.004, 0.001, 0.009, 0.002, 0.002], 64.5: [0.005, 0.002, 0.002, 0.001, 0.004, 0.002]},
+        overheads=((0.001, 0.004), (0.0005, 0.003), (0.002, 0.002)),
+        rounds_s=(0.5, 0.4, 0.1),
+        probe_s=1.5,
+    )
+    typical = probes.typical()
+    assert typical.prefill.coefficients == pytest.approx((0.001, 0.0001)) and typical.decode.coefficients == (0.002,)
+    assert (typical.step_overhead_s, typical.call_overhead_s, typical.probe_s) == (0.001, 0.003, 1.5)
+    # the fastest round took a quarter of the median round's time: every figure a quarter
+    fastest = probes.fastest()
+    assert fastest.prefill.coefficients == pytest.approx((0.00025, 0.000025))
+    assert fastest.decode.coefficients == (0.0005,)
+    assert (fastest.step_overhead_s, fastest.call_overhead_s, fastest.probe_s) == (0.00025, 0.00075, 1.5)
+
+
+def test_a_scaled_model_scales_every_time_in_it() -> None:
+    model = CostModel(Polynomial((1.0, 2.0)), Polynomial((3.0,)), step_overhead_s=0.5, call_overhead_s=0.25)
+    assert model.scaled(2.0) == CostModel(Polynomial((2.0, 4.0)), Polynomial((6.0,)), 1.0, 0.5)
+    doubled = model.scaled(2.0)
+    assert doubled.generate_seconds(5, 7, use_cache=False) == 2 * model.generate_seconds(5, 7, use_cache=False)

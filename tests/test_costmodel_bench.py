@@ -22,11 +22,17 @@ from kvmagic.runner.prompt import stretch_prompt
 from .conftest import PROMPT
 
 
-def test_probe_fits_positive_curves_on_a_real_model(tiny) -> None:
+def test_probe_keeps_every_round_and_fits_positive_curves_on_a_real_model(tiny) -> None:
     inputs = stretch_prompt(tiny, PROMPT, 8)
-    model = probe(tiny, inputs, 8, 40, repeat=2)
-    assert model.prefill(8) > 0 and model.prefill(40) > 0 and model.decode(20) > 0
-    assert model.step_overhead_s >= 0 and model.probe_s > 0
+    probes = probe(tiny, inputs, 8, 40, repeat=2)
+    lengths = costmodel.probe_lengths(8, 40)
+    assert list(probes.prefill) == lengths and all(len(times) == 2 for times in probes.prefill.values())
+    assert list(probes.decode) == [length + 0.5 for length in lengths]  # two steps from each length, each round
+    assert all(len(times) == 2 * costmodel.DECODE_STEPS for times in probes.decode.values())
+    assert len(probes.overheads) == len(probes.rounds_s) == 2 and probes.probe_s >= sum(probes.rounds_s) > 0
+    for model in (probes.typical(), probes.fastest()):
+        assert model.prefill(8) > 0 and model.prefill(40) > 0 and model.decode(20) > 0
+        assert model.step_overhead_s >= 0 and model.probe_s == probes.probe_s
     assert run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0).identical  # the probes left the model as it was
 
 

@@ -240,7 +240,7 @@ def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> N
     # Each strategy's first call is one untimed token; only then come the timed runs, interleaved,
     # and last one token each for the time to first token.
     firsts = [(None, 1), ("static", 1), ("quantized", 1)]
-    estimate = [(None, 2), ("static", 2), ("quantized", 2)]  # two tokens each size the run against its budget
+    estimate = [(None, 2), ("static", 2), ("quantized", 2)] * 3  # three rounds of two tokens size the run
     assert calls == [*estimate, *firsts, (None, 3), ("static", 3), ("quantized", 3), *firsts]
 
 

@@ -5,7 +5,7 @@ Pure functions only (no torch), so a sweep can be refused before it costs anythi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kvmagic.errors import KVMagicError
@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from kvmagic.core.costmodel import CostModel
 
 __all__ = [
-    "Config", "batch_of", "check_budget", "estimate_seconds", "format_seconds", "plan_within_budget",
-    "round_seconds", "scaled_seconds",
+    "Config", "batch_of", "check_budget", "estimate_seconds", "floor_seconds", "format_seconds",
+    "plan_within_budget", "round_seconds", "scaled_seconds",
 ]  # fmt: skip
 
 PAIR = (False, True)  # use_cache of each condition a round runs: uncached, then cached
@@ -47,6 +47,32 @@ def estimate_seconds(
     total = sum(repeat * round_seconds(cost, c[0], c[1], caches, batch_of(c)) for c in configs)
     if warmup_tokens:
         total += sum(round_seconds(cost, p, warmup_tokens, caches) for p in dict.fromkeys(c[0] for c in configs))
+    return total
+
+
+def floor_seconds(
+    prefill_s: Mapping[int, float], short_s: float, configs: Sequence[Config], *, repeat: int, warmup_tokens: int,
+    caches: Sequence[bool] = PAIR,
+) -> float:  # fmt: skip
+    """A lower bound of :func:`estimate_seconds` from single forwards: F(P) at each prompt length P
+    (``prefill_s``) and F at a few tokens (``short_s``), so a hopeless sweep is refused before the probes.
+
+    F(L) = a + bL + cL^2 with a, b, c >= 0 (a fixed cost, the layers, attention) is convex, so past P it
+    grows at least at its slope there, b + 2cP >= (F(P) - a) / P >= (F(P) - F(s)) / P for any s. An
+    uncached generate of N tokens is then at least N F(P) + that slope N(N - 1) / 2; a cached one at
+    least its prefill F(P), its decode steps and ``generate``'s own work counted as nothing. Counts
+    rounds, warm-ups and batches as :func:`estimate_seconds` does.
+    """
+
+    def generate(prompt_tokens: int, new_tokens: int) -> float:
+        prefill = prefill_s[prompt_tokens]
+        slope = max(prefill - short_s, 0.0) / prompt_tokens
+        uncached = new_tokens * prefill + slope * new_tokens * (new_tokens - 1) / 2
+        return sum(prefill if use_cache else uncached for use_cache in caches)
+
+    total = sum(repeat * batch_of(c) * generate(c[0], c[1]) for c in configs)
+    if warmup_tokens:
+        total += sum(generate(p, warmup_tokens) for p in dict.fromkeys(c[0] for c in configs))
     return total
 
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial",
+    "PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial", "Probes",
     "break_even", "fit_polynomial", "generate_overhead", "probe_lengths",
 ]  # fmt: skip
 
 MAX_DEGREE = 2
 PROBE_LENGTHS = 5  # distinct lengths per curve: enough to tell a line from a parabola, held out one at a time
-PROBE_REPEAT = 5  # rounds over all lengths; each point fitted is the median of its rounds
+PROBE_REPEAT = 5  # rounds over all lengths; each point fitted is the median of its rounds (Probes)
 DECODE_STEPS = 2  # cached decode steps timed per length and round, on the cache a prefill of that length built
 OVERHEAD_TOKENS = 10  # new tokens of the hooked cached generate that measures G and C
 
@@ -146,6 +146,14 @@ class CostModel:
         cached = self.generate_seconds(prompt_tokens, new_tokens, use_cache=True)
         return self.generate_seconds(prompt_tokens, new_tokens, use_cache=False) / cached if cached > 0 else math.nan
 
+    def scaled(self, factor: float) -> CostModel:
+        """Every time in the model times ``factor``: the same curves on a machine that much slower."""
+        return CostModel(
+            Polynomial(tuple(factor * c for c in self.prefill.coefficients)),
+            Polynomial(tuple(factor * c for c in self.decode.coefficients)),
+            factor * self.step_overhead_s, factor * self.call_overhead_s, self.probe_s,
+        )  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         return {"prefill": list(self.prefill.coefficients), "decode": list(self.decode.coefficients),
                 "step_overhead_s": self.step_overhead_s, "call_overhead_s": self.call_overhead_s,
@@ -193,6 +201,39 @@ class CostModel:
                 f"weights ({kv_bytes / weight_bytes:.1%}): the memory the cache trades for time"
             )
         return notes
+
+
+@dataclass(frozen=True)
+class Probes:
+    """What the probes timed, every round kept, and what each round took as a whole.
+
+    :meth:`typical` fits each point's median round: a typical step, what ``--predict`` sets beside
+    measured medians. :meth:`fastest` scales that to the fastest whole round, which a budget counts:
+    a load only slows a round, so one that passes during some rounds cannot inflate it, while one that
+    lasts slows every round alike and is counted, as it will slow the run. Whole rounds, not each
+    point's fastest: a probe of a few milliseconds can slip between the scheduler's turns of other
+    work, and would promise a loaded machine's run its quiet speed.
+    """
+
+    prefill: dict[int, list[float]]  # F at each length, one timing per round
+    decode: dict[float, list[float]]  # D at the middle of the steps timed at each length, every step of every round
+    overheads: tuple[tuple[float, float], ...]  # (G, C) of each round's hooked generate
+    rounds_s: tuple[float, ...]  # each round's wall time, everything it ran
+    probe_s: float = 0.0  # what probing cost
+
+    def typical(self) -> CostModel:
+        """Both curves through each point's median round, G and C the median of theirs."""
+        return CostModel(
+            fit_polynomial([(length, statistics.median(times)) for length, times in self.prefill.items()]),
+            fit_polynomial([(length, statistics.median(times)) for length, times in self.decode.items()]),
+            step_overhead_s=statistics.median(step for step, _ in self.overheads),
+            call_overhead_s=statistics.median(call for _, call in self.overheads),
+            probe_s=self.probe_s,
+        )
+
+    def fastest(self) -> CostModel:
+        """The typical model, every time in it scaled by the fastest round over the median round."""
+        return self.typical().scaled(min(self.rounds_s) / statistics.median(self.rounds_s))
 
 
 def break_even(model: CostModel, prompt_tokens: int, target: float = 1.0, limit: int = 1 << 16) -> int | None:

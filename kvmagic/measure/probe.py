@@ -2,16 +2,16 @@
 
 The machine that runs the probes may speed up or slow down while they run (other work, clock
 changes). So the probes go in rounds, each visiting every length and the hooked ``generate``, and
-each point is the median of its rounds: a slow stretch then costs every point alike, and the
-curves keep their proportions, which is all a speed-up depends on. The curves are fitted by the
-pure :mod:`kvmagic.core.costmodel`.
+every round's timings are kept, and its wall time (:class:`kvmagic.core.costmodel.Probes`): a slow
+stretch then costs every point alike, each point's median round fits the curves of a typical run,
+and the fastest whole round scales them to what a load cannot inflate, both by the pure
+:mod:`kvmagic.core.costmodel`.
+:func:`forward_seconds` times one forward alone, for a budget's first, cheap look.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import statistics
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +19,7 @@ from kvmagic.core.costmodel import (
     DECODE_STEPS,
     OVERHEAD_TOKENS,
     PROBE_REPEAT,
-    CostModel,
-    fit_polynomial,
+    Probes,
     generate_overhead,
     probe_lengths,
 )  # fmt: skip
@@ -30,20 +29,20 @@ if TYPE_CHECKING:
 
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["probe"]
+__all__ = ["forward_seconds", "probe"]
 
 
 def probe(
     loaded: LoadedModel, inputs: BatchEncoding, shortest: int, longest: int, *, repeat: int = PROBE_REPEAT
-) -> CostModel:
-    """Time F(L) and D(L) over lengths from ``shortest`` to ``longest`` and fit both curves.
+) -> Probes:
+    """Time F(L), D(L), G and C in ``repeat`` rounds over lengths from ``shortest`` to ``longest``.
 
     F(L) is one forward with ``use_cache=False``; D(L) one forward of a single token on a cache
     that a prefill of L tokens built, then one more at L + 1 on the cache that step grew (each a
     decode step a cached generate takes). Each probe is timed between device synchronizations
     under ``torch.inference_mode``; the model computes only the last position's logits, as
-    ``generate`` asks it to. ``repeat`` rounds visit every length; a point is the median of its
-    rounds, a typical step as a whole generation sums them.
+    ``generate`` asks it to. Each round visits every length and runs the hooked generate; every
+    timing is kept, and each round's wall time, for :class:`Probes` to fit.
     """
     import torch
 
@@ -58,20 +57,28 @@ def probe(
     short_inputs = {"input_ids": short_ids, "attention_mask": torch.ones_like(short_ids)}
     config = greedy_config(loaded.model, loaded.tokenizer, OVERHEAD_TOKENS, use_cache=True)
     overheads: list[tuple[float, float]] = []
+    rounds: list[float] = []
     for _ in range(repeat):
+        round_started = perf_counter()
         with torch.inference_mode():
             for length in lengths:
                 prefill[length].append(forwards.prefill(length))
                 decode[length].extend(forwards.decode(length))
         overheads.append(_hooked_overhead(loaded, short_inputs, config))  # in the same rounds: the same machine
+        rounds.append(perf_counter() - round_started)
     middle = (DECODE_STEPS - 1) / 2
-    curves = CostModel(
-        fit_polynomial([(length, statistics.median(times)) for length, times in prefill.items()]),
-        fit_polynomial([(length + middle, statistics.median(times)) for length, times in decode.items()]),
-    )
-    step = statistics.median(step for step, _ in overheads)
-    call = statistics.median(call for _, call in overheads)
-    return dataclasses.replace(curves, step_overhead_s=step, call_overhead_s=call, probe_s=perf_counter() - started)
+    return Probes(
+        prefill, {length + middle: times for length, times in decode.items()}, tuple(overheads), tuple(rounds),
+        probe_s=perf_counter() - started,
+    )  # fmt: skip
+
+
+def forward_seconds(loaded: LoadedModel, inputs: BatchEncoding, length: int) -> float:
+    """F(``length``): one uncached forward over the first ``length`` ids of ``inputs`` (repeated if short)."""
+    import torch
+
+    with torch.inference_mode():
+        return _Forwards(loaded, inputs["input_ids"], length).prefill(length)
 
 
 class _Forwards:

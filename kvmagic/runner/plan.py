@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from kvmagic.core.budget import check_budget, estimate_seconds, plan_within_budget, round_seconds, scaled_seconds
+from kvmagic.core.budget import (
+    check_budget,
+    estimate_seconds,
+    floor_seconds,
+    plan_within_budget,
+    round_seconds,
+    scaled_seconds,
+)  # fmt: skip
 from kvmagic.core.lengths import configurations
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import predicted_kv_nbytes
-from kvmagic.measure.probe import probe
+from kvmagic.measure.probe import forward_seconds, probe
 from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, strategies
 from kvmagic.results.records import Prediction
 from kvmagic.runner.measure import first_call
@@ -28,6 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["Budget", "Plan", "plan_budget", "prepare"]
 
 T = TypeVar("T")
+
+TRIES = 3  # rounds of two-token runs, or of a sweep's first forwards; the fastest counts: a load only slows a run
+SHORT_TOKENS = 1  # the forward whose time bounds F's fixed cost in a sweep's first look (floor_seconds)
 
 
 @dataclass
@@ -64,7 +75,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Budget:
-    """Which configurations to measure, their estimated weights, and the cost model behind them."""
+    """Which configurations to measure, their estimated weights (from the fastest probes), and the typical
+    cost model (each point's median probe) that ``--predict`` reports."""
 
     todo: list[tuple[int, int, int]]
     weights: list[float]
@@ -91,10 +103,17 @@ def prepare(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
 def plan_budget(plan: Plan) -> Budget:
     """What the run will cost, and what of it to measure: refused, or cut to fit, past ``max_seconds``.
 
-    A sweep, or a request to predict, probes the cost model; a single configuration is estimated
-    from one two-token run of each condition (:func:`kvmagic.core.budget.scaled_seconds`). Either
-    way the estimate counts the warm-ups, ``repeat="auto"`` at the fewest pairs it can stop at
-    (``auto_cap`` bounds the rest) and the hooked round of ``steps``. 0: no limit, no estimate.
+    The budget counts the fastest of a few rounds of short probes: a load only slows a run, so a
+    load that passes during some rounds cannot inflate the estimate and one slow round does not
+    decide, while a load that lasts through every round is counted, as it will slow the run too.
+    A single configuration is estimated from the fastest of ``TRIES`` rounds of two-token runs, one
+    of each condition (:func:`kvmagic.core.budget.scaled_seconds`). A sweep, or a request to
+    predict, probes the cost model (:class:`kvmagic.core.costmodel.Probes`): the budget counts its
+    fastest whole round; ``--predict``'s figures are each point's median round, a typical run to set
+    beside measured medians. A sweep first takes a lower bound from single forwards (:func:`_floor`),
+    so a hopeless one is refused in seconds, before the probes at its longest lengths. Either way the
+    estimate counts the warm-ups, ``repeat="auto"`` at the fewest pairs it can stop at (``auto_cap``
+    bounds the rest) and the hooked round of ``steps``. 0: no limit, no estimate.
     """
     spec, configs = plan.spec, plan.configs
     if not spec.predict and len(configs) == 1 and spec.max_seconds:
@@ -103,38 +122,57 @@ def plan_budget(plan: Plan) -> Budget:
         return Budget(configs, [estimate], estimate_s=estimate)
     if not (spec.predict or (spec.max_seconds and len(configs) > 1)):
         return Budget(configs, [1.0] * len(configs))
-    shortest, longest = min(c[0] for c in configs), max(c[0] + c[1] - 1 for c in configs)
-    cost = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
     caches = [s.caches for s in plan.runnable]
     rounds, warmup = spec.rounds, spec.warmup_tokens
-    estimate = estimate_seconds(cost, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
+    if not spec.predict:
+        check_budget(_floor(plan, caches), spec.max_seconds)
+    shortest, longest = min(c[0] for c in configs), max(c[0] + c[1] - 1 for c in configs)
+    probes = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
+    typical, fastest = probes.typical(), probes.fastest()
+    estimate = estimate_seconds(fastest, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
     predictions: tuple[Prediction, ...] = ()
     if spec.predict:
-        predictions = tuple(_prediction(plan.loaded, cost, *config) for config in configs)
+        predictions = tuple(_prediction(plan.loaded, typical, *config) for config in configs)
         fits = plan_within_budget(
-            cost, configs, repeat=rounds, warmup_tokens=warmup, max_seconds=spec.max_seconds, caches=caches
+            fastest, configs, repeat=rounds, warmup_tokens=warmup, max_seconds=spec.max_seconds, caches=caches
         )
         todo = [config for config, fit in zip(configs, fits) if fit]
     else:
         check_budget(estimate, spec.max_seconds)
         todo = configs
-    weights = [rounds * round_seconds(cost, p, n, caches, b) for p, n, b in todo]
-    return Budget(todo, weights, cost, predictions, estimate)
+    weights = [rounds * round_seconds(fastest, p, n, caches, b) for p, n, b in todo]
+    return Budget(todo, weights, typical, predictions, estimate)
+
+
+def _floor(plan: Plan, caches: list[bool]) -> float:
+    """A lower bound of the sweep's estimate (:func:`floor_seconds`), from the fastest of up to ``TRIES``
+    forwards at each prompt length and at ``SHORT_TOKENS`` (each forward's own fastest: for a bound
+    from below, the lower the safer). A round whose bound fits the budget ends it: more rounds could
+    only lower it. So only a bound that every round puts past the budget refuses."""
+    spec, lengths = plan.spec, list(plan.inputs)
+    shortest = plan.inputs[min(lengths)]
+    fastest = dict.fromkeys(lengths, math.inf)
+    short = bound = math.inf
+    for _ in range(TRIES):
+        short = min(short, forward_seconds(plan.loaded, shortest, SHORT_TOKENS))
+        for length in lengths:
+            fastest[length] = min(fastest[length], forward_seconds(plan.loaded, plan.inputs[length], length))
+        bound = floor_seconds(
+            fastest, short, plan.configs, repeat=spec.rounds, warmup_tokens=spec.warmup_tokens, caches=caches
+        )
+        if bound <= spec.max_seconds:
+            break
+    return bound
 
 
 def _single_estimate(plan: Plan) -> float:
     """Seconds of the one configuration: warm-ups, timed rounds and first-token runs of every condition,
-    scaled from a two-token run of each (a compiled strategy is counted as its uncompiled self).
+    scaled from their two-token runs in the fastest of a few rounds (:func:`_fastest_round`).
 
     A batch's timed and first-token runs are counted as ``batch`` times one sequence's: a first,
     conservative approximation (a batch shares each step's fixed costs)."""
     (prompt_tokens, new_tokens, batch), spec = plan.configs[0], plan.spec
-    runs = {}
-    for condition in plan.runnable:
-        plain = dataclasses.replace(condition, compiled=False) if condition.compiled else condition
-        seconds = plan.attempt(condition, partial(first_call, plan.loaded, plan.inputs[prompt_tokens], 2, plain))
-        if seconds is not None:
-            runs[condition.name] = (seconds, condition.caches)
+    runs = _fastest_round(plan, plan.inputs[prompt_tokens])
     uncached = [seconds for seconds, caches in runs.values() if not caches] or [s for s, _ in runs.values()]
     prefill = min(uncached) / 2  # a two-token run without the cache is two forwards over about P tokens
     total = 0.0
@@ -142,6 +180,24 @@ def _single_estimate(plan: Plan) -> float:
         for tokens, times in ((spec.warmup_tokens, 1), (new_tokens, batch * spec.rounds), (1, batch)):
             total += times * scaled_seconds(prefill, two_tokens, prompt_tokens, tokens, use_cache=caches)
     return total
+
+
+def _fastest_round(plan: Plan, inputs: BatchEncoding) -> dict[str, tuple[float, bool]]:
+    """Each condition's two-token run and ``use_cache`` in the fastest of ``TRIES`` rounds (U C U C ...).
+
+    The fastest round as a whole, as a sweep's probes count it (:class:`kvmagic.core.costmodel.Probes`);
+    a compiled strategy runs as its uncompiled self (its compile is no part of a timed run)."""
+    rounds: list[dict[str, float]] = []
+    for _ in range(TRIES):
+        rounds.append({})
+        for condition in plan.runnable:
+            plain = dataclasses.replace(condition, compiled=False) if condition.compiled else condition
+            seconds = plan.attempt(condition, partial(first_call, plan.loaded, inputs, 2, plain))
+            if seconds is not None:
+                rounds[-1][condition.name] = seconds
+    caches = {c.name: c.caches for c in plan.runnable}  # a strategy that failed in any round is skipped
+    fastest = min((r for r in rounds if set(caches) <= set(r)), key=lambda r: sum(r[name] for name in caches))
+    return {name: (fastest[name], use_cache) for name, use_cache in caches.items()}
 
 
 def _prediction(loaded: LoadedModel, cost: CostModel, prompt_tokens: int, new_tokens: int, batch: int) -> Prediction:
