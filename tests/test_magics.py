@@ -341,10 +341,11 @@ def test_quoted_values_lose_their_quotes_and_keep_their_backslashes(shell, tmp_p
 
 
 def test_the_line_form_keeps_its_prompt_after_a_bare_frontier(shell):
-    from kvmagic.frontends.options import prompt_apart
+    from kvmagic.frontends.values import prompt_apart
 
-    assert prompt_apart(["--frontier", "The", "KV", "cache"], "magic") == ["--frontier", "--", "The", "KV", "cache"]
-    assert prompt_apart(["--frontier", "The", "KV", "cache"], "cli") == ["--frontier", "The", "KV", "cache"]
-    assert prompt_apart(["--frontier", "check", "The", "KV"], "magic") == ["--frontier", "check", "The", "KV"]
+    flags = {"--frontier"}
+    assert prompt_apart(["--frontier", "The", "KV"], flags, one_word=False) == ["--frontier", "--", "The", "KV"]
+    assert prompt_apart(["--frontier", "The", "KV"], flags, one_word=True) == ["--frontier", "The", "KV"]
+    assert prompt_apart(["--frontier", "check", "The"], flags, one_word=False) == ["--frontier", "check", "The"]
     result = shell.run_line_magic("kvbench", "-n 2 -w 0 -o --frontier The KV cache")
     assert result.spec.frontier == "predict" and result.frontier

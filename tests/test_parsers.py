@@ -21,7 +21,8 @@ from IPython.core.error import UsageError
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import _fail_on, error_line, parser
 from kvmagic.frontends.magics import KVMagics, _parse, _usage_error
-from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Host, Option, bench_spec, defaults, prompt_apart
+from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Host, Option, bench_spec, defaults, word_optional
+from kvmagic.frontends.values import prompt_apart
 from kvmagic.frontends.variables import check_name
 
 from .conftest import said
@@ -96,7 +97,7 @@ def _command(argv: list[str]) -> None:
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            args = parser().parse_args(prompt_apart(argv, "cli"))
+            args = parser().parse_args(prompt_apart(argv, word_optional("cli"), one_word=True))
     except SystemExit as exit_:
         assert exit_.code == 2, (argv, exit_.code, err.getvalue())
         assert err.getvalue().startswith("kvbench: error: ") and len(said(err.getvalue()).splitlines()) == 1, (
@@ -140,13 +141,13 @@ def test_the_command_takes_any_argument_list(argv: list[str]) -> None:
     ],
 )
 def test_a_flag_whose_word_is_optional_leaves_the_prompt_alone(argv: list[str], prompt: str, frontier: str) -> None:
-    args = parser().parse_args(prompt_apart(argv, "cli"))
+    args = parser().parse_args(prompt_apart(argv, word_optional("cli"), one_word=True))
     assert (args.prompt, args.frontier) == (prompt, frontier)
 
 
 def test_a_typo_of_the_optional_word_is_refused_not_measured(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        parser().parse_args(prompt_apart(["--frontier", "chek"], "cli"))
+        parser().parse_args(prompt_apart(["--frontier", "chek"], word_optional("cli"), one_word=True))
     assert capsys.readouterr().err == (
         "kvbench: error: argument --frontier: expected nothing or 'check', got 'chek' (see kvbench --help)\n"
     )

@@ -28,9 +28,10 @@ from kvmagic.frontends.options import (
     flag,
     load_kwargs,
     prepare,
-    prompt_apart,
+    word_optional,
 )
 from kvmagic.frontends.usage import fitted
+from kvmagic.frontends.values import prompt_apart
 
 if TYPE_CHECKING:
     from kvmagic.results.compare import Comparison
@@ -123,7 +124,7 @@ def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     """Run the command; returns the exit status."""
     cli = parser()
-    args = cli.parse_args(prompt_apart(sys.argv[1:] if argv is None else argv, "cli"))
+    args = cli.parse_args(prompt_apart(sys.argv[1:] if argv is None else argv, word_optional("cli"), one_word=True))
     try:
         return _run(args, sys.stdin if stdin is None else stdin)
     except KVMagicError as error:

@@ -23,11 +23,11 @@ from kvmagic.frontends.options import (
     flag,
     load_kwargs,
     prepare,
-    prompt_apart,
     resolved,
+    word_optional,
 )
 from kvmagic.frontends.usage import fitted
-from kvmagic.frontends.values import at_least_one, whole_number
+from kvmagic.frontends.values import at_least_one, prompt_apart, whole_number
 from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
 
@@ -124,11 +124,15 @@ def _split(line: str) -> list[str]:
     return list(lexer)
 
 
-def _parse(func: Any, line: str) -> Any:
-    """Parse a magic's argument line; any mistake becomes a UsageError pointing at the help."""
+def _parse(func: Any, line: str, *, prompt_last: bool = False) -> Any:
+    """Parse a magic's argument line (``prompt_last``: the one-line form, its prompt after the options); any
+    mistake becomes a UsageError pointing at the help."""
     name = func.__name__
     try:
-        return func.parser.parse_args(prompt_apart(_split(line), "magic"))
+        words = _split(line)
+        if prompt_last:
+            words = prompt_apart(words, word_optional("magic"), one_word=False)
+        return func.parser.parse_args(words)
     except UsageError as error:
         said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
         raise UsageError(f"%{name}: {said} (see %{name}? for the options)") from None
@@ -237,7 +241,7 @@ class KVMagics(Magics):
             %%kvbench -n 64,256 -r 3 --cache off,dynamic,static,quantized:quanto --kv-bits 4
             The KV cache stores each token's keys and values so that
         """
-        args = _parse(self.kvbench, line)
+        args = _parse(self.kvbench, line, prompt_last=cell is None)
         cell = _prompt(args.prompt, cell)
         if self.loaded is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")

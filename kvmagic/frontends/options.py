@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import builtins
 import dataclasses
-import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,8 +39,8 @@ __all__ = [
     "flag",
     "load_kwargs",
     "prepare",
-    "prompt_apart",
     "resolved",
+    "word_optional",
 ]
 
 Host = Literal["magic", "cli"]
@@ -241,22 +240,9 @@ def flag(name: str, host: Host) -> str:
     return name
 
 
-def prompt_apart(argv: Sequence[str], host: Host) -> list[str]:
-    """``--frontier 'The prompt'``: a flag whose word is optional (``--frontier check``) leaves the prompt after
-    it alone (``--`` sets it apart for argparse). The prompt is the last words, none of them a flag: one for
-    the command, any number for the one-line ``%kvbench``. A word close to the flag's own (``chek``) stays
-    the flag's, to be refused as a typo rather than measured as a prompt."""
-    optional = {flag for o in BENCH_OPTIONS if o.nargs == "?" and host in o.hosts for flag in o.spelling(host)}
-    words = list(argv)
-    for index, word in enumerate(words[:-1]):
-        rest = words[index + 1 :]
-        if word not in optional or "--" in words or any(w.startswith("-") for w in rest):
-            continue
-        if rest[0] in FRONTIER_MODES or difflib.get_close_matches(rest[0], FRONTIER_MODES):
-            return words
-        if host == "magic" or len(rest) == 1:
-            return [*words[: index + 1], "--", *rest]
-    return words
+def word_optional(host: Host) -> set[str]:
+    """The flags whose word may be left out (``--frontier`` or ``--frontier check``), as ``host`` spells them."""
+    return {flag for o in BENCH_OPTIONS if o.nargs == "?" and host in o.hosts for flag in o.spelling(host)}
 
 
 def resolved(args: argparse.Namespace, configured: Mapping[str, Any], name: str) -> Any:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+from collections.abc import Collection, Sequence
 
 from kvmagic.core.lengths import parse_lengths
 from kvmagic.core.spec import FRONTIER_MODES
 from kvmagic.errors import KVMagicError
 
-__all__ = ["at_least_one", "frontier_mode", "lengths", "repeat_count", "whole_number"]
+__all__ = ["at_least_one", "frontier_mode", "lengths", "prompt_apart", "repeat_count", "whole_number"]
 
 
 def whole_number(text: str) -> int:
@@ -42,3 +44,20 @@ def lengths(text: str) -> list[int]:
         return parse_lengths(text)
     except KVMagicError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def prompt_apart(argv: Sequence[str], optional: Collection[str], *, one_word: bool) -> list[str]:
+    """``--frontier 'The prompt'``: a flag whose word may be left out (``optional``) leaves the prompt after it
+    alone (``--`` sets it apart for argparse). The prompt is the last words, none of them a flag: one for the
+    command (``one_word``), any number for the one-line ``%kvbench``. A word close to the flag's own
+    (``chek``) stays the flag's, to be refused as a typo rather than measured as a prompt."""
+    words = list(argv)
+    for index, word in enumerate(words[:-1]):
+        rest = words[index + 1 :]
+        if word not in optional or "--" in words or any(w.startswith("-") for w in rest):
+            continue
+        if rest[0] in FRONTIER_MODES or difflib.get_close_matches(rest[0], FRONTIER_MODES):
+            return words
+        if not one_word or len(rest) == 1:
+            return [*words[: index + 1], "--", *rest]
+    return words
