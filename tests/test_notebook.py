@@ -18,6 +18,12 @@ def tiny_kernel_env(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(EXAMPLES.parent))
 
 
+def red_bars(notebook: nbformat.NotebookNode) -> list[dict]:
+    """Progress bars the notebook keeps in tqdm's "failed" style: a run that finished must not leave one."""
+    widgets = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    return [w["state"] for w in widgets.get("state", {}).values() if w.get("state", {}).get("bar_style") == "danger"]
+
+
 def execute(name: str) -> nbformat.NotebookNode:
     notebook = nbformat.read(EXAMPLES / name, as_version=4)
     NotebookClient(
@@ -30,6 +36,7 @@ def test_kvbench_notebook_reproduces_the_experiment(tiny_kernel_env):
     notebook = execute("kvbench.ipynb")
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    assert red_bars(notebook) == []
     tables = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
     assert tables, "no table was rendered"
     for column in ("prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical"):

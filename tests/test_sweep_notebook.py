@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
+import nbclient
+import nbformat
 
-nbclient = pytest.importorskip("nbclient")
-nbformat = pytest.importorskip("nbformat")
+from .test_notebook import red_bars
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "examples" / "sweep.ipynb"
 
@@ -33,6 +33,7 @@ def test_sweep_notebook_shows_tables_and_plots(monkeypatch, tmp_path) -> None:
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     errors = [o for cell in code for o in _outputs(cell) if o["output_type"] == "error"]
     assert errors == []
+    assert red_bars(notebook) == []
     sweep, prompts, markdown = code[1], code[2], code[3]
     for cell, column in ((sweep, "new_tokens"), (prompts, "prompt_tokens")):
         data = [o["data"] for o in _outputs(cell) if o["output_type"] in ("execute_result", "display_data")]
