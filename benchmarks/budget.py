@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from kvmagic import KVMagicError, load_model, run_benchmark
-from kvmagic.measure.probe import probe
+from kvmagic.measure.costmodel_probe import probe
 from kvmagic.model.loading import LoadedModel
 from kvmagic.runner import plan, runner
 

@@ -19,8 +19,8 @@ import torch
 from kvmagic import load_model, run_benchmark
 from kvmagic.measure.strategies import parse_names, strategies
 from kvmagic.measure.timing import timed_generate
-from kvmagic.runner.measure import condition_config
 from kvmagic.runner.prompt import encode_prompt
+from kvmagic.runner.rounds import condition_config
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
 ALL = "off,dynamic,static,offloaded,offloaded_static,quantized:quanto,quantized:hqq,quantized:fp8"

@@ -21,7 +21,7 @@ import torch
 from kvmagic import load_model, run_benchmark
 from kvmagic.core import stats
 from kvmagic.model.loading import LoadedModel
-from kvmagic.results.data import BenchmarkResult
+from kvmagic.results.result import BenchmarkResult
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"  # the source experiment's prompt
 

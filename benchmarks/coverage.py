@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from benchmarks import simulate as sim
 from kvmagic.core import intervals, sequential
-from kvmagic.core import simulate as sim
 from kvmagic.core.distributions import t_quantile
 from kvmagic.core.stats import median, percentile, relative_half_width
 

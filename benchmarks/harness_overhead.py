@@ -1,6 +1,6 @@
 """Does kvmagic's timing add anything? Its own timed runs against the source experiment's bare recipe.
 
-In one process, on the same model and input, rounds alternate the two: ``measure()`` (the code
+In one process, on the same model and input, rounds alternate the two: ``measure_rounds()`` (the code
 ``%%kvbench`` times with) and the recipe (``perf_counter`` around ``model.generate``, synchronized).
 Each round flips which goes first, so drift and order hit both alike. Prints kvmagic/bare per
 condition, as a ratio of medians and as the median of each round's ratio (rounds are adjacent in
@@ -22,8 +22,8 @@ from kvmagic.core.spec import CONDITIONS
 from kvmagic.core.stop import FixedRounds
 from kvmagic.measure.accelerator import synchronize
 from kvmagic.measure.strategies import plain_pair
-from kvmagic.runner.measure import measure, warm_up
 from kvmagic.runner.prompt import encode_prompt
+from kvmagic.runner.rounds import measure_rounds, warm_up
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
 
@@ -57,7 +57,7 @@ def main() -> None:
     times: dict[tuple[str, str], list[float]] = {(who, c): [] for who in ("kvmagic", "bare") for c in CONDITIONS}
 
     def kvmagic_round() -> None:
-        m = measure(loaded, inputs, new_tokens=args.new_tokens, stop=FixedRounds(1))
+        m = measure_rounds(loaded, inputs, new_tokens=args.new_tokens, stop=FixedRounds(1))
         for condition in CONDITIONS:
             times["kvmagic", condition] += m.times(condition)
 

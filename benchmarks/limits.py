@@ -2,7 +2,7 @@
 
 Run: ``PYTHONPATH=. python benchmarks/limits.py [--threads 1] [--part hardware,bounds,frontier]``.
 
-Part 1: the probe's copy bandwidth and matmul throughput (kvmagic.measure.hardware) against the
+Part 1: the probe's copy bandwidth and matmul throughput (kvmagic.measure.limits_probe) against the
 best this script reaches by hand with plain torch at several sizes. Part 2, on ``tiny`` and on a
 Llama of about 134M parameters built here with seeded random weights: the bound seconds and decode
 tokens/s of each condition (kvmagic.core.limits) against ``run_benchmark``'s measured ones. Part 3,
@@ -23,10 +23,10 @@ import torch
 from kvmagic import load_model, run_benchmark
 from kvmagic.core.frontier import frontier, layout, peak_bytes
 from kvmagic.core.limits import limits_for, limits_note
-from kvmagic.measure import hardware
-from kvmagic.measure.hardware import measure_hardware
-from kvmagic.measure.headroom import check_fit, measure_activations
-from kvmagic.measure.shape import model_shape
+from kvmagic.measure import limits_probe
+from kvmagic.measure.frontier_probe import check_fit, measure_activations
+from kvmagic.measure.limits_probe import measure_hardware
+from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.strategies import resolve
 from kvmagic.model.loading import LoadedModel
 
@@ -86,9 +86,9 @@ def hardware_part(hiddens: list[int], rounds: int) -> None:
         for hidden in hiddens:
             probes, hands = [], []
             for _ in range(rounds):
-                hardware._bandwidths.clear()
-                hardware._throughputs.clear()
-                probes.append(hardware.measure_hardware(torch.device("cpu"), dtype, hidden))
+                limits_probe._bandwidths.clear()
+                limits_probe._throughputs.clear()
+                probes.append(limits_probe.measure_hardware(torch.device("cpu"), dtype, hidden))
                 hands.append(by_hand(hidden, dtype))
             med = statistics.median
             print(f"| {str(dtype)[6:]} | {hidden} | {med(p.bandwidth_bytes_s for p in probes) / 1e9:.1f} "

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from .core.spec import BenchSpec
     from .model.loading import DEFAULT_MODEL, LoadedModel, load_model
     from .results.compare import Comparison, compare
-    from .results.data import BenchmarkResult
-    from .runner.runner import run_benchmark
+    from .results.result import BenchmarkResult
+    from .runner.benchmark import run_benchmark
 
 
 __all__ = [
@@ -44,8 +44,8 @@ _LAZY = {
     "DEFAULT_MODEL": "model.loading",
     "LoadedModel": "model.loading",
     "load_model": "model.loading",
-    "run_benchmark": "runner.runner",
-    "BenchmarkResult": "results.data",
+    "run_benchmark": "runner.benchmark",
+    "BenchmarkResult": "results.result",
     "BenchSpec": "core.spec",
     "Comparison": "results.compare",
     "compare": "results.compare",

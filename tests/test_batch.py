@@ -8,9 +8,9 @@ from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.budget import estimate_seconds, round_seconds
 from kvmagic.core.lengths import configurations
 from kvmagic.core.spec import BenchSpec
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.records import Mismatch
 from kvmagic.results.report import COLUMNS, notes, short_mismatch
+from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.results.shown import shown_text
 
 from .conftest import PROMPT

@@ -7,7 +7,7 @@ import pytest
 
 from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.budget import scaled_seconds
-from kvmagic.runner import plan, runner
+from kvmagic.runner import benchmark, plan
 
 from .conftest import PROMPT, raises_usage, said
 
@@ -123,7 +123,7 @@ def test_a_stopped_run_says_so_on_its_bar(tiny, monkeypatch) -> None:
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "measure", interrupt)
+    monkeypatch.setattr(benchmark, "measure_rounds", interrupt)
     with pytest.raises(KeyboardInterrupt):
         run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
     (bar,) = made
@@ -137,15 +137,15 @@ def test_a_run_slower_than_its_estimate_never_passes_a_full_bar(tiny, monkeypatc
     monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: 1.2)  # about 4 s
     made = _notebook_bar(monkeypatch)
     reported = []
-    real = runner._advance
+    real = benchmark._advance
 
     def slow(bar, seconds):
         real(bar, 100.0)  # every timed run takes far longer than estimated
         reported.append(bar.n / bar.total)
 
-    monkeypatch.setattr(runner, "_advance", slow)
+    monkeypatch.setattr(benchmark, "_advance", slow)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # tqdm's "clamping frac to range [0, 1]"
         run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
     (bar,) = made
-    assert reported and max(reported) <= runner.HELD_SHORT and bar.n == bar.total
+    assert reported and max(reported) <= benchmark.HELD_SHORT and bar.n == bar.total

@@ -15,8 +15,8 @@ import pytest
 import tomllib
 
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS
-from kvmagic.results.data import BenchmarkResult
 from kvmagic.results.report import COLUMNS
+from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, said
 

@@ -8,8 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic.results.compare import COMPARE_COLUMNS, compare
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.report import COLUMNS
+from kvmagic.results.result import BenchmarkResult, Measurement
 
 from .conftest import PROMPT, said
 

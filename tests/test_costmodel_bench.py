@@ -12,11 +12,10 @@ from kvmagic.core import costmodel, sequential, stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import MIN_AUTO_PAIRS
-from kvmagic.measure.probe import probe
-from kvmagic.results.data import BenchmarkResult
+from kvmagic.measure.costmodel_probe import probe
 from kvmagic.results.report import PREDICTED_COLUMNS
-from kvmagic.runner import measure as measure_module
-from kvmagic.runner import runner
+from kvmagic.results.result import BenchmarkResult
+from kvmagic.runner import benchmark, rounds
 from kvmagic.runner.prompt import stretch_prompt
 
 from .conftest import PROMPT
@@ -83,8 +82,8 @@ def test_predictions_sit_beside_the_measurements_of_their_own_row(tiny) -> None:
 
 def test_rows_past_the_budget_are_predicted_only(tiny, monkeypatch) -> None:
     measured: list[int] = []
-    real = runner.measure
-    monkeypatch.setattr(runner, "measure", lambda *a, **k: measured.append(k["new_tokens"]) or real(*a, **k))
+    real = benchmark.measure_rounds
+    monkeypatch.setattr(benchmark, "measure_rounds", lambda *a, **k: measured.append(k["new_tokens"]) or real(*a, **k))
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=1e-9, predict=True)
     assert measured == [] and result.measurements == []
     frame = result.to_dataframe()
@@ -123,7 +122,7 @@ def test_auto_repeat_stops_at_its_first_interval_when_the_target_is_loose(tiny, 
     uncached = iter([2.0, 2.2, 1.8, 2.1, 1.9] * (first // 5 + 1))
     scripted_times = [next(uncached) for _ in range(first)]
     times = iter(scripted_times)
-    real = measure_module.timed_generate
+    real = rounds.timed_generate
 
     def scripted(model, inputs, config, devices, **kwargs):
         output, seconds = real(model, inputs, config, devices, **kwargs)
@@ -131,7 +130,7 @@ def test_auto_repeat_stops_at_its_first_interval_when_the_target_is_loose(tiny, 
             return output, seconds
         return output, 1.0 if config.use_cache else next(times)
 
-    monkeypatch.setattr(measure_module, "timed_generate", scripted)
+    monkeypatch.setattr(rounds, "timed_generate", scripted)
     result = run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, repeat="auto", ci_target=0.99, auto_cap=60)
     assert first == 10 and len(result.times("cached")) == first
     assert result.times("uncached") == scripted_times and result.times("cached") == [1.0] * first

@@ -14,8 +14,8 @@ import statistics
 
 import pytest
 
+from benchmarks import simulate as sim
 from kvmagic.core import intervals, sequential
-from kvmagic.core import simulate as sim
 
 TRIALS = 400
 

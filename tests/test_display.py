@@ -7,10 +7,10 @@ import re
 import pandas as pd
 
 from kvmagic.results.compare import compare
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.display import StyledTable, styled_table, to_html
 from kvmagic.results.records import Mismatch
 from kvmagic.results.report import COLUMNS
+from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.results.shown import shown_table, shown_text
 
 

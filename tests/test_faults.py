@@ -101,7 +101,7 @@ def _inject(mp: pytest.MonkeyPatch, loaded: Any, stage: str, make: Callable[[], 
     elif stage == "identity check":
         mp.setattr("kvmagic.runner.mismatch.first_mismatch", _raising(fault))
     elif stage == "table":
-        mp.setattr("kvmagic.results.data.BenchmarkResult.to_dataframe", _raising(fault))
+        mp.setattr("kvmagic.results.result.BenchmarkResult.to_dataframe", _raising(fault))
     return released
 
 

@@ -13,8 +13,8 @@ import pytest
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends import cli
 from kvmagic.results.compare import compare
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.gate import FAIL_ON_FORM, Threshold, gate, judge, parse_fail_on
+from kvmagic.results.result import BenchmarkResult, Measurement
 
 from .conftest import said
 
@@ -116,11 +116,11 @@ def test_gate_over_a_comparison_of_injected_runs():
 def injected(monkeypatch, tmp_path):
     """The command with its model and measurement replaced: the run 'now' has the times the test picks."""
     import kvmagic.model.loading
-    import kvmagic.runner.runner
+    import kvmagic.runner.benchmark
 
     now: dict[str, BenchmarkResult] = {}
     monkeypatch.setattr(kvmagic.model.loading, "load_model", lambda **_: SimpleNamespace(summary=lambda: "injected"))
-    monkeypatch.setattr(kvmagic.runner.runner, "run_benchmark", lambda *_, **__: now["result"])
+    monkeypatch.setattr(kvmagic.runner.benchmark, "run_benchmark", lambda *_, **__: now["result"])
     base = tmp_path / "base.json"
     _result(_measurement(BASE)).save(base)
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from kvmagic.core.frontier import kv_bytes, layout
-from kvmagic.measure import hardware
+from kvmagic.measure import limits_probe
+from kvmagic.measure.frontier_probe import check_fit, free_bytes, measure_activations
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.headroom import check_fit, free_bytes, measure_activations
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
-from kvmagic.measure.shape import model_shape
+from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.strategies import reset_static_cache_state, resolve
 from kvmagic.measure.tensors import LiveTensors, track_tensors
 
@@ -68,18 +68,18 @@ def test_live_tensors_count_each_storage_until_its_last_view_goes() -> None:
 
 
 def test_the_hardware_probe_measures_once_per_device_and_dtype(monkeypatch) -> None:
-    monkeypatch.setitem(hardware.COPY_BYTES, "cpu", 16 << 20)
-    monkeypatch.setattr(hardware, "_bandwidths", {})
-    monkeypatch.setattr(hardware, "_throughputs", {})
-    first = hardware.measure_hardware(torch.device("cpu"), torch.float32, 64)
+    monkeypatch.setitem(limits_probe.COPY_BYTES, "cpu", 16 << 20)
+    monkeypatch.setattr(limits_probe, "_bandwidths", {})
+    monkeypatch.setattr(limits_probe, "_throughputs", {})
+    first = limits_probe.measure_hardware(torch.device("cpu"), torch.float32, 64)
     assert first.bandwidth_bytes_s > 0 and first.flops_s > 0 and (first.device, first.dtype) == ("cpu", "float32")
 
     def refuse(*_: object) -> float:
         raise AssertionError("probed twice")
 
-    monkeypatch.setattr(hardware, "copy_bandwidth", refuse)
-    monkeypatch.setattr(hardware, "matmul_throughput", refuse)
-    again = hardware.measure_hardware(torch.device("cpu"), torch.float32, 64)
+    monkeypatch.setattr(limits_probe, "copy_bandwidth", refuse)
+    monkeypatch.setattr(limits_probe, "matmul_throughput", refuse)
+    again = limits_probe.measure_hardware(torch.device("cpu"), torch.float32, 64)
     assert (again.bandwidth_bytes_s, again.flops_s) == (first.bandwidth_bytes_s, first.flops_s)
 
 

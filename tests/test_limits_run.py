@@ -9,8 +9,8 @@ import statistics
 import pytest
 
 from kvmagic import run_benchmark
-from kvmagic.results.bounds import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
-from kvmagic.results.data import BenchmarkResult
+from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
+from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT
 

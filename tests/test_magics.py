@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic.results.data import BenchmarkResult
 from kvmagic.results.report import COLUMNS
+from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, raises_usage, said
 
@@ -234,9 +234,9 @@ VAR_ERRORS = [
 
 @pytest.mark.parametrize(("line", "message"), VAR_ERRORS)
 def test_var_must_be_a_name_python_can_assign_and_is_refused_before_measuring(shell, monkeypatch, line, message):
-    import kvmagic.runner.runner
+    import kvmagic.runner.benchmark
 
-    monkeypatch.setattr(kvmagic.runner.runner, "run_benchmark", pytest.fail)  # refused before anything runs
+    monkeypatch.setattr(kvmagic.runner.benchmark, "run_benchmark", pytest.fail)  # refused before anything runs
     with pytest.raises(UsageError) as caught:
         bench(shell, line)
     assert said(caught.value) == message

@@ -13,11 +13,11 @@ import kvmagic
 from kvmagic import run_benchmark
 from kvmagic.core.stop import FixedRounds
 from kvmagic.results import report
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.records import Mismatch, first_mismatch
 from kvmagic.results.report import COLUMNS
-from kvmagic.runner.measure import measure
+from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.prompt import encode_prompt
+from kvmagic.runner.rounds import measure_rounds
 
 from .conftest import PROMPT
 from .forcing import FlipCachedStep
@@ -81,11 +81,11 @@ def test_headline_runs_carry_no_hooks_and_hooked_runs_follow_only_with_steps(tin
 
     monkeypatch.setattr(tiny.model, "generate", recording_generate)
     inputs = encode_prompt(tiny, PROMPT)
-    plain = measure(tiny, inputs, new_tokens=2, stop=FixedRounds(2))
+    plain = measure_rounds(tiny, inputs, new_tokens=2, stop=FixedRounds(2))
     timed, first_token = [(False, 2, False), (True, 2, False)] * 2, [(False, 1, False), (True, 1, False)]
     assert calls == timed + first_token and plain.profiles == {}
     calls.clear()
-    measure(tiny, inputs, new_tokens=2, stop=FixedRounds(2), steps=True)
+    measure_rounds(tiny, inputs, new_tokens=2, stop=FixedRounds(2), steps=True)
     assert calls == timed + first_token + [(False, 2, True), (True, 2, True)]
 
 

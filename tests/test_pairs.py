@@ -29,7 +29,7 @@ from IPython.core.error import UsageError
 
 from kvmagic.frontends.cli import main
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Host, Option
-from kvmagic.results.data import BenchmarkResult
+from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, said
 from .model_state import snapshot

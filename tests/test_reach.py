@@ -8,9 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic import BenchmarkResult, KVMagicError, run_benchmark
-from kvmagic.results.reach import FRONTIER_COLUMNS, frontier_table
-from kvmagic.runner import measure as measure_module
-from kvmagic.runner import plan
+from kvmagic.results.frontier_table import FRONTIER_COLUMNS, frontier_table
+from kvmagic.runner import plan, rounds
 
 from .conftest import PROMPT
 
@@ -38,13 +37,13 @@ def test_a_check_runs_the_cached_strategies_at_their_frontier(tiny) -> None:
 
 def test_a_check_past_the_budget_is_not_run(tiny, monkeypatch) -> None:
     monkeypatch.setattr(plan, "first_call", lambda *args: 0.001)  # the run itself fits its budget
-    real = measure_module.timed_generate
+    real = rounds.timed_generate
 
     def slow(model, inputs, config, devices, **kwargs):
         output, seconds = real(model, inputs, config, devices, **kwargs)
         return output, 100.0 if config.max_new_tokens == 4 else seconds  # 25 s a token: 2044 would take hours
 
-    monkeypatch.setattr(measure_module, "timed_generate", slow)
+    monkeypatch.setattr(rounds, "timed_generate", slow)
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, frontier="check")
     assert result.frontier_checks == [] and list(result.metadata["frontier_unchecked"]) == ["cached"]
     assert any(n.startswith("frontier check, cached: not run, it would take about ") for n in result.notes())

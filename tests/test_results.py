@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.records import Mismatch, first_mismatch
 from kvmagic.results.report import COLUMNS
+from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.results.shown import wrapped_notes
 
 

@@ -11,8 +11,8 @@ from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import render
 from kvmagic.results.compare import compare
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.records import StepProfile
+from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.results.serialize import json_text
 
 

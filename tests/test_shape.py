@@ -39,3 +39,44 @@ def test_modules_and_functions_stay_short(path: Path) -> None:
 def test_the_length_counts_the_body_not_the_docstring() -> None:
     function = _functions(ast.parse('def f():\n    """Doc\n    string."""\n    a = 1\n    return a\n'))[0]
     assert _length(function) == 3
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A module's name says its one concept: two ``shape.py`` in two layers make a reader ask which is meant."""
+    names: dict[str, list[str]] = {}
+    for path in MODULES:
+        if path.name not in ("__init__.py", "__main__.py"):
+            names.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
+
+
+def test_no_module_is_named_as_a_package_of_kvmagic() -> None:
+    packages = {path.parent.name for path in MODULES if path.name == "__init__.py"}
+    assert sorted(path.stem for path in MODULES if path.stem in packages) == []
+
+
+def test_every_dotted_name_a_docstring_gives_exists() -> None:
+    """``:mod:`kvmagic.options``` after the module moved sends a reader nowhere."""
+    import importlib
+    import re
+
+    def spec(name: str) -> object:
+        try:
+            return importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # a name inside a module, not a module
+            return None
+
+    missing = []
+    for path in MODULES:
+        for reference in sorted(set(re.findall(r"kvmagic(?:\.[A-Za-z_]+)+", path.read_text(encoding="utf-8")))):
+            parts = reference.split(".")
+            found = next(
+                (i for i in range(len(parts), 0, -1) if spec(".".join(parts[:i])) is not None),
+                None,
+            )
+            target = importlib.import_module(".".join(parts[:found])) if found else None
+            for attribute in parts[found or 0 :]:
+                target = getattr(target, attribute, None)
+            if target is None:
+                missing.append(f"{path.relative_to(PACKAGE)}: {reference}")
+    assert missing == []

@@ -7,9 +7,9 @@ import math
 import pandas as pd
 
 from kvmagic.results.compare import compare
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.records import Mismatch, Prediction
 from kvmagic.results.report import COLUMNS
+from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.results.shown import WIDTH, shown_table, shown_text
 
 # What the timed runs leave of each condition: 1 GiB of cache, 3 GiB peak, 0.57 s to the first token.

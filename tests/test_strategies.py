@@ -12,10 +12,9 @@ from kvmagic import run_benchmark
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, strategies
 from kvmagic.measure.strategies import Strategy, parse_names, resolve
-from kvmagic.results.data import BenchmarkResult
 from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS, strategy_row
-from kvmagic.runner import measure as measure_module
-from kvmagic.runner import plan
+from kvmagic.results.result import BenchmarkResult
+from kvmagic.runner import plan, rounds
 
 from .conftest import PROMPT
 from .model_state import snapshot
@@ -229,13 +228,13 @@ def test_without_cache_the_table_is_the_two_condition_one(tiny) -> None:
 
 def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> None:
     calls: list[tuple[object, int]] = []
-    real = measure_module.timed_generate
+    real = rounds.timed_generate
 
     def recording(model, inputs, config, devices, **kwargs):
         calls.append((config.cache_implementation, config.max_new_tokens))
         return real(model, inputs, config, devices, **kwargs)
 
-    monkeypatch.setattr(measure_module, "timed_generate", recording)
+    monkeypatch.setattr(rounds, "timed_generate", recording)
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, cache=f"static,{QUANTIZED}")
     # Each strategy's first call is one untimed token; only then come the timed runs, interleaved,
     # and last one token each for the time to first token.
@@ -284,8 +283,8 @@ def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, messa
 def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
     from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
     from kvmagic.measure.timing import profiled_generate
-    from kvmagic.runner.measure import condition_config
     from kvmagic.runner.prompt import encode_prompt
+    from kvmagic.runner.rounds import condition_config
 
     inputs = encode_prompt(tiny, PROMPT)
     prompt_tokens = inputs["input_ids"].shape[-1]

@@ -9,8 +9,8 @@ from IPython.core.error import UsageError
 
 from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.lengths import LENGTH_FORMS
-from kvmagic.results.data import BenchmarkResult
-from kvmagic.runner import plan, runner
+from kvmagic.results.result import BenchmarkResult
+from kvmagic.runner import benchmark, plan
 from kvmagic.runner.prompt import encode_prompt, stretch_prompt
 
 from .conftest import PROMPT, raises_usage, said
@@ -75,13 +75,13 @@ def test_bad_sweep_arguments_are_refused(tiny, kwargs: dict, message: str) -> No
 
 def _spy_measure(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = runner.measure
+    real = benchmark.measure_rounds
 
     def spy(*args, **kwargs):
         calls.append(kwargs["new_tokens"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "measure", spy)
+    monkeypatch.setattr(benchmark, "measure_rounds", spy)
     return calls
 
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from kvmagic import KVMagicError
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.records import Mismatch
 from kvmagic.results.report import COLUMNS
+from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.results.serialize import export_format
 
 

@@ -148,7 +148,7 @@ def test_the_collector_comes_back_after_a_failed_run(collector, enabled: bool) -
 def test_the_probe_hooks_find_the_devices_once(tiny, monkeypatch) -> None:
     """Walking every parameter for the device set in each hook would inflate generate's own cost G."""
     from kvmagic.core.costmodel import OVERHEAD_TOKENS
-    from kvmagic.measure import probe
+    from kvmagic.measure import costmodel_probe
     from kvmagic.model.loading import LoadedModel
     from kvmagic.runner.prompt import encode_prompt
 
@@ -161,5 +161,5 @@ def test_the_probe_hooks_find_the_devices_once(tiny, monkeypatch) -> None:
 
     monkeypatch.setattr(LoadedModel, "devices", property(counted))
     config = greedy_config(tiny.model, tiny.tokenizer, OVERHEAD_TOKENS, use_cache=True)
-    probe._hooked_overhead(tiny, dict(encode_prompt(tiny, "hello")), config)
+    costmodel_probe._hooked_overhead(tiny, dict(encode_prompt(tiny, "hello")), config)
     assert len(walks) == 1

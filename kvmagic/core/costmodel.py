@@ -8,7 +8,7 @@ probes support. ``generate`` adds its own work around every forward (input prepa
 processing, stopping checks), the same in both conditions: a constant G per step and C per call,
 read from a short cached ``generate`` whose forwards hooks stamp as they start and end.
 
-The probes that time these curves on a device live in :mod:`kvmagic.measure.probe`; here the
+The probes that time these curves on a device live in :mod:`kvmagic.measure.costmodel_probe`; here the
 fitting and summation are pure Python, exactly checkable by hand.
 """
 

@@ -15,7 +15,7 @@ tokens (E = P + N - 1 positions are cached at the end; the last token's are neve
 - an offloaded cache keeps only the layer in use and the next one on the device.
 
 Sliding-window layers hold min(positions, window), where the cache windows them. Activations come
-from a probe (kvmagic.measure.headroom): a fixed part plus a part per token, per sequence. All of it
+from a probe (kvmagic.measure.frontier_probe): a fixed part plus a part per token, per sequence. All of it
 counts tensors, as CUDA's allocator does; a CPU process's resident memory exceeds them by what its
 C heap keeps of freed blocks (``FitCheck.overhead``).
 Pure Python, checkable by hand.

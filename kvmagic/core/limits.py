@@ -18,7 +18,7 @@ positions a query at ``L`` attends to, summed over layers (a layer with window W
   token), and for a cached step the keys and values it attends to (c(L) x 2 x kv_heads x head_dim x
   dtype); the prefill writes those of the prompt.
 
-Pure Python, checkable by hand; ``Hardware`` is measured by kvmagic.measure.hardware.
+Pure Python, checkable by hand; ``Hardware`` is measured by kvmagic.measure.limits_probe.
 """
 
 from __future__ import annotations
@@ -47,11 +47,6 @@ class Hardware:
     device: str = ""
     dtype: str = ""
     probe_s: float = 0.0
-
-    @property
-    def ridge(self) -> float:
-        """FLOPs per byte at which a step turns from memory-bound to compute-bound."""
-        return self.flops_s / self.bandwidth_bytes_s
 
     def describe(self) -> str:
         return (
@@ -122,10 +117,6 @@ class ConditionLimit:
     compute_s: float  # each step's compute time, summed
     governs: str  # the bound that holds most of the time of the steps after the first (or of the only one)
     new_tokens: int
-
-    @property
-    def tok_s(self) -> float:
-        return self.new_tokens / self.seconds
 
     @property
     def decode_tok_s(self) -> float:

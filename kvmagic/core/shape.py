@@ -1,6 +1,6 @@
 """The sizes of a model that bound its speed and its memory: what the limits and the frontier compute from.
 
-Read from a loaded model by kvmagic.measure.shape; here pure data, so the arithmetic that uses it
+Read from a loaded model by kvmagic.measure.shape_probe; here pure data, so the arithmetic that uses it
 stays checkable by hand.
 """
 

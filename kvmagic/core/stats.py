@@ -8,7 +8,6 @@ from collections.abc import Sequence
 __all__ = [
     "SPREAD_WARNING",
     "iqr",
-    "median",
     "percentile",
     "relative_half_width",
     "relative_spread",
@@ -30,10 +29,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def median(values: Sequence[float]) -> float:
-    return percentile(values, 50)
-
-
 def iqr(values: Sequence[float]) -> float:
     """Interquartile range: the width of the middle half, robust to one slow outlier."""
     return percentile(values, 75) - percentile(values, 25)
@@ -41,7 +36,7 @@ def iqr(values: Sequence[float]) -> float:
 
 def relative_spread(values: Sequence[float]) -> float:
     """IQR over median: how much the timings disagree, as a fraction of the typical one."""
-    return iqr(values) / median(values)
+    return iqr(values) / percentile(values, 50)
 
 
 def relative_half_width(estimate: float, low: float, high: float) -> float:

@@ -1,6 +1,6 @@
 """``kvbench``: the ``%kvload`` + ``%%kvbench`` pair as one command, for terminals, scripts and CI.
 
-It takes the same options (declared once in :mod:`kvmagic.options`) and calls the same
+It takes the same options (declared once in :mod:`kvmagic.frontends.options`) and calls the same
 :func:`load_model` and :func:`run_benchmark`. The table goes to stdout; the model summary, notes
 and progress go to stderr, so ``--format csv`` or ``json`` can be piped.
 
@@ -27,7 +27,7 @@ from kvmagic.frontends.options import (
     finish,
     flag,
     load_kwargs,
-    prepare,
+    read_baseline,
     word_optional,
 )
 from kvmagic.frontends.usage import fitted
@@ -35,8 +35,8 @@ from kvmagic.frontends.values import prompt_apart
 
 if TYPE_CHECKING:
     from kvmagic.results.compare import Comparison
-    from kvmagic.results.data import BenchmarkResult
     from kvmagic.results.gate import Threshold
+    from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["FORMATS", "error_line", "main", "parser"]
 
@@ -142,12 +142,12 @@ def error_line(error: KVMagicError) -> str:
 
 def _run(args: argparse.Namespace, stdin: TextIO) -> int:
     from kvmagic.model.loading import load_model
-    from kvmagic.runner.runner import run_benchmark
+    from kvmagic.runner.benchmark import run_benchmark
 
     thresholds = _fail_on(args)
     prompt = read_prompt(args, stdin)
     configured = defaults()
-    baseline = prepare(args)
+    baseline = read_baseline(args)
     loaded = load_model(**load_kwargs(args, configured))
     _say(loaded.summary(), args)
     result = run_benchmark(loaded, prompt.strip(), bench_spec(args, configured), progress=not args.quiet)

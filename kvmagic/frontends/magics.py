@@ -22,7 +22,7 @@ from kvmagic.frontends.options import (
     finish,
     flag,
     load_kwargs,
-    prepare,
+    read_baseline,
     resolved,
     word_optional,
 )
@@ -246,7 +246,7 @@ class KVMagics(Magics):
         if self.loaded is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand
-        from kvmagic.runner.runner import run_benchmark
+        from kvmagic.runner.benchmark import run_benchmark
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
         configured = self._configured()
@@ -254,7 +254,7 @@ class KVMagics(Magics):
         try:
             check_name(args.var)
             prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
-            baseline = prepare(args)
+            baseline = read_baseline(args)
             spec = bench_spec(args, configured)
             result = run_benchmark(self.loaded, prompt.strip(), spec, progress=not args.quiet)
             replaced = store(namespace, args.var, result) if args.var is not None else None

@@ -24,7 +24,7 @@ from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 from kvmagic.model.random_weights import SHIPPED
 
 if TYPE_CHECKING:
-    from kvmagic.results.data import BenchmarkResult
+    from kvmagic.results.result import BenchmarkResult
 
 __all__ = [
     "BENCH_OPTIONS",
@@ -38,7 +38,7 @@ __all__ = [
     "finish",
     "flag",
     "load_kwargs",
-    "prepare",
+    "read_baseline",
     "resolved",
     "word_optional",
 ]
@@ -265,9 +265,9 @@ def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> Bench
     return BenchSpec.of(**values)
 
 
-def prepare(args: argparse.Namespace) -> BenchmarkResult | None:
+def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
     """Check the output name and read the baseline before the benchmark, not after a long run."""
-    from kvmagic.results.data import BenchmarkResult
+    from kvmagic.results.result import BenchmarkResult
     from kvmagic.results.serialize import export_format
 
     if args.save:

@@ -52,7 +52,7 @@ def check_name(name: str | None) -> None:
 
 def store(namespace: MutableMapping[str, Any], name: str, value: Any) -> str | None:
     """Bind ``name`` to ``value``; return the note to show when that replaced or hid something."""
-    from kvmagic.results.data import BenchmarkResult
+    from kvmagic.results.result import BenchmarkResult
 
     held = namespace.get(name, _NOTHING)
     namespace[name] = value

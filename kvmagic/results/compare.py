@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.intervals import significant_change
 from kvmagic.core.spec import CACHED, UNCACHED
-from kvmagic.results.data import BenchmarkResult, Measurement
 from kvmagic.results.report import COLUMNS, row
+from kvmagic.results.result import BenchmarkResult, Measurement
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from kvmagic.results.data import BenchmarkResult, Measurement
+    from kvmagic.results.result import BenchmarkResult, Measurement
 
 __all__ = ["plot_result", "step_seconds"]
 

@@ -30,7 +30,7 @@ class StepProfile:
     ``step_s[0]`` is the time to first token (prefill, measured from the ``generate`` call);
     ``step_s[i]`` the time from token ``i - 1`` to token ``i``. ``margins[i]`` is the gap
     between the two highest scores at step ``i``. ``peak_bytes`` is the peak memory during
-    the run (see :class:`kvmagic.memory.PeakMemory`); ``kv_bytes`` what the returned cache held.
+    the run (see :class:`kvmagic.measure.accelerator.PeakMemory`); ``kv_bytes`` what the returned cache held.
     """
 
     step_s: tuple[float, ...]

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.spec import CACHED, CONDITIONS, UNCACHED
-from kvmagic.results.bounds import (
+from kvmagic.results.frontier_table import frontier_notes
+from kvmagic.results.limits_table import (
     LIMIT_COLUMNS,
     STRATEGY_LIMIT_COLUMNS,
     limit_values,
@@ -22,13 +23,12 @@ from kvmagic.results.bounds import (
     matching,
     strategy_limit_values,
 )
-from kvmagic.results.reach import frontier_notes
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from kvmagic.results.data import BenchmarkResult, Measurement
     from kvmagic.results.records import Mismatch, Prediction
+    from kvmagic.results.result import BenchmarkResult, Measurement
 
 __all__ = [
     "COLUMNS", "MIB", "NEAR_TIE", "PREDICTED_COLUMNS", "STRATEGY_COLUMNS", "condition_summary", "describe_mismatch",

@@ -2,7 +2,7 @@
 
 Strict, because a bare ``NaN`` is not JSON: a parser that follows the standard rejects it. Numbers
 that are missing (an interval too few runs allow, an unmeasured column) are written as ``null``
-and read back as NaN by :meth:`kvmagic.results.data.BenchmarkResult.from_dict`.
+and read back as NaN by :meth:`kvmagic.results.result.BenchmarkResult.from_dict`.
 """
 
 from __future__ import annotations

@@ -18,13 +18,13 @@ from kvmagic.core.budget import (
     scaled_seconds,
 )  # fmt: skip
 from kvmagic.core.lengths import configurations
+from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import predicted_kv_nbytes
-from kvmagic.measure.probe import forward_seconds, probe
 from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, strategies
 from kvmagic.results.records import Prediction
-from kvmagic.runner.measure import first_call
 from kvmagic.runner.prompt import check_positions, prompt_inputs
+from kvmagic.runner.rounds import first_call
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["Budget", "Plan", "plan_budget", "prepare"]
+__all__ = ["Budget", "Plan", "make_plan", "plan_budget"]
 
 T = TypeVar("T")
 
@@ -85,7 +85,7 @@ class Budget:
     estimate_s: float | None = None
 
 
-def prepare(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
+def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
     """Resolve the conditions, tokenize, and check every configuration fits the model."""
     if spec.cache is None:
         chosen = list(plain_pair(loaded))

@@ -58,9 +58,9 @@ def facts(ns: dict[str, Any], names: str = "", outputs: tuple[int, ...] = (), re
 def show_every_bar(every: bool = True) -> None:
     """Show the progress bar on every run, as on a run estimated past a few seconds (a -n 2 run is not);
     or, with ``every=False``, only where kvmagic would."""
-    from kvmagic.runner import runner
+    from kvmagic.runner import benchmark as runner
 
-    assert hasattr(runner, "PROGRESS_AFTER_S"), "kvmagic.runner.runner.PROGRESS_AFTER_S is gone: update the harness"
+    assert hasattr(runner, "PROGRESS_AFTER_S"), "kvmagic.runner.benchmark.PROGRESS_AFTER_S is gone: update the harness"
     shipped = _SHIPPED.setdefault("PROGRESS_AFTER_S", runner.PROGRESS_AFTER_S)
     runner.PROGRESS_AFTER_S = 0.0 if every else shipped
 

@@ -18,8 +18,8 @@ from kvmagic.core.limits import Hardware, Limits
 from kvmagic.core.sequential import auto_interval
 from kvmagic.core.spec import CACHED, UNCACHED, BenchSpec
 from kvmagic.errors import KVMagicError
-from kvmagic.results.bounds import bounds_from_dict, bounds_to_dict
-from kvmagic.results.reach import reach_from_dict, reach_to_dict
+from kvmagic.results.frontier_table import reach_from_dict, reach_to_dict
+from kvmagic.results.limits_table import bounds_from_dict, bounds_to_dict
 from kvmagic.results.records import Mismatch, Prediction, StepProfile, times_of
 from kvmagic.results.serialize import floats_back, seconds_back
 

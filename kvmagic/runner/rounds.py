@@ -14,8 +14,8 @@ from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
 from kvmagic.measure.strategies import Strategy, plain_pair, reset_static_cache_state
 from kvmagic.measure.timing import profiled_generate, returned_cache, timed_generate
-from kvmagic.results.data import Measurement
 from kvmagic.results.records import StepProfile, times_of
+from kvmagic.results.result import Measurement
 from kvmagic.runner.mismatch import batch_mismatches, margin_at
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["condition_config", "first_call", "measure", "warm_up"]
+__all__ = ["condition_config", "first_call", "measure_rounds", "warm_up"]
 
 _ONE_ROUND = FixedRounds(1)
 
@@ -58,7 +58,7 @@ def first_call(loaded: LoadedModel, inputs: BatchEncoding, new_tokens: int, cond
     return timed_generate(loaded.model, inputs, config, loaded.devices)[1]
 
 
-def measure(
+def measure_rounds(
     loaded: LoadedModel,
     inputs: BatchEncoding,
     *,

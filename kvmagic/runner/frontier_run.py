@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 from kvmagic.core.frontier import CacheLayout, FitCheck, FrontierRow, frontier, layout, peak_bytes
 from kvmagic.core.spec import CACHED, UNCACHED
 from kvmagic.measure.capabilities import dynamic_cache_windows
-from kvmagic.measure.headroom import check_fit, free_bytes, measure_activations
-from kvmagic.measure.shape import model_shape
+from kvmagic.measure.frontier_probe import check_fit, free_bytes, measure_activations
+from kvmagic.measure.shape_probe import model_shape
 from kvmagic.runner.prompt import batched
 
 if TYPE_CHECKING:
     from kvmagic.measure.strategies import Strategy
-    from kvmagic.results.data import Measurement
+    from kvmagic.results.result import Measurement
     from kvmagic.runner.plan import Plan
 
 __all__ = ["Reach", "memory_frontier"]

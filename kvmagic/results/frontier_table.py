@@ -16,7 +16,7 @@ from kvmagic.core.frontier import FitCheck, FrontierRow
 if TYPE_CHECKING:
     import pandas as pd
 
-    from kvmagic.results.data import BenchmarkResult
+    from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["FRONTIER_COLUMNS", "frontier_notes", "frontier_table", "reach_from_dict", "reach_to_dict"]
 

@@ -1,7 +1,7 @@
 """The runner: plan the configurations, warm up, measure each under its stop rule, build the result once.
 
 Off/on is the two-strategy case of a ``cache`` comparison: both go through the same warm-up, the
-same measuring loop (:func:`kvmagic.runner.measure.measure`) and the same result.
+same measuring loop (:func:`kvmagic.runner.rounds.measure_rounds`) and the same result.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
-from kvmagic.measure.hardware import measure_hardware
-from kvmagic.measure.shape import model_shape
+from kvmagic.measure.limits_probe import measure_hardware
+from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
-from kvmagic.results.data import BenchmarkResult, Measurement
-from kvmagic.runner.measure import first_call, measure, warm_up
-from kvmagic.runner.plan import Budget, Plan, plan_budget, prepare
+from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.runner.frontier_run import memory_frontier
+from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
 from kvmagic.runner.prompt import batched
-from kvmagic.runner.reach import memory_frontier
+from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -69,7 +69,7 @@ def run_benchmark(
 
 
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> BenchmarkResult:
-    plan = prepare(loaded, prompt, spec)
+    plan = make_plan(loaded, prompt, spec)
     bound = _bound(loaded) if spec.limits else None  # probed before any run, once per device and dtype
     budget = Budget(plan.configs, [1.0] * len(plan.configs))
     measurements: list[Measurement] = []
@@ -158,7 +158,7 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[Measur
                 warmed.add(prompt_tokens)
             inputs, conditions = batched(plan.inputs[prompt_tokens], batch), plan.runnable
             first = _first_calls(plan, inputs, new_tokens)
-            found = measure(
+            found = measure_rounds(
                 loaded, inputs, new_tokens=new_tokens, conditions=conditions, stop=stop, steps=spec.steps, on_run=on_run
             )
             compile_s = {name: seconds - statistics.median(found.times(name)) for name, seconds in first.items()}

@@ -16,7 +16,7 @@ from kvmagic.core.frontier import layout
 from kvmagic.core.limits import ConditionLimit, Hardware, Limits, limits_note
 
 if TYPE_CHECKING:
-    from kvmagic.results.data import BenchmarkResult, Measurement
+    from kvmagic.results.result import BenchmarkResult, Measurement
 
 __all__ = [
     "LIMIT_COLUMNS", "STRATEGY_LIMIT_COLUMNS", "bounds_from_dict", "bounds_to_dict", "hardware_from_dict",
