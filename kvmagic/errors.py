@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 __all__ = ["KVMagicError", "one_line"]
@@ -22,7 +23,8 @@ class KVMagicError(Exception):
     The plain API raises it; the magics turn it into IPython's ``UsageError`` so a notebook
     shows one line instead of a traceback. A message that names parameters is a template with
     ``{name}`` fields listed in ``params``: the API spells them as parameter names, and a front
-    end as its own flags (``spelled``), so neither speaks the other's language.
+    end as its own flags (``spelled``), so neither speaks the other's language. Only those fields
+    are filled in: any other brace (a model path, a prompt quoted back) stays as it is.
     """
 
     def __init__(self, message: str, *params: str) -> None:
@@ -34,4 +36,5 @@ class KVMagicError(Exception):
         """The message with each parameter written as ``spell`` names it."""
         if not self.params:
             return self.template
-        return self.template.format(**{name: spell(name) for name in self.params})
+        fields = re.compile("|".join(re.escape("{" + name + "}") for name in self.params))
+        return fields.sub(lambda field: spell(field[0][1:-1]), self.template)

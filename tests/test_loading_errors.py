@@ -236,7 +236,7 @@ def _hub_error(code: str, status: int) -> Exception:
             "someone/some-model",
             (
                 "'someone/some-model' is neither a local directory nor a model on the Hugging Face Hub: "
-                "check the name (`%kvload tiny` works offline)"
+                "check the name (the built-in model 'tiny' works offline)"
             ),
         ),
         (
@@ -276,7 +276,7 @@ def test_offline_fails_at_once_without_touching_the_network(kvload, shell, monke
     message = kvload("someone/not-cached-anywhere")
     assert message == (
         "cannot download 'someone/not-cached-anywhere': the Hugging Face Hub is unreachable (offline, or no network) "
-        "and it is not in the local cache; `%kvload tiny` works offline"
+        "and it is not in the local cache; the built-in model 'tiny' works offline"
     )
     # The name failed before any weights: the model already loaded is still there.
     assert shell.magics_manager.registry["KVMagics"].loaded is previous

@@ -156,7 +156,7 @@ KVLOAD_ERRORS = [
         "no-such-org/no-such-model",
         (
             "cannot download 'no-such-org/no-such-model': the Hugging Face Hub is unreachable (offline, or no network) "
-            "and it is not in the local cache; `%kvload tiny` works offline"
+            "and it is not in the local cache; the built-in model 'tiny' works offline"
         ),
     ),
     ("tiny --revision main", "tiny is built locally and has no --revision: drop it"),

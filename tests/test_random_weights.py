@@ -122,7 +122,7 @@ def test_a_name_with_no_config_at_hand_says_how_to_get_one():
         ({"name": SMOL, "gguf_file": "model.gguf"},
          "random_weights builds from a config, not from gguf_file: drop one of them"),
         ({"name": SMOL, "device_map": "balanced"},
-         "random weights are built on one device, not spread by --device-map 'balanced': use auto, cpu or cuda:0"),
+         "random weights are built on one device, not spread by device_map 'balanced': use auto, cpu or cuda:0"),
     ],
 )  # fmt: skip
 def test_misuse_is_one_line(kwargs, message):

@@ -73,7 +73,7 @@ def test_stretch_ids_refuses_a_length_with_no_room_for_text() -> None:
     with pytest.raises(KVMagicError) as caught:
         stretch_ids([1], [10], [2], 2)
     assert str(caught.value) == (
-        "a prompt of 2 tokens leaves no room for text next to the tokenizer's 2 special tokens: use -p 3 or more"
+        "a prompt of 2 tokens leaves no room for text next to the tokenizer's 2 special tokens: raise prompt_tokens to 3 or more"
     )
 
 

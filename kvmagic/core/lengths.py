@@ -79,9 +79,11 @@ def stretch_ids(prefix: Sequence[int], body: Sequence[int], suffix: Sequence[int
     if room < 1:
         raise KVMagicError(
             f"a prompt of {tokens} tokens leaves no room for text next to the tokenizer's "
-            f"{len(prefix) + len(suffix)} special tokens: use -p {len(prefix) + len(suffix) + 1} or more"
+            f"{len(prefix) + len(suffix)} special tokens: raise {{prompt_tokens}} to {len(prefix) + len(suffix) + 1} "
+            "or more",
+            "prompt_tokens",
         )
     if not body:
-        raise KVMagicError("the prompt has no text tokens to repeat: write some text in the cell")
+        raise KVMagicError("the prompt has no text tokens to repeat: write some text in it")
     repeats = -(-room // len(body))
     return [*prefix, *(list(body) * repeats)[:room], *suffix]

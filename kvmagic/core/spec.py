@@ -102,10 +102,11 @@ def _check_across(spec: BenchSpec) -> None:
                            "kv_bits", "cache")  # fmt: skip
     if spec.cache is None and spec.compile:
         raise KVMagicError("{compile} compiles a static cache: add e.g. {cache} off,static", "compile", "cache")
-    for name, given in (("predict", spec.predict), ("repeat", spec.repeat == "auto")):
+    for name, given, word in (("predict", spec.predict, ""), ("repeat", spec.repeat == "auto", " auto")):
         if spec.cache is not None and given:
-            what = "{repeat} auto" if name == "repeat" else "{predict}"
-            raise KVMagicError(f"{what} compares the cache off against on: drop it, or drop {{cache}}", name, "cache")
+            raise KVMagicError(
+                f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{cache}}", name, "cache"
+            )
     if spec.chat and spec.prompt_tokens is not None:
         raise KVMagicError(
             "{prompt_tokens} sets the plain prompt's length; {chat} would wrap it: drop one of them",

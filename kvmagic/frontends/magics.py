@@ -150,6 +150,8 @@ def _prompt(words: Sequence[str], cell: str | None) -> str:
         raise UsageError(
             f"%%kvbench takes its prompt from the cell's body: move {' '.join(words)!r} into it, or use %kvbench"
         )
+    if not cell.strip():
+        raise UsageError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
     return cell
 
 

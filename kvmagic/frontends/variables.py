@@ -22,11 +22,6 @@ __all__ = ["check_name", "store"]
 _NOTHING = object()
 
 
-def _literal(text: str) -> str:
-    """``text`` inside a message template, where a brace would read as a field."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
 def _suggest(name: str) -> str:
     candidate = re.sub(r"\W+", "_", name).strip("_") or "result"
     return f"result_{candidate}" if candidate[0].isdigit() else candidate
@@ -38,14 +33,13 @@ def check_name(name: str | None) -> None:
         return
     if keyword.iskeyword(name):
         raise KVMagicError(
-            f"{{var}} must name a Python variable, and {_literal(repr(name))} is a keyword: "
-            f"pick another name (e.g. {{var}} {name}_)",
+            f"{{var}} must name a Python variable, and {name!r} is a keyword: pick another name (e.g. {{var}} {name}_)",
             "var",
         )
     if not name.isidentifier():
         raise KVMagicError(
-            f"{{var}} must name a Python variable, and {_literal(repr(name))} is not one: use letters, digits "
-            f"and underscores, not starting with a digit (e.g. {{var}} {_literal(_suggest(name))})",
+            f"{{var}} must name a Python variable, and {name!r} is not one: use letters, digits "
+            f"and underscores, not starting with a digit (e.g. {{var}} {_suggest(name)})",
             "var",
         )
 

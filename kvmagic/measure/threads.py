@@ -22,7 +22,9 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
         return
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise KVMagicError(f"threads must be a whole number >= 1 (or None for torch's default), got {n!r}")
+        raise KVMagicError(
+            f"{{threads}} must be a whole number >= 1 (or None for torch's default), got {n!r}", "threads"
+        )
     import torch
 
     before = torch.get_num_threads()

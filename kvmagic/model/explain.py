@@ -8,7 +8,7 @@ from kvmagic.errors import KVMagicError
 
 __all__ = ["explain"]
 
-_OFFLINE_HINT = "`%kvload tiny` works offline"
+_OFFLINE_HINT = "the built-in model 'tiny' works offline"
 
 
 def explain(name: str, revision: str | None, error: BaseException) -> KVMagicError:
@@ -21,11 +21,13 @@ def explain(name: str, revision: str | None, error: BaseException) -> KVMagicErr
     kinds = {type(cause).__name__ for cause in causes}
     text = " ".join(str(cause) for cause in causes)
     if "trust_remote_code" in text:
-        return KVMagicError(f"{name!r} ships its own model code; pass --trust-remote-code if you trust it")
+        return KVMagicError(
+            f"{name!r} ships its own model code; pass {{trust_remote_code}} if you trust it", "trust_remote_code"
+        )
     if "GatedRepoError" in kinds or "trying to access a gated repo" in text.lower():
         return KVMagicError(f"{name!r} is gated: accept its licence on the Hub, then log in with `hf auth login`")
     if "RevisionNotFoundError" in kinds or "not a valid git identifier" in text:
-        return KVMagicError(f"revision {revision!r} does not exist for {name!r}: check --revision")
+        return KVMagicError(f"revision {revision!r} does not exist for {name!r}: check {{revision}}", "revision")
     if "UnpicklingError" in kinds or "weights only load failed" in text.lower():
         return KVMagicError(
             f"{name!r} keeps its weights in a pickle that holds more than tensors, and torch will not run "

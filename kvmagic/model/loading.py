@@ -167,11 +167,11 @@ def load_model(
 
     advice = (
         f"not enough memory to load {name!r} as {str(torch_dtype).removeprefix('torch.')}: "
-        "load a smaller --dtype (float16 or bfloat16), or use --device-map auto to keep some layers on the CPU"
+        "load a smaller {dtype} (float16 or bfloat16), or use {device_map} auto to keep some layers on the CPU"
     )
     start = time.perf_counter()
     try:
-        tokenizer, model = with_memory_advice(load, advice)
+        tokenizer, model = with_memory_advice(load, advice, "dtype", "device_map")
     except KVMagicError:
         raise
     except Exception as error:
@@ -234,11 +234,14 @@ def _check_device_map(device_map: str | dict[str, Any] | None) -> None:
         device = torch.device(device_map)
     except RuntimeError:
         raise KVMagicError(
-            f"--device-map {device_map!r} is neither a device (cpu, cuda:0, mps) nor one of "
-            f"{', '.join(_DEVICE_MAP_STRATEGIES)}"
+            f"{{device_map}} {device_map!r} is neither a device (cpu, cuda:0, mps) nor one of "
+            f"{', '.join(_DEVICE_MAP_STRATEGIES)}",
+            "device_map",
         ) from None
     if device.type == "meta":
-        raise KVMagicError("--device-map meta loads no weights, so nothing could run: use auto, cpu or an accelerator")
+        raise KVMagicError(
+            "{device_map} meta loads no weights, so nothing could run: use auto, cpu or an accelerator", "device_map"
+        )
     if device.type == "cpu":
         return
     backend = getattr(torch, device.type, None)
@@ -247,10 +250,14 @@ def _check_device_map(device_map: str | dict[str, Any] | None) -> None:
     else:
         available = backend is not None and getattr(backend, "is_available", lambda: False)()
     if not available:
-        raise KVMagicError(f"--device-map {device_map!r}: torch sees no {device.type} device here; use auto or cpu")
+        raise KVMagicError(
+            f"{{device_map}} {device_map!r}: torch sees no {device.type} device here; use auto or cpu", "device_map"
+        )
     count = getattr(backend, "device_count", lambda: 1)()
     if device.index is not None and device.index >= count:
-        raise KVMagicError(f"--device-map {device_map!r}: there are {count} {device.type} devices, numbered from 0")
+        raise KVMagicError(
+            f"{{device_map}} {device_map!r}: there are {count} {device.type} devices, numbered from 0", "device_map"
+        )
 
 
 def _check_gguf(name: str, gguf_file: str) -> None:
@@ -260,13 +267,14 @@ def _check_gguf(name: str, gguf_file: str) -> None:
         return  # a hub repository: the file is checked once downloaded
     path = directory / gguf_file
     if not path.is_file():
-        raise KVMagicError(f"{name!r} has no file {gguf_file!r}: check --gguf-file")
+        raise KVMagicError(f"{name!r} has no file {gguf_file!r}: check {{gguf_file}}", "gguf_file")
     with path.open("rb") as file:
         magic = file.read(4)
     if magic != b"GGUF":
         raise KVMagicError(
             f"{gguf_file!r} is not a GGUF file (it does not start with the bytes 'GGUF'): "
-            "name a .gguf file, or drop --gguf-file to load the directory's own weights"
+            "name a .gguf file, or drop {gguf_file} to load the directory's own weights",
+            "gguf_file",
         )
 
 

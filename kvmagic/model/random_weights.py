@@ -121,7 +121,8 @@ def build_device(device_map: str | dict[str, Any] | None) -> torch.device:
         except RuntimeError:
             pass
     raise KVMagicError(
-        f"random weights are built on one device, not spread by --device-map {device_map!r}: use auto, cpu or cuda:0"
+        f"random weights are built on one device, not spread by {{device_map}} {device_map!r}: use auto, cpu or cuda:0",
+        "device_map",
     )
 
 
@@ -151,9 +152,9 @@ def build_random(
     (torch_dtype,) = dtype.values()
     advice = (
         f"not enough memory to build {name!r} as {str(torch_dtype).removeprefix('torch.')} on {device}: "
-        "choose a smaller --dtype (bfloat16 or float16)"
+        "choose a smaller {dtype} (bfloat16 or float16)"
     )
-    return with_memory_advice(lambda: build(config, device, kwargs), advice), tokenizer, stand_in
+    return with_memory_advice(lambda: build(config, device, kwargs), advice, "dtype"), tokenizer, stand_in
 
 
 def build(

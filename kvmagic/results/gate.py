@@ -53,11 +53,11 @@ def parse_fail_on(specs: str | Iterable[str]) -> tuple[Threshold, ...]:
     for part in parts:
         match = _SPEC.match(part)
         if match is None or match["metric"] not in METRICS:
-            raise KVMagicError(f"cannot read --fail-on {part.strip()!r}: write {FAIL_ON_FORM}")
+            raise KVMagicError(f"cannot read {{fail_on}} {part.strip()!r}: write {FAIL_ON_FORM}", "fail_on")
         size = float(match["size"]) / 100
         thresholds.append(Threshold(match["metric"], -size if match["sign"] == "-" else size))
     if not thresholds:
-        raise KVMagicError(f"--fail-on is empty: write {FAIL_ON_FORM}")
+        raise KVMagicError(f"{{fail_on}} is empty: write {FAIL_ON_FORM}", "fail_on")
     return tuple(thresholds)
 
 

@@ -90,7 +90,7 @@ def _check_prompt(prompt: str) -> None:
     """Text to tokenize: not blank, and no lone surrogate (from a bad copy or a broken file), which
     tokenizers reject with a TypeError."""
     if not prompt.strip():
-        raise KVMagicError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
+        raise KVMagicError("the prompt is empty: write the text to generate from")
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as error:
