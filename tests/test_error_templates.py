@@ -124,7 +124,7 @@ def _spelled_by_each(error: KVMagicError, params: tuple[str, ...]) -> None:
 
 
 def _unreadable_baseline(tmp_path: Path) -> Any:
-    from kvmagic.results.data import BenchmarkResult
+    from kvmagic.results.result import BenchmarkResult
 
     (tmp_path / "other.json").write_text('{"rows": []}')
     return BenchmarkResult.read_json(tmp_path / "other.json")
