@@ -6,7 +6,7 @@ Run: ``PYTHONPATH=. python benchmarks/budget.py [--threads T] [--models tiny,smo
 For each configuration of a grid of single runs and sweeps (on ``tiny``, and on the SmolLM2-135M shape
 with random weights), ``run_benchmark`` runs twice side by side: quiet, then with one busy loop per core
 (``python -c "while True: pass"``) running beside it from before the estimate to the end of the run.
-Each line: the estimate (``metadata["estimated_s"]``), the wall time of the whole ``run_benchmark``
+Each line: the estimate (``facts.estimated_s``), the wall time of the whole ``run_benchmark``
 call, what the estimate's own probes cost within it (``plan_budget``'s time), the estimate over the
 whole call (target: 0.5-2x in both conditions) and over the call less its probes (what the estimate
 is of: the run still to come once it exists), and the load average as the run began. Then a
@@ -31,7 +31,7 @@ import torch
 from kvmagic import KVMagicError, load_model, run_benchmark
 from kvmagic.measure.costmodel_probe import probe
 from kvmagic.model.loading import LoadedModel
-from kvmagic.runner import plan, runner
+from kvmagic.runner import benchmark, plan
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no hub: the SmolLM2 shape is built from its config
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"  # the source experiment's prompt
@@ -97,12 +97,12 @@ def estimate_against_actual(loaded: LoadedModel, cell: str, options: dict[str, A
     within = True
     for condition in ("quiet", "loaded"):
         budget: list[float] = []
-        with busy(condition == "loaded"), timed_calls(runner, "plan_budget", budget):
+        with busy(condition == "loaded"), timed_calls(benchmark, "plan_budget", budget):
             load = os.getloadavg()[0]
             start = perf_counter()
             result = run_benchmark(loaded, PROMPT, threads=threads, **options)
             actual = perf_counter() - start
-        estimate = result.metadata["estimated_s"]
+        estimate = result.facts.estimated_s
         ratio, after = estimate / actual, estimate / (actual - budget[0])
         within = within and 0.5 <= ratio <= 2
         print(

@@ -20,7 +20,7 @@ from kvmagic import load_model, run_benchmark
 from kvmagic.measure.strategies import parse_names, strategies
 from kvmagic.measure.timing import timed_generate
 from kvmagic.runner.prompt import encode_prompt
-from kvmagic.runner.rounds import condition_config
+from kvmagic.runner.rounds import strategy_config
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
 ALL = "off,dynamic,static,offloaded,offloaded_static,quantized:quanto,quantized:hqq,quantized:fp8"
@@ -32,7 +32,7 @@ def first_use(loaded, names: list[str]) -> dict[str, tuple[float, float]]:
     calls = {}
     for strategy in strategies(loaded, names):
         if not strategy.reason:
-            config = condition_config(loaded, 1, strategy)
+            config = strategy_config(loaded, 1, strategy)
             calls[strategy.name] = tuple(
                 timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(2)
             )

@@ -1,7 +1,7 @@
 """What one %%kvbench costs: its wall time against the source recipe's, and against its own generate calls.
 
 In one process, on the same model and prompt, rounds alternate (each round flipping which goes first)
-a real ``%%kvbench`` cell and the source experiment's recipe: a 4-token warm-up of each condition,
+a real ``%%kvbench`` cell and the source experiment's recipe: a 4-token warm-up of each strategy,
 then one uncached and one cached ``generate`` of N tokens, synchronized and timed. Prints the cell's
 wall over the recipe's (median of the rounds' ratios; the target for the default cell is <= 1.15),
 and the cell's wall over the time spent inside its ``generate`` calls (what kvmagic adds around them).
@@ -29,7 +29,7 @@ PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 
 
 
 def recipe(loaded, inputs, new_tokens: int) -> None:
-    """The source notebook's cells: warm up both conditions with 4 tokens, then time each once."""
+    """The source notebook's cells: warm up both strategies with 4 tokens, then time each once."""
     with torch.inference_mode():
         for tokens in (4, new_tokens):
             for use_cache in (False, True):

@@ -66,7 +66,7 @@ def accuracy(loaded: LoadedModel, new_tokens: str, prompt_tokens: str, repeat: i
 
 
 def _half_width(result: BenchmarkResult) -> float:
-    low, high = result.speedup_ci
+    low, high = result.pair().interval
     return stats.relative_half_width(result.speedup, low, high)
 
 
@@ -79,7 +79,7 @@ def auto_against_fixed(loaded: LoadedModel, new_tokens: int, prompt_tokens: int,
     for repeat in ("auto", 5, 10):
         result = run_benchmark(loaded, PROMPT, new_tokens=new_tokens, prompt_tokens=prompt_tokens, repeat=repeat,
                                ci_target=target, auto_cap=60)  # fmt: skip
-        calls = len(result.times("uncached")) + len(result.times("cached"))
+        calls = sum(len(m.seconds) for m in result.measurements)
         print(f"| -r {repeat} | {calls} | {result.speedup:.3f}x | ±{_half_width(result):.1%} |")
 
 

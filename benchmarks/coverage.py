@@ -24,12 +24,13 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from statistics import median
 from typing import Any
 
 from benchmarks import simulate as sim
 from kvmagic.core import intervals, sequential
 from kvmagic.core.distributions import t_quantile
-from kvmagic.core.stats import median, percentile, relative_half_width
+from kvmagic.core.stats import percentile, relative_half_width
 
 PAIRS = (3, 5, 10, 30)
 TARGETS = (0.05, 0.10)

@@ -1,8 +1,8 @@
 """What the GPU check's steps share: the sizes of each run, the prompt, and how a benchmark result is read.
 
-A result is read only through ``to_dataframe()`` (the table users see) and ``to_json()`` (its saved
-form, format 2: ``measurements[i]["runs"]`` and ``["seconds"]``), here, so a reshaped result object
-changes this module only.
+A result is read only through ``to_dataframe()`` (the table users see), ``pairs()`` (each configuration's
+off and dynamic runs) and ``to_json()`` (its saved form), here, so a reshaped result object changes this
+module only.
 """
 
 from __future__ import annotations
@@ -64,12 +64,9 @@ def kept(result: Any) -> dict[str, Any]:
 def pair_intervals(result: Any) -> list[tuple[float, float]]:
     """kvmagic's 95% interval of the speed-up per configuration, from its interleaved pairs (NaN: too few)."""
     found = []
-    for measurement in saved(result)["measurements"]:
-        runs, seconds = measurement["runs"], measurement["seconds"]
-        uncached = [s for run, s in zip(runs, seconds, strict=True) if run == "uncached"]
-        cached = [s for run, s in zip(runs, seconds, strict=True) if run == "cached"]
-        pairs = min(len(uncached), len(cached))
-        interval = speedup_interval(uncached[:pairs], cached[:pairs]) if pairs else None
+    for pair in result.pairs():
+        rounds = pair.rounds
+        interval = speedup_interval([u for u, _ in rounds], [c for _, c in rounds]) if rounds else None
         found.append(interval or (math.nan, math.nan))
     return found
 

@@ -3,7 +3,7 @@
 In one process, on the same model and input, rounds alternate the two: ``measure_rounds()`` (the code
 ``%%kvbench`` times with) and the recipe (``perf_counter`` around ``model.generate``, synchronized).
 Each round flips which goes first, so drift and order hit both alike. Prints kvmagic/bare per
-condition, as a ratio of medians and as the median of each round's ratio (rounds are adjacent in
+strategy, as a ratio of medians and as the median of each round's ratio (rounds are adjacent in
 time, so that one is less exposed to slow drift); the target is within 2%.
 
     PYTHONPATH=. python benchmarks/harness_overhead.py [--pairs 11] [-n 16] [--threads T] [--model tiny]
@@ -18,7 +18,7 @@ from time import perf_counter
 import torch
 
 from kvmagic import load_model
-from kvmagic.core.spec import CONDITIONS
+from kvmagic.core.spec import PAIR, PAIR_COLUMNS
 from kvmagic.core.stop import FixedRounds
 from kvmagic.measure.accelerator import synchronize
 from kvmagic.measure.strategies import plain_pair
@@ -54,18 +54,17 @@ def main() -> None:
     loaded = load_model(args.model)
     inputs = encode_prompt(loaded, PROMPT)
     warm_up(loaded, inputs, 4)
-    times: dict[tuple[str, str], list[float]] = {(who, c): [] for who in ("kvmagic", "bare") for c in CONDITIONS}
+    times: dict[tuple[str, str], list[float]] = {(who, s): [] for who in ("kvmagic", "bare") for s in PAIR}
 
     def kvmagic_round() -> None:
-        m = measure_rounds(loaded, inputs, new_tokens=args.new_tokens, stop=FixedRounds(1))
-        for condition in CONDITIONS:
-            times["kvmagic", condition] += m.times(condition)
+        for m in measure_rounds(loaded, inputs, new_tokens=args.new_tokens, stop=FixedRounds(1)):
+            times["kvmagic", m.strategy] += m.seconds
 
     def bare_round() -> None:
-        for condition in plain_pair(loaded):
-            use_cache = condition.settings["use_cache"]
+        for strategy in plain_pair(loaded):
+            use_cache = strategy.settings["use_cache"]
             seconds = bare_recipe(loaded.model, inputs, args.new_tokens, use_cache, loaded.devices)
-            times["bare", condition.name].append(seconds)
+            times["bare", strategy.name].append(seconds)
 
     for index in range(args.pairs):
         for step in (kvmagic_round, bare_round) if index % 2 == 0 else (bare_round, kvmagic_round):
@@ -74,11 +73,11 @@ def main() -> None:
     tokens = f"{inputs['input_ids'].shape[-1]}+{args.new_tokens} tokens"
     devices = ", ".join(map(str, loaded.devices))
     print(f"{args.model}, {tokens}, {args.pairs} pairs, on {devices}, {torch.get_num_threads()} torch threads")
-    for condition in CONDITIONS:
-        ours, bare = times["kvmagic", condition], times["bare", condition]
+    for strategy in PAIR:
+        ours, bare = times["kvmagic", strategy], times["bare", strategy]
         per_round = statistics.median(o / b for o, b in zip(ours, bare))
         print(
-            f"{condition:>8}: kvmagic/bare = {statistics.median(ours) / statistics.median(bare):.3f} "
+            f"{PAIR_COLUMNS[strategy]:>8}: kvmagic/bare = {statistics.median(ours) / statistics.median(bare):.3f} "
             f"(median of per-round ratios {per_round:.3f}; medians {statistics.median(ours):.4f} s "
             f"/ {statistics.median(bare):.4f} s)"
         )

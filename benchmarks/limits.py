@@ -5,7 +5,7 @@ Run: ``PYTHONPATH=. python benchmarks/limits.py [--threads 1] [--part hardware,b
 Part 1: the probe's copy bandwidth and matmul throughput (kvmagic.measure.limits_probe) against the
 best this script reaches by hand with plain torch at several sizes. Part 2, on ``tiny`` and on a
 Llama of about 134M parameters built here with seeded random weights: the bound seconds and decode
-tokens/s of each condition (kvmagic.core.limits) against ``run_benchmark``'s measured ones. Part 3,
+tokens/s of each strategy (kvmagic.core.limits) against ``run_benchmark``'s measured ones. Part 3,
 on both: the memory frontier under an imposed budget, then one generate per strategy at the
 predicted frontier, its peak measured (the process's resident memory on a CPU, and the live
 tensors alone) beside the prediction.
@@ -100,7 +100,7 @@ def bounds_part(loaded: LoadedModel, configs: list[tuple[int, int]], repeat: int
     shape = model_shape(loaded.model)
     hardware = measure_hardware(loaded.device, loaded.dtype, shape.hidden)
     print(f"\n### {loaded.summary()}: bound against measured ({hardware.describe()})\n")
-    print("| prompt+new | condition | measured s | bound s | reached | measured tok/s | bound tok/s | governs |")
+    print("| prompt+new | strategy | measured s | bound s | reached | measured tok/s | bound tok/s | governs |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     notes = []
     for prompt, new in configs:

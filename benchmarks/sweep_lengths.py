@@ -1,7 +1,7 @@
 """The seed's lesson on one machine: the KV cache's speed-up grows with the generated length.
 
 Run: ``python benchmarks/sweep_lengths.py [MODEL] [LENGTHS]`` (default ``tiny`` and ``16,64,256``).
-Both conditions are measured side by side in one sweep, so the ratios compare like with like.
+Both strategies are measured side by side in one sweep, so the ratios compare like with like.
 """
 
 from __future__ import annotations

@@ -6,15 +6,19 @@ import pytest
 
 from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.budget import estimate_seconds, round_seconds
+from kvmagic.core.config import Config
 from kvmagic.core.lengths import configurations
 from kvmagic.core.spec import BenchSpec
+from kvmagic.results.measurement import Measurement
+from kvmagic.results.notes import notes
 from kvmagic.results.records import Mismatch
-from kvmagic.results.report import COLUMNS, notes, short_mismatch
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.results.report import COLUMNS, short_mismatch
+from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import shown_text
 
 from .conftest import PROMPT
 from .forcing import FlipCachedStep
+from .records import pair
 
 
 def test_configurations_keep_the_order_prompt_new_batch() -> None:
@@ -38,19 +42,19 @@ def test_the_budget_counts_a_batch_as_that_many_sequences() -> None:
     flat = Flat()
     assert round_seconds(flat, 8, 4, batch=4) == 4 * round_seconds(flat, 8, 4)  # type: ignore[arg-type]
     # two rounds per configuration, one warm-up round (a single sequence) per prompt length
-    total = estimate_seconds(flat, [(8, 4, 1), (8, 4, 3)], repeat=2, warmup_tokens=1)  # type: ignore[arg-type]
+    total = estimate_seconds(flat, [Config(8, 4, 1), Config(8, 4, 3)], repeat=2, warmup_tokens=1)  # type: ignore[arg-type]
     assert total == 2 * 4 + 2 * 12 + 4
 
 
 def test_every_sequence_generates_the_same_tokens_and_bytes_scale_with_the_batch(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, batch=(1, 2))
-    one, two = result.measurements
-    assert (one.batch, two.batch) == (1, 2) and result.identical
-    assert two.kv_bytes["cached"] == 2 * one.kv_bytes["cached"]
-    assert two.kv_predicted_bytes == 2 * one.kv_predicted_bytes
+    one, two = (result.measurement("dynamic", config) for config in result.configs)
+    assert (one.config.batch, two.config.batch) == (1, 2) and result.identical
+    assert two.kv_bytes == 2 * one.kv_bytes
     frame = result.to_dataframe()
+    assert frame["kv_predicted_mib"][1] == 2 * frame["kv_predicted_mib"][0]
     assert list(frame["batch"]) == [1, 2] and list(frame.columns) == list(COLUMNS)
-    assert BenchmarkResult.from_json(result.to_json()).measurements[1].batch == 2
+    assert BenchmarkResult.from_json(result.to_json()).configs[1].batch == 2
 
 
 def test_a_difference_in_the_second_sequence_is_reported_as_such(tiny, monkeypatch) -> None:
@@ -58,12 +62,12 @@ def test_a_difference_in_the_second_sequence_is_reported_as_such(tiny, monkeypat
     target = 100 if honest.generated_ids[2] != 100 else 101
     monkeypatch.setattr(tiny.model, "forward", FlipCachedStep(tiny.model.forward, step=2, target=target, row=1))
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, batch=2)
-    mismatch = result.measurements[0].mismatch
-    assert not result.identical
-    assert (mismatch.run, mismatch.sequence, mismatch.position, mismatch.actual_id) == (1, 1, 2, target)
-    assert result.measurements[0].mismatches["cached"].sequence == 1
+    reference, cached = result.measurements
+    mismatch = cached.mismatch
+    assert not result.identical and reference.identical
+    assert (mismatch.run, mismatch.sequence, mismatch.position, mismatch.actual_id) == (0, 1, 2, target)
     assert "(id 100, cached run, sequence 2 of its batch)" in notes(result)[0].replace(f"id {target}", "id 100")
-    assert result.measurements[0].generated_ids == honest.generated_ids  # the first sequence is the reference
+    assert reference.generated_ids == honest.generated_ids  # the first sequence is the reference
 
 
 def test_the_positions_are_checked_for_every_batch_before_anything_runs(tiny) -> None:
@@ -71,18 +75,10 @@ def test_the_positions_are_checked_for_every_batch_before_anything_runs(tiny) ->
         run_benchmark(tiny, PROMPT, new_tokens=3000, batch=(1, 2), max_seconds=0)
 
 
-def _measurement(batch: int, uncached: float, cached: float) -> Measurement:
-    return Measurement(
-        prompt_tokens=8,
-        new_tokens=4,
-        runs=("uncached", "cached"),
-        seconds=(uncached, cached),
-        generated_ids=(1, 2, 3, 4),
-        generated_text="abcd",
-        kv_bytes={"cached": batch * 2**20},
-        peak_bytes={"uncached": batch * 2**21, "cached": batch * 3 * 2**20},
-        batch=batch,
-    )
+def _measurement(batch: int, uncached: float, cached: float) -> list[Measurement]:
+    off = {"kv_bytes": 0, "peak_bytes": batch * 2**21}
+    return pair((8, 4, batch), [uncached], [cached], off=off, dynamic={"kv_bytes": batch * 2**20,
+                "peak_bytes": batch * 3 * 2**20})  # fmt: skip
 
 
 def _lines(axis) -> dict[str, tuple[list, list]]:
@@ -91,7 +87,7 @@ def _lines(axis) -> dict[str, tuple[list, list]]:
 
 
 def test_the_plot_shows_speedup_and_memory_against_the_batch() -> None:
-    result = BenchmarkResult("tiny", [_measurement(4, 4.0, 1.0), _measurement(1, 2.0, 1.0)])
+    result = BenchmarkResult("tiny", [*_measurement(4, 4.0, 1.0), *_measurement(1, 2.0, 1.0)])
     speedups, memory = result.plot().axes
     assert speedups.get_xlabel() == memory.get_xlabel() == "batch"
     assert _lines(speedups)["speed-up"] == ([1, 4], [2.0, 4.0])
@@ -101,8 +97,8 @@ def test_the_plot_shows_speedup_and_memory_against_the_batch() -> None:
 
 
 def test_the_shown_table_has_a_batch_column_only_when_some_batch_is_over_one() -> None:
-    single = BenchmarkResult("tiny", [_measurement(1, 2.0, 1.0)])
-    batched = BenchmarkResult("tiny", [_measurement(1, 2.0, 1.0), _measurement(2, 3.0, 1.0)])
+    single = BenchmarkResult("tiny", _measurement(1, 2.0, 1.0))
+    batched = BenchmarkResult("tiny", [*_measurement(1, 2.0, 1.0), *_measurement(2, 3.0, 1.0)])
     assert "batch" not in shown_text(single.to_dataframe()).splitlines()[0]
     assert "batch" in shown_text(batched.to_dataframe()).splitlines()[0]
     assert "batch" in single.to_dataframe().columns
@@ -117,7 +113,7 @@ def test_the_magic_sweeps_the_batch(shell) -> None:
     frame = shell.run_cell_magic("kvbench", "-n 3 -w 0 -b 1,2 -q", PROMPT)
     assert frame is None
     result = shell.run_cell_magic("kvbench", "-n 3 -w 0 -b 1,2 -o -q", PROMPT)
-    assert [m.batch for m in result.measurements] == [1, 2] and result.identical
+    assert [c.batch for c in result.configs] == [1, 2] and result.identical
 
 
 def test_the_magic_names_its_flag_in_a_batch_mistake(shell) -> None:

@@ -19,9 +19,9 @@ def two_tokens(monkeypatch) -> list[int]:
     """The budget's two-token runs, timed as 0.02 s without the cache and 0.012 s with it (F(P) = 0.01 s)."""
     calls: list[int] = []
 
-    def injected(loaded, inputs, new_tokens, condition):
+    def injected(loaded, inputs, new_tokens, strategy):
         calls.append(new_tokens)
-        return 0.012 if condition.caches else 0.02
+        return 0.012 if strategy.caches else 0.02
 
     monkeypatch.setattr(plan, "first_call", injected)
     return calls
@@ -72,15 +72,15 @@ def test_the_magic_names_the_warm_up_flag(shell) -> None:
 
 
 def test_the_warm_up_counts_in_the_estimate(tiny, two_tokens) -> None:
-    short = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1).metadata["estimated_s"]
-    long = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=8).metadata["estimated_s"]
+    short = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1).facts.estimated_s
+    long = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=8).facts.estimated_s
     extra = sum(scaled_seconds(0.01, t, PROMPT_TOKENS, 8, use_cache=c) for t, c in ((0.02, False), (0.012, True)))
     extra -= sum(scaled_seconds(0.01, t, PROMPT_TOKENS, 1, use_cache=c) for t, c in ((0.02, False), (0.012, True)))
     assert long - short == pytest.approx(extra)
 
 
 def test_a_long_run_shows_a_bar_over_its_timed_runs(tiny, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: 5.0)  # about 20 s
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)  # about 20 s
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
     bar = capsys.readouterr().err
     assert f"kvbench 1/1: prompt {PROMPT_TOKENS}, new 3" in bar and "<" in bar  # elapsed<remaining: the ETA
@@ -109,7 +109,7 @@ def _notebook_bar(monkeypatch) -> list:
 
 def test_a_run_that_beats_its_estimate_leaves_no_red_bar_in_jupyter(tiny, monkeypatch) -> None:
     """tqdm's widget turns red ("danger") when closed short of its total; the total is only an estimate."""
-    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: 5.0)  # about 20 s
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)  # about 20 s
     made = _notebook_bar(monkeypatch)
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
     (bar,) = made
@@ -117,7 +117,7 @@ def test_a_run_that_beats_its_estimate_leaves_no_red_bar_in_jupyter(tiny, monkey
 
 
 def test_a_stopped_run_says_so_on_its_bar(tiny, monkeypatch) -> None:
-    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: 5.0)
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)
     made = _notebook_bar(monkeypatch)
 
     def interrupt(*args, **kwargs):
@@ -134,7 +134,7 @@ def test_a_run_slower_than_its_estimate_never_passes_a_full_bar(tiny, monkeypatc
     """A loaded machine makes runs slower than the estimate: the bar waits short of 100%, then fills."""
     import warnings
 
-    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: 1.2)  # about 4 s
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 1.2)  # about 4 s
     made = _notebook_bar(monkeypatch)
     reported = []
     real = benchmark._advance

@@ -22,26 +22,26 @@ def test_one_slow_two_token_run_does_not_decide(tiny, monkeypatch) -> None:
     # cached 0.012 + 3 * (0.01 + 3 * 0.002) + 0.01 = 0.07 s.
     calls: list[str] = []
 
-    def injected(loaded, inputs, new_tokens, condition):
-        calls.append(condition.name)
-        if not condition.caches:
-            return 5.0 if calls.count(condition.name) == 1 else 0.02
+    def injected(loaded, inputs, new_tokens, strategy):
+        calls.append(strategy.name)
+        if not strategy.caches:
+            return 5.0 if calls.count(strategy.name) == 1 else 0.02
         return 0.012
 
     monkeypatch.setattr(plan, "first_call", injected)
     result = run_benchmark(tiny, PROMPT, new_tokens=4, prompt_tokens=10, warmup_tokens=2, repeat=3, max_seconds=1)
-    assert calls == ["uncached", "cached"] * 3  # in rounds: a passing load slows some of each condition's runs
-    assert result.metadata["estimated_s"] == pytest.approx(0.169 + 0.07)
+    assert calls == ["off", "dynamic"] * 3  # in rounds: a passing load slows some of each strategy's runs
+    assert result.facts.estimated_s == pytest.approx(0.169 + 0.07)
 
 
 def test_the_estimate_takes_one_whole_round(tiny, monkeypatch) -> None:
     # Round by round (uncached, cached): (0.02, 0.5), (0.5, 0.012), (0.03, 0.018). The third is the fastest
-    # round; the fastest run of each condition (0.02 and 0.012) came in rounds a load slowed as a whole.
+    # round; the fastest run of each strategy (0.02 and 0.012) came in rounds a load slowed as a whole.
     times = iter([0.02, 0.5, 0.5, 0.012, 0.03, 0.018])
-    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, condition: next(times))
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: next(times))
     result = run_benchmark(tiny, PROMPT, new_tokens=4, prompt_tokens=10, warmup_tokens=0, max_seconds=1)
     # F(10) = 0.015 s: uncached 0.015 (4 + 12/20) + 0.015 = 0.084 s, cached 0.015 + 3 * 0.003 + 0.015 = 0.039 s
-    assert result.metadata["estimated_s"] == pytest.approx(0.084 + 0.039)
+    assert result.facts.estimated_s == pytest.approx(0.084 + 0.039)
 
 
 # Three rounds of probes, each point's median 0.2 s (F) and 0.02 s (D), G and C 0; the fastest round took
@@ -90,7 +90,7 @@ def test_one_slow_forward_does_not_refuse_a_sweep(tiny, monkeypatch) -> None:
     forwards, probes = _count_probes(monkeypatch, forward)
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens=10, warmup_tokens=0, max_seconds=5)
     assert forwards == [1, 10] * 2 and probes == [1]
-    assert len(result.measurements) == 2
+    assert len(result.configs) == 2
 
 
 def test_the_sweep_budget_counts_the_fastest_round_and_predict_the_median(tiny, monkeypatch) -> None:
@@ -98,12 +98,12 @@ def test_the_sweep_budget_counts_the_fastest_round_and_predict_the_median(tiny, 
     # By hand, prompt 10, -n 2,3: uncached 2 * 0.1 + 3 * 0.1 = 0.5 s; cached 0.1 + 0.01 + 0.1 + 2 * 0.01 = 0.23 s.
     # The median round would say twice that, 1.46 s, past the 1 s budget; the fastest round fits.
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens=10, warmup_tokens=0, max_seconds=1)
-    assert result.metadata["estimated_s"] == pytest.approx(0.73) and len(result.measurements) == 2
+    assert result.facts.estimated_s == pytest.approx(0.73) and len(result.configs) == 2
     # --predict's figures are typical runs: the medians (uncached 0.2 s a step; cached 0.2 s, then 0.02 s a step)
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens=10, warmup_tokens=0, predict=True)
     predicted = [(p.uncached_s, p.cached_s) for p in result.predictions]
     assert predicted == [pytest.approx((0.4, 0.22)), pytest.approx((0.6, 0.24))]
-    assert result.cost_model == PROBES.typical() and result.metadata["estimated_s"] == pytest.approx(0.73)
+    assert result.cost_model == PROBES.typical() and result.facts.estimated_s == pytest.approx(0.73)
     assert forwards == [1, 10] and probes == [1, 1]  # --predict refuses nothing: it needs no first look
 
 
@@ -113,4 +113,4 @@ def test_a_sweep_that_fits_takes_one_look_of_real_forwards(tiny, monkeypatch) ->
     monkeypatch.setattr(plan, "forward_seconds", lambda *a: seconds.append((a[2], real(*a))) or seconds[-1][1])
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens="5,9", warmup_tokens=0, max_seconds=1e6)
     assert [length for length, _ in seconds] == [1, 5, 9] and all(s > 0 for _, s in seconds)
-    assert len(result.measurements) == 4
+    assert len(result.configs) == 4

@@ -70,8 +70,8 @@ def test_json_from_a_file_equals_what_save_wrote(tmp_path):
     assert run.returncode == 0, run.stderr
     printed = BenchmarkResult.from_json(run.stdout)
     assert printed == BenchmarkResult.read_json(saved)
-    assert printed.model == "tiny" and printed.metadata["chat"] is True and printed.metadata["repeat"] == 2
-    assert printed.measurements[0].runs == ("uncached", "cached", "uncached", "cached")
+    assert printed.model == "tiny" and printed.spec.chat is True and printed.spec.repeat == 2
+    assert [len(m.seconds) for m in printed.measurements] == [2, 2] and printed.strategies == ["off", "dynamic"]
 
 
 def test_compare_adds_the_change_and_names_the_changed_setting(tmp_path):
@@ -81,7 +81,7 @@ def test_compare_adds_the_change_and_names_the_changed_setting(tmp_path):
     run = kvbench("-m", "tiny", "-n", "2", "-w", "0", "-r", "2", "--format", "json", "--compare", str(saved), "hi")
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
-    assert BenchmarkResult.from_dict(data).new_tokens == 2  # still loadable as a baseline itself
+    assert BenchmarkResult.from_dict(data).config.new_tokens == 2  # still loadable as a baseline itself
     (row,) = data["comparison"]["rows"]
     before = BenchmarkResult.read_json(saved)
     assert row["speedup_was"] == pytest.approx(before.speedup)

@@ -8,25 +8,22 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic.results.compare import COMPARE_COLUMNS, compare
+from kvmagic.results.measurement import Measurement
+from kvmagic.results.records import RunFacts
 from kvmagic.results.report import COLUMNS
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, said
+from .records import rounds
 
 
-def _measurement(pairs: list[tuple[float, float]], new_tokens: int = 16) -> Measurement:
-    return Measurement(
-        prompt_tokens=8,
-        new_tokens=new_tokens,
-        runs=("uncached", "cached") * len(pairs),
-        seconds=tuple(s for pair in pairs for s in pair),
-        generated_ids=tuple(range(new_tokens)),
-        generated_text="x" * new_tokens,
-    )
+def _measurement(pairs: list[tuple[float, float]], new_tokens: int = 16) -> list[Measurement]:
+    return rounds((8, new_tokens), pairs)
 
 
-def _result(*measurements: Measurement, **metadata: object) -> BenchmarkResult:
-    return BenchmarkResult(model="tiny", measurements=list(measurements), metadata={"chat": False, **metadata})
+def _result(*measurements: list[Measurement], facts: RunFacts | None = None, **metadata: object) -> BenchmarkResult:
+    found = [m for pair in measurements for m in pair]
+    return BenchmarkResult(model="tiny", measurements=found, metadata=dict(metadata), facts=facts or RunFacts())
 
 
 def test_change_and_significance_against_hand_computed_numbers():
@@ -58,10 +55,11 @@ def test_single_round_has_no_verdict_and_says_why():
 
 def test_metadata_differences_and_unmatched_rows_are_notes():
     was = _result(_measurement([(2.0, 1.0)] * 2), _measurement([(2.0, 1.0)] * 2, new_tokens=64), dtype="float32",
-                  torch="2.13.0", device="cpu", prompt_sha256="a" * 64, estimated_s=1.0)  # fmt: skip
-    was.partial = True
+                  torch="2.13.0", device="cpu",
+                  facts=RunFacts(prompt_sha256="a" * 64, estimated_s=1.0, stopped="interrupted"))  # fmt: skip
     now = _result(_measurement([(2.0, 1.0)] * 2), _measurement([(2.0, 1.0)] * 2, new_tokens=32), dtype="bfloat16",
-                  torch="2.13.0", transformers="5.24.0", prompt_sha256="b" * 64, estimated_s=2.0)  # fmt: skip
+                  torch="2.13.0", transformers="5.24.0",
+                  facts=RunFacts(prompt_sha256="b" * 64, estimated_s=2.0))  # fmt: skip
     now.model = "other"
     comparison = compare(now, was)
     assert comparison.notes() == [
@@ -70,8 +68,8 @@ def test_metadata_differences_and_unmatched_rows_are_notes():
         "differs from the saved run: the prompt differs (its SHA-256 does not match)",
         "differs from the saved run: device: 'cpu' saved, not recorded now",
         "differs from the saved run: transformers: not recorded in the saved run, '5.24.0' now",
-        "no saved row to compare with for 8+32 tokens (prompt+new)",
-        "saved rows not measured now: 8+64 tokens (prompt+new)",
+        "no saved row to compare with for 8+32 tokens",
+        "saved rows not measured now: 8+64 tokens",
         "the saved run was interrupted: it has only the rows it finished",
     ]
     unmatched = comparison.rows()[1]
@@ -89,7 +87,7 @@ def test_magic_compares_two_saved_runs(shell, tmp_path, capsys):
     assert "differs" not in capsys.readouterr().out  # same settings, same prompt: nothing to report
     changed = shell.run_cell_magic("kvbench", f"-n 3 -w 0 -r 2 -o --compare {base}", PROMPT)
     assert changed.notes() == ["differs from the saved run: warmup_tokens: 1 saved, 0 now"]
-    assert changed.baseline == saved and changed.result.new_tokens == 3
+    assert changed.baseline == saved and changed.result.configs[0].new_tokens == 3
 
 
 def test_magic_reads_the_baseline_before_running(shell, tmp_path):

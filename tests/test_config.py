@@ -38,8 +38,8 @@ def test_chat_default_and_no_chat_override(shell):
     with configured(shell, chat=True):
         chat = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", "hello")
         unchat = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o --no-chat", "hello")
-    assert chat.prompt_tokens == plain.prompt_tokens + 12 and chat.metadata["chat"] is True
-    assert unchat.prompt_tokens == plain.prompt_tokens
+    assert chat.config.prompt_tokens == plain.config.prompt_tokens + 12 and chat.spec.chat is True
+    assert unchat.config.prompt_tokens == plain.config.prompt_tokens
 
 
 def test_model_and_dtype_defaults_feed_kvload(shell, capsys):
@@ -80,8 +80,8 @@ def test_repeat_auto_can_be_the_default(shell):
     with configured(shell, repeat="auto"):
         result = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o --ci-target 0.99", "hello")
         fixed = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o -r 2", "hello")
-    assert result.metadata["repeat"] == "auto" and len(result.times("cached")) >= 5
-    assert fixed.metadata["repeat"] == 2
+    assert result.spec.repeat == "auto" and len(list(result.measurement("dynamic").seconds)) >= 5
+    assert fixed.spec.repeat == 2
 
 
 def test_help_names_the_config_setting(shell):
@@ -102,7 +102,7 @@ def test_profile_config_sets_the_defaults(tmp_path):
     )
     code = (
         "ip = get_ipython(); ip.run_line_magic('load_ext', 'kvmagic'); ip.run_line_magic('kvload', ''); "
-        f"r = ip.run_cell_magic('kvbench', '-o', {PROMPT!r}); print('RESULT', r.model, r.new_tokens, r.metadata['warmup_tokens'])"
+        f"r = ip.run_cell_magic('kvbench', '-o', {PROMPT!r}); print('RESULT', r.model, r.config.new_tokens, r.spec.warmup_tokens)"
     )
     run = _ipython(tmp_path, code)
     assert "RESULT tiny 3 0" in run.stdout, run.stdout + run.stderr

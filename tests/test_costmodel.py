@@ -89,7 +89,7 @@ def test_break_even_and_the_length_at_which_the_cache_doubles_speed() -> None:
     assert break_even(model, 0) == 3
     assert break_even(model, 0, 2.0) == 7
     assert break_even(CostModel(Polynomial((1.0,)), Polynomial((1.0,))), 0, limit=50) is None
-    # a per-call C = 3 that both conditions pay dilutes the ratio: 2x now from N = 8 (39 s vs 18 s; at 7, 31 vs 16)
+    # a per-call C = 3 that both strategies pay dilutes the ratio: 2x now from N = 8 (39 s vs 18 s; at 7, 31 vs 16)
     slow_call = CostModel(Polynomial((1.0, 1.0)), Polynomial((2.0,)), call_overhead_s=3.0)
     assert break_even(slow_call, 0) == 3 and break_even(slow_call, 0, 2.0) == 8
 

@@ -54,7 +54,7 @@ def test_probe_visits_every_length_once_per_round(tiny) -> None:
 def test_predictions_sit_beside_the_measurements_of_their_own_row(tiny) -> None:
     # How close prediction and measurement come depends on how busy the machine is while each runs,
     # so that is benchmarks/cost_model.py's to measure; here, that each row carries what the fitted model
-    # predicts for exactly its lengths and condition.
+    # predicts for exactly its lengths and strategy.
     result = run_benchmark(
         tiny, PROMPT, new_tokens=[16, 32], prompt_tokens=[8], warmup_tokens=2, repeat=3, predict=True
     )
@@ -62,19 +62,19 @@ def test_predictions_sit_beside_the_measurements_of_their_own_row(tiny) -> None:
     assert list(frame.columns[-4:]) == list(PREDICTED_COLUMNS)
     assert list(frame["measured"]) == [True, True]
     model = result.cost_model
-    for (_, row), measured in zip(frame.iterrows(), result.measurements, strict=True):
-        assert (row["prompt_tokens"], row["new_tokens"]) == (measured.prompt_tokens, measured.new_tokens)
-        assert (row["uncached_s"], row["cached_s"]) == (measured.uncached_s, measured.cached_s)
-        for condition, use_cache in (("uncached", False), ("cached", True)):
-            predicted = model.generate_seconds(8, measured.new_tokens, use_cache=use_cache)
-            assert row[f"predicted_{condition}_s"] == pytest.approx(predicted) and predicted > 0, row
+    for (_, row), measured in zip(frame.iterrows(), result.pairs(), strict=True):
+        assert (row["prompt_tokens"], row["new_tokens"]) == measured.config[:2]
+        assert (row["uncached_s"], row["cached_s"]) == (measured.reference.median_s, measured.other.median_s)
+        for strategy, use_cache in (("uncached", False), ("cached", True)):
+            predicted = model.generate_seconds(8, measured.config.new_tokens, use_cache=use_cache)
+            assert row[f"predicted_{strategy}_s"] == pytest.approx(predicted) and predicted > 0, row
         assert row["predicted_speedup"] == pytest.approx(row["predicted_uncached_s"] / row["predicted_cached_s"])
     # 16 more steps cost more in the model, whatever the machine's speed when it was fitted
     assert frame["predicted_uncached_s"].diff().iloc[1] > 0 and frame["predicted_cached_s"].diff().iloc[1] > 0
     notes = result.notes()
     assert notes[0].startswith("prompt stretched: ") and notes[1].startswith("cost model: prefill F(L) = ")
     assert any(n.startswith("KV cache at 39 tokens: ") for n in notes)
-    assert result.metadata["weight_bytes"] == sum(p.numel() * p.element_size() for p in tiny.model.parameters())
+    assert result.facts.weight_bytes == sum(p.numel() * p.element_size() for p in tiny.model.parameters())
     again = BenchmarkResult.from_json(result.to_json())
     assert again.predictions == result.predictions and again.cost_model == result.cost_model
     assert again.to_dataframe().equals(frame)
@@ -109,8 +109,12 @@ def _auto_note(result: BenchmarkResult) -> str:
 
 def test_auto_repeat_stops_at_the_minimum_when_the_cap_is_zero(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, repeat="auto", ci_target=1e-9, auto_cap=0)
-    assert len(result.times("cached")) == len(result.times("uncached")) == MIN_AUTO_PAIRS
-    assert result.metadata["repeat"] == "auto" and result.metadata["auto_cap"] == 0
+    assert (
+        len(list(result.measurement("dynamic").seconds))
+        == len(list(result.measurement("off").seconds))
+        == MIN_AUTO_PAIRS
+    )
+    assert result.spec.repeat == "auto" and result.spec.auto_cap == 0
     assert _auto_note(result).endswith("the 0 s cap (--auto-cap) came first")
 
 
@@ -132,8 +136,11 @@ def test_auto_repeat_stops_at_its_first_interval_when_the_target_is_loose(tiny, 
 
     monkeypatch.setattr(rounds, "timed_generate", scripted)
     result = run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, repeat="auto", ci_target=0.99, auto_cap=60)
-    assert first == 10 and len(result.times("cached")) == first
-    assert result.times("uncached") == scripted_times and result.times("cached") == [1.0] * first
+    assert first == 10 and len(list(result.measurement("dynamic").seconds)) == first
+    assert (
+        list(result.measurement("off").seconds) == scripted_times
+        and list(result.measurement("dynamic").seconds) == [1.0] * first
+    )
     assert _auto_note(result).endswith("within the ±99% target")
 
 
@@ -142,13 +149,13 @@ def test_auto_repeat_terminates_with_the_target_met_or_the_cap_hit(tiny, monkeyp
     real = sequential.auto_should_stop
     monkeypatch.setattr(sequential, "auto_should_stop", lambda *a: checks.append(real(*a)) or checks[-1])
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, repeat="auto", ci_target=0.05, auto_cap=3)
-    pairs = len(result.times("cached"))
-    assert pairs >= MIN_AUTO_PAIRS and pairs == len(result.times("uncached"))
-    low, high = result.speedup_ci
-    middle = speedup_estimate(result.times("uncached"), result.times("cached"))
+    pairs = len(list(result.measurement("dynamic").seconds))
+    assert pairs >= MIN_AUTO_PAIRS and pairs == len(list(result.measurement("off").seconds))
+    low, high = result.pair().interval
+    middle = speedup_estimate(list(result.measurement("off").seconds), list(result.measurement("dynamic").seconds))
     width = stats.relative_half_width(middle, low, high)
     note = _auto_note(result)
-    assert note.startswith(f"-r auto: {result.prompt_tokens}+4 tokens took {pairs} pairs; ")
+    assert note.startswith(f"-r auto: {result.config.prompt_tokens}+4 tokens took {pairs} pairs; ")
     # The cap is checked first, so the stopping rule ran at most once per pair past the minimum and said yes at most last.
     assert len(checks) <= pairs - MIN_AUTO_PAIRS + 1 and not any(checks[:-1])
     if checks and checks[-1]:
@@ -173,7 +180,7 @@ def test_bad_auto_arguments_are_refused(tiny, kwargs: dict, message: str) -> Non
 
 def test_the_magic_takes_auto_and_predict(shell, capsys) -> None:
     result = shell.run_cell_magic("kvbench", "-n 2 -w 0 -r AUTO --ci-target 0.99 --auto-cap 5 --predict -o", PROMPT)
-    assert result.metadata["repeat"] == "auto" and result.metadata["ci_target"] == 0.99
+    assert result.spec.repeat == "auto" and result.spec.ci_target == 0.99
     assert len(result.predictions) == 1 and not math.isnan(result.to_dataframe()["predicted_speedup"][0])
     with pytest.raises(UsageError, match="expected a whole number, got 'sometimes'"):
         shell.run_cell_magic("kvbench", "-r sometimes", PROMPT)

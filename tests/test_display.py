@@ -8,10 +8,12 @@ import pandas as pd
 
 from kvmagic.results.compare import compare
 from kvmagic.results.display import StyledTable, styled_table, to_html
-from kvmagic.results.records import Mismatch
+from kvmagic.results.records import Mismatch, RunFacts
 from kvmagic.results.report import COLUMNS
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import shown_table, shown_text
+
+from .records import rounds
 
 
 def _styles(page: str) -> dict[str, str]:
@@ -26,11 +28,9 @@ def _styles(page: str) -> dict[str, str]:
 
 
 def _result() -> BenchmarkResult:
-    rows = [
-        Measurement(8, n, ("uncached", "cached") * 2, (2.0, 1.0, 2.2, 1.1), tuple(range(n)), "x" * n) for n in (4, 8)
-    ]
-    rows[1].mismatch = Mismatch(run=1, position=2, expected_id=1, actual_id=2)
-    return BenchmarkResult("tiny", rows, {"prompt_sha256": "f" * 64, "dtype": "float32"})
+    flipped = {"mismatch": Mismatch(run=0, position=2, expected_id=1, actual_id=2)}
+    rows = [*rounds((8, 4), [(2.0, 1.0), (2.2, 1.1)]), *rounds((8, 8), [(2.0, 1.0), (2.2, 1.1)], dynamic=flipped)]
+    return BenchmarkResult("tiny", rows, metadata={"dtype": "float32"}, facts=RunFacts(prompt_sha256="f" * 64))
 
 
 def test_html_emphasises_speedup_flags_differing_tokens_and_folds_metadata():
@@ -46,7 +46,7 @@ def test_html_emphasises_speedup_flags_differing_tokens_and_folds_metadata():
 
 def test_significant_change_is_marked():
     result = _result()
-    faster = BenchmarkResult("tiny", [Measurement(8, 4, ("uncached", "cached") * 2, (4.0, 1.0, 4.4, 1.1), (), "")])
+    faster = BenchmarkResult("tiny", rounds((8, 4), [(4.0, 1.0), (4.4, 1.1)]))
     comparison = compare(faster, result)
     page = comparison._repr_html_()
     column = list(shown_table(comparison.to_dataframe())[0].columns).index("speedup_change")

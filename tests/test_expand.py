@@ -69,10 +69,11 @@ def test_magic_keeps_braces_without_expand_and_substitutes_with_it(shell):
     literal = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", "about {topic}")
     expanded = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o --expand", "about {topic}")
     written = shell.run_cell_magic("kvbench", "-n 2 -w 0 -o", "about caches")
-    assert literal.metadata["prompt_sha256"] == sha("about {topic}")
-    assert literal.prompt_tokens == len("about {topic}")  # tiny's tokenizer is byte-level
-    assert (expanded.prompt_tokens, expanded.generated_ids) == (written.prompt_tokens, written.generated_ids)
-    assert expanded.metadata["prompt_sha256"] == written.metadata["prompt_sha256"]
+    assert literal.facts.prompt_sha256 == sha("about {topic}")
+    assert literal.config.prompt_tokens == len("about {topic}")  # tiny's tokenizer is byte-level
+    assert expanded.config == written.config
+    assert expanded.measurement("off").generated_ids == written.measurement("off").generated_ids
+    assert expanded.facts.prompt_sha256 == written.facts.prompt_sha256
 
 
 def test_expand_as_a_default_and_its_errors_in_the_magic(shell):
@@ -84,4 +85,4 @@ def test_expand_as_a_default_and_its_errors_in_the_magic(shell):
     finally:
         shell.run_line_magic("config", "KVMagics.expand = False")
     assert str(caught.value).startswith("--expand: {nothing_here} names no variable in the notebook")
-    assert literal.metadata["prompt_sha256"] == sha("about {nothing_here}")
+    assert literal.facts.prompt_sha256 == sha("about {nothing_here}")

@@ -1,6 +1,6 @@
 """Faults injected at every stage of %%kvbench (and of %kvload): the session must come out usable.
 
-Stages of ``%%kvbench -n 3 -w 1 -r 1``: tokenizing, the two-token ``generate`` of each condition, in
+Stages of ``%%kvbench -n 3 -w 1 -r 1``: tokenizing, the two-token ``generate`` of each strategy, in
 three rounds, that sizes the run against its budget, the uncached and cached warm-up ``generate``
 (1 token each), the uncached and cached timed ``generate`` (3 tokens each), the one-token runs for
 the time to first token, the identity check and building the table. Faults: ``KeyboardInterrupt`` (propagates: the user asked to stop),
@@ -27,7 +27,7 @@ LINE = f"-n {NEW} -w {WARMUP} -r 1 -o"
 
 # generate() stages in the order the protocol runs them: (use_cache, max_new_tokens).
 GENERATE_STAGES = {
-    "estimate uncached": (1, False, 2),  # three rounds of two tokens of each condition size the run
+    "estimate uncached": (1, False, 2),  # three rounds of two tokens of each strategy size the run
     "estimate cached": (2, True, 2),
     "estimate cached, last round": (6, True, 2),
     "warm-up uncached": (7, False, WARMUP),
@@ -66,7 +66,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def reference_ids(tiny) -> tuple[int, ...]:
-    return run_benchmark(tiny, PROMPT, new_tokens=NEW, warmup_tokens=WARMUP).generated_ids
+    return run_benchmark(tiny, PROMPT, new_tokens=NEW, warmup_tokens=WARMUP).measurement("off").generated_ids
 
 
 def _inject(mp: pytest.MonkeyPatch, loaded: Any, stage: str, make: Callable[[], BaseException]) -> list[str]:
@@ -126,7 +126,7 @@ def test_fault_leaves_the_session_usable(shell, tiny, reference_ids, stage: str,
 
     assert snapshot(tiny.model) == before
     again = shell.run_cell_magic("kvbench", LINE, PROMPT)
-    assert again.generated_ids == reference_ids
+    assert again.measurement("off").generated_ids == reference_ids
     assert again.identical
 
 
@@ -188,8 +188,8 @@ def test_out_of_memory_mid_sweep_keeps_the_finished_rows(tiny, monkeypatch) -> N
 
     monkeypatch.setattr(type(tiny.model), "generate", generate)
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3, 4], warmup_tokens=0, max_seconds=0)
-    assert result.partial and [m.new_tokens for m in result.measurements] == [2]
-    prompt_tokens = result.measurements[0].prompt_tokens
+    assert result.partial and [c.new_tokens for c in result.configs] == [2]
+    prompt_tokens = result.configs[0].prompt_tokens
     assert result.notes()[:2] == [
         (
             f"partial: out of accelerator memory at {prompt_tokens}+3 tokens after 1 of 3 configurations; "

@@ -147,5 +147,5 @@ def test_the_cell_body_is_only_tokenized(shell, tmp_path: Path, template: str) -
     outcome = shell.run_cell(f"%%kvbench -n 2 -w 0 -q -v measured\n{body}\n")
     assert outcome.error_in_exec is None and outcome.error_before_exec is None
     result = shell.user_ns.pop("measured")
-    assert result.metadata["prompt_sha256"] == hashlib.sha256(body.encode()).hexdigest()
+    assert result.facts.prompt_sha256 == hashlib.sha256(body.encode()).hexdigest()
     assert not marker.exists()

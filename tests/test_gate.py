@@ -10,30 +10,26 @@ from types import SimpleNamespace
 
 import pytest
 
+from kvmagic.core.config import Config
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends import cli
 from kvmagic.results.compare import compare
 from kvmagic.results.gate import FAIL_ON_FORM, Threshold, gate, judge, parse_fail_on
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.results.measurement import Measurement
+from kvmagic.results.result import BenchmarkResult
 
 from .conftest import said
+from .records import rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _measurement(pairs: list[tuple[float, float]], prompt_tokens: int = 8, new_tokens: int = 16) -> Measurement:
-    return Measurement(
-        prompt_tokens=prompt_tokens,
-        new_tokens=new_tokens,
-        runs=("uncached", "cached") * len(pairs),
-        seconds=tuple(s for pair in pairs for s in pair),
-        generated_ids=tuple(range(new_tokens)),
-        generated_text="x" * new_tokens,
-    )
+def _measurement(pairs: list[tuple[float, float]], prompt_tokens: int = 8, new_tokens: int = 16) -> list[Measurement]:
+    return rounds((prompt_tokens, new_tokens), pairs)
 
 
-def _result(*measurements: Measurement) -> BenchmarkResult:
-    return BenchmarkResult(model="tiny", measurements=list(measurements), metadata={"chat": False})
+def _result(*measurements: list[Measurement]) -> BenchmarkResult:
+    return BenchmarkResult(model="tiny", measurements=[m for pair in measurements for m in pair])
 
 
 # Five rounds each: a speed-up of 2.0 (per-round 1.96 to 2.04) before.
@@ -69,7 +65,8 @@ def test_crossing_is_strictly_past_the_threshold():
 
 
 def test_judge_fails_only_significant_rows_past_a_threshold():
-    saved = {(8, 16, 1): {"speedup": 2.0, "cached_s": 1.0}, (8, 32, 1): {"speedup": 2.0, "cached_s": 1.0}}
+    saved = {(Config(8, 16), "dynamic"): {"speedup": 2.0, "cached_s": 1.0},
+             (Config(8, 32), "dynamic"): {"speedup": 2.0, "cached_s": 1.0}}  # fmt: skip
     rows = [
         {"prompt_tokens": 8, "new_tokens": 16, "speedup": 1.5, "cached_s": 1.3, "significant": True},
         {"prompt_tokens": 8, "new_tokens": 32, "speedup": 1.5, "cached_s": 1.3, "significant": False},
@@ -84,7 +81,7 @@ def test_judge_fails_only_significant_rows_past_a_threshold():
 
 
 def test_judge_without_a_verdict_or_a_matching_row_cannot_pass():
-    saved = {(8, 16, 1): {"speedup": 2.0}}
+    saved = {(Config(8, 16), "dynamic"): {"speedup": 2.0}}
     unknown = [{"prompt_tokens": 8, "new_tokens": 16, "speedup": 1.0, "significant": None}]
     verdict = judge(unknown, saved, parse_fail_on("speedup:-5%"))
     assert verdict.failed == []

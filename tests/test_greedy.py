@@ -119,7 +119,7 @@ def _model_config_cache(tiny, implementation: str) -> Iterator[None]:
 @pytest.mark.parametrize("where", ["generation_config", "model config"])
 def test_the_cached_condition_and_dynamic_state_their_cache(tiny, own_config, inputs, where: str) -> None:
     """transformers 4.55 falls back to a cache_implementation in the model config; a checkpoint's
-    generation config may name one too. The cached condition and ``dynamic`` get a dynamic cache anyway."""
+    generation config may name one too. The cached strategy and ``dynamic`` get a dynamic cache anyway."""
     if where == "generation_config":
         own_config.cache_implementation = "static"
     with _model_config_cache(tiny, "static" if where == "model config" else None):
@@ -155,10 +155,10 @@ def test_only_a_compile_strategy_would_be_compiled_on_cuda(tiny, inputs, monkeyp
     monkeypatch.setattr(tiny.model, "_valid_auto_compile_criteria", on_cuda)
     for name in ("off", "dynamic", "static", "static+compile"):
         timed_generate(tiny.model, inputs, _config(tiny, dict(resolve(tiny, name).settings), 2), tiny.devices)
-    name = "cached condition"
+    name = "cached strategy"
     timed_generate(tiny.model, inputs, _config(tiny, {"use_cache": True}, 2), tiny.devices)
     assert [n for n, compiled in decisions if compiled] == ["static+compile"]
-    assert {n for n, _ in decisions} == {"off", "dynamic", "static", "static+compile", "cached condition"}
+    assert {n for n, _ in decisions} == {"off", "dynamic", "static", "static+compile", "cached strategy"}
 
 
 def test_the_model_config_object_is_never_replaced_for_good(tiny, inputs) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 
 import pytest
 
@@ -22,8 +21,8 @@ def test_limits_add_their_columns_note_and_records_only_when_asked(tiny) -> None
     frame = result.to_dataframe()
     assert list(frame.columns[-len(LIMIT_COLUMNS) :]) == list(LIMIT_COLUMNS)
     assert [(lim.new_tokens, lim.batch) for lim in result.limits] == [(3, 1), (3, 2)]
-    m, limits = result.measurements[0], result.limits[0]
-    assert frame["cached_of_limit"][0] == pytest.approx(limits.cached.seconds / m.cached_s)
+    cached, limits = result.measurement("dynamic", result.configs[0]), result.limits[0]
+    assert frame["cached_of_limit"][0] == pytest.approx(limits.cached.seconds / cached.median_s)
     assert frame["limit_speedup"][0] == pytest.approx(limits.uncached.seconds / limits.cached.seconds)
     assert frame["cached_limit_tok_s"][1] == pytest.approx(2 * result.limits[1].cached.decode_tok_s)
     (note,) = [n for n in result.notes() if n.startswith("limits (cpu")]
@@ -50,17 +49,17 @@ def test_the_magic_takes_limits(shell) -> None:
 
 
 def test_each_strategy_of_a_cache_comparison_gets_its_own_bound(tiny) -> None:
-    """off is bound as the uncached condition, a full-precision cache as the cached one; a quantized cache,
+    """off is bound as the uncached strategy, a full-precision cache as the cached one; a quantized cache,
     which moves fewer bytes than the bound counts, has none."""
     result = run_benchmark(
         tiny, PROMPT, new_tokens=3, warmup_tokens=0, cache="off,dynamic,static,quantized:fp8", limits=True
     )
     frame = result.to_dataframe().set_index("strategy")
     assert list(frame.columns[-len(STRATEGY_LIMIT_COLUMNS) :]) == list(STRATEGY_LIMIT_COLUMNS)
-    (m,), (limits,) = result.measurements, result.limits
+    (limits,) = result.limits
     for name, bound in (("off", limits.uncached), ("dynamic", limits.cached), ("static", limits.cached)):
         assert frame.loc[name, "limit_tok_s"] == pytest.approx(bound.decode_tok_s)
-        assert frame.loc[name, "of_limit"] == pytest.approx(bound.seconds / statistics.median(m.times(name)))
+        assert frame.loc[name, "of_limit"] == pytest.approx(bound.seconds / result.measurement(name).median_s)
     assert math.isnan(frame.loc["quantized:fp8", "limit_tok_s"]) and math.isnan(frame.loc["quantized:fp8", "of_limit"])
     (note,) = [n for n in result.notes() if n.startswith("limits (cpu")]
     assert "reaches" not in note and "the limits allow a speed-up of" in note  # the rows say each one's share

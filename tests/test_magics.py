@@ -32,7 +32,7 @@ def test_output_var_and_quiet(shell, capsys):
     result = bench(shell, "-n 3 -o -v saved")
     assert isinstance(result, BenchmarkResult)
     assert shell.user_ns["saved"] is result
-    assert result.new_tokens == 3 and len(result.generated_ids) == 3
+    assert result.config.new_tokens == 3 and len(result.measurement("off").generated_ids) == 3
     assert bench(shell, "-n 3 -q") is None
     assert capsys.readouterr().out == ""
 
@@ -40,22 +40,22 @@ def test_output_var_and_quiet(shell, capsys):
 def test_cell_text_is_the_prompt_without_surrounding_blank_lines(shell):
     plain = bench(shell, "-n 2 -o", "hello")
     padded = bench(shell, "-n 2 -o", "\n  hello \n\n")
-    assert padded.prompt_tokens == plain.prompt_tokens == 5
-    assert padded.generated_ids == plain.generated_ids
+    assert padded.config.prompt_tokens == plain.config.prompt_tokens == 5
+    assert padded.measurement("off").generated_ids == plain.measurement("off").generated_ids
 
 
 def test_chat_wraps_the_prompt_in_the_template(shell):
     plain = bench(shell, "-n 2 -o", "hello")
     chat = bench(shell, "-n 2 -o --chat", "hello")
     # "[|user|]\nhello[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n": 5 specials + 7 newlines
-    assert chat.prompt_tokens == plain.prompt_tokens + 12
+    assert chat.config.prompt_tokens == plain.config.prompt_tokens + 12
 
 
 def test_config_defaults_and_flags_override_them(shell):
     shell.run_line_magic("config", "KVMagics.new_tokens = 5")
     try:
-        assert bench(shell, "-w 0 -o").new_tokens == 5
-        assert bench(shell, "-w 0 -n 2 -o").new_tokens == 2
+        assert bench(shell, "-w 0 -o").config.new_tokens == 5
+        assert bench(shell, "-w 0 -n 2 -o").config.new_tokens == 2
     finally:
         shell.run_line_magic("config", "KVMagics.new_tokens = 64")
 
@@ -131,7 +131,7 @@ def test_kvbench_errors_say_the_fix_and_leave_the_model_usable(shell, line, cell
         bench(shell, line, cell)
     assert said(caught.value) == message
     after = bench(shell, "-n 3 -w 0 -o")
-    assert after.generated_ids == before.generated_ids
+    assert after.measurement("off").generated_ids == before.measurement("off").generated_ids
 
 
 def test_kvbench_before_kvload(shell):
@@ -307,8 +307,12 @@ def test_kvbench_is_a_line_magic_too_and_its_help_is_where_the_errors_point(shel
     quoted = shell.run_line_magic("kvbench", '-n 3 -w 0 -o "The KV cache"')
     unquoted = shell.run_line_magic("kvbench", "-n 3 -w 0 -o The KV cache")
     celled = shell.run_cell_magic("kvbench", "-n 3 -w 0 -o", "The KV cache")
-    assert quoted.generated_ids == unquoted.generated_ids == celled.generated_ids
-    assert quoted.prompt_tokens == celled.prompt_tokens
+    assert (
+        quoted.measurement("off").generated_ids
+        == unquoted.measurement("off").generated_ids
+        == celled.measurement("off").generated_ids
+    )
+    assert quoted.config == celled.config
 
 
 @pytest.mark.parametrize(

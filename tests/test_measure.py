@@ -13,61 +13,58 @@ import kvmagic
 from kvmagic import run_benchmark
 from kvmagic.core.stop import FixedRounds
 from kvmagic.results import report
+from kvmagic.results.measurement import Measurement, Pair
 from kvmagic.results.records import Mismatch, first_mismatch
 from kvmagic.results.report import COLUMNS
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner.prompt import encode_prompt
 from kvmagic.runner.rounds import measure_rounds
 
 from .conftest import PROMPT
 from .forcing import FlipCachedStep
+from .records import pair
 
 
-def _measurement(uncached: list[float], cached: list[float], **fields: object) -> Measurement:
-    runs, seconds = [], []
-    for u, c in zip(uncached, cached):
-        runs += ["uncached", "cached"]
-        seconds += [u, c]
-    return Measurement(
-        prompt_tokens=3, new_tokens=2, runs=tuple(runs), seconds=tuple(seconds),
-        generated_ids=(5, 6), generated_text="ab", **fields,
-    )  # fmt: skip
+def _measurement(uncached: list[float], cached: list[float], **fields: object) -> list[Measurement]:
+    return pair((3, 2), uncached, cached, dynamic=fields)
 
 
 def test_every_figure_comes_from_the_runs_made_anyway(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=5, warmup_tokens=1)
-    m = result.measurements[0]
-    assert m.profiles == {} and m.steps().empty  # no hooked runs by default
-    assert m.kv_bytes == {"uncached": 0, "cached": m.kv_predicted_bytes}  # counted from the timed runs' caches
-    assert set(m.ttft_s) == {"uncached", "cached"} and all(s > 0 for s in m.ttft_s.values())
-    assert m.peak_source == "process peak RSS" and all(b > 0 for b in m.peak_bytes.values())
+    off, cached = result.measurements
+    assert off.profile is None and cached.profile is None and result.steps().empty  # no hooked runs by default
+    predicted = result.facts.kv_position_bytes * result.configs[0].cached_positions
+    assert (off.kv_bytes, cached.kv_bytes) == (0, predicted)  # counted from the timed runs' caches
+    assert off.ttft_s > 0 and cached.ttft_s > 0
+    assert off.peak_source == cached.peak_source == "process peak RSS" and off.peak_bytes > 0 and cached.peak_bytes > 0
     row = result.to_dataframe().iloc[0]
     assert list(row.index) == list(COLUMNS)
-    assert row["cached_ttft_s"] == m.ttft_s["cached"]
+    assert row["cached_ttft_s"] == cached.ttft_s
     # A load spike can make the one-token run as slow as the whole run: then there is no decode time to divide by.
-    decoding = m.times("cached")[0] - m.ttft_s["cached"]
+    decoding = cached.seconds[0] - cached.ttft_s
     assert row["cached_tok_s"] == pytest.approx(4 / decoding if decoding > 0 else math.nan, nan_ok=True)
-    assert row["kv_cache_mib"] == row["kv_predicted_mib"] == m.kv_predicted_bytes / 2**20
-    assert row["cached_peak_mib"] == m.peak_bytes["cached"] / 2**20
+    assert row["kv_cache_mib"] == row["kv_predicted_mib"] == predicted / 2**20
+    assert row["cached_peak_mib"] == cached.peak_bytes / 2**20
     assert math.isnan(row["uncached_iqr_s"]) and math.isnan(row["speedup_ci_low"])  # one pair: no spread
 
 
 def test_steps_time_every_token_of_each_condition(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=5, warmup_tokens=1, steps=True)
-    m = result.measurements[0]
-    for name in ("uncached", "cached"):
-        profile = m.profiles[name]
+    off, cached = result.measurements
+    for m in (off, cached):
+        profile = m.profile
         assert len(profile.step_s) == 5 and len(profile.margins) == 5
         assert all(s > 0 for s in profile.step_s) and all(g >= 0 for g in profile.margins)
-        assert profile.generated_ids == m.generated_ids  # the hooked run took the same path
+        assert profile.generated_ids == off.generated_ids  # the hooked run took the same path
         assert profile.ttft_s == profile.step_s[0]
         assert profile.tok_s == pytest.approx(4 / sum(profile.step_s[1:]))
         assert profile.peak_bytes > 0
-    assert m.profiles["uncached"].kv_bytes == 0
-    assert m.profiles["cached"].kv_bytes == m.kv_predicted_bytes
-    steps = m.steps()
+    assert off.profile.kv_bytes == 0
+    assert cached.profile.kv_bytes == cached.kv_bytes
+    steps = result.steps()
+    prompt_tokens = result.configs[0].prompt_tokens
     assert list(steps.columns) == ["uncached_s", "cached_s"]
-    assert list(steps.index) == list(range(m.prompt_tokens, m.prompt_tokens + 5))
+    assert list(steps.index) == list(range(prompt_tokens, prompt_tokens + 5))
 
 
 def test_headline_runs_carry_no_hooks_and_hooked_runs_follow_only_with_steps(tiny, monkeypatch) -> None:
@@ -83,7 +80,7 @@ def test_headline_runs_carry_no_hooks_and_hooked_runs_follow_only_with_steps(tin
     inputs = encode_prompt(tiny, PROMPT)
     plain = measure_rounds(tiny, inputs, new_tokens=2, stop=FixedRounds(2))
     timed, first_token = [(False, 2, False), (True, 2, False)] * 2, [(False, 1, False), (True, 1, False)]
-    assert calls == timed + first_token and plain.profiles == {}
+    assert calls == timed + first_token and [m.profile for m in plain] == [None, None]
     calls.clear()
     measure_rounds(tiny, inputs, new_tokens=2, stop=FixedRounds(2), steps=True)
     assert calls == timed + first_token + [(False, 2, True), (True, 2, True)]
@@ -94,9 +91,9 @@ def test_first_mismatch_on_constructed_sequences() -> None:
     assert first_mismatch([1, 2, 3], [[1, 2]]) == (0, 2)  # a shorter run differs where it stops
     assert first_mismatch([1, 2], [[1, 2]]) is None
     mismatch = Mismatch(
-        run=1, position=2, expected_id=3, actual_id=9, expected_token="c", actual_token="x", margin=0.01
+        run=0, position=2, expected_id=3, actual_id=9, expected_token="c", actual_token="x", margin=0.01
     )
-    note = BenchmarkResult("m", [_measurement([1.0], [0.5], mismatch=mismatch)]).notes()
+    note = BenchmarkResult("m", _measurement([1.0], [0.5], mismatch=mismatch)).notes()
     assert note == [
         (
             "3+2 tokens: generated tokens differ from position 2: 'c' (id 3, first uncached run) vs 'x' "
@@ -111,10 +108,10 @@ def test_a_real_run_forced_to_differ_reports_where_and_by_how_much(tiny, monkeyp
     target = 100 if honest.generated_ids[2] != 100 else 101
     monkeypatch.setattr(tiny.model, "forward", FlipCachedStep(tiny.model.forward, step=2, target=target))
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0)
-    mismatch = result.measurements[0].mismatch
-    assert not result.identical
+    mismatch = result.measurement("dynamic").mismatch
+    assert not result.identical and result.measurement("off").identical
     assert (mismatch.run, mismatch.position, mismatch.expected_id, mismatch.actual_id) == (
-        1, 2, honest.generated_ids[2], target,
+        0, 2, honest.generated_ids[2], target,
     )  # fmt: skip
     assert mismatch.expected_token == tiny.tokenizer.decode([honest.generated_ids[2]])
     assert mismatch.actual_token == tiny.tokenizer.decode([target])
@@ -130,8 +127,7 @@ def test_the_magic_shows_the_mismatch(shell, tiny, monkeypatch) -> None:
 
 
 def test_spread_columns_against_hand_computed_numbers() -> None:
-    m = _measurement([4.0, 2.0, 3.0], [1.0, 1.0, 1.0])
-    row = report.row(m)
+    row = report.row(Pair(*_measurement([4.0, 2.0, 3.0], [1.0, 1.0, 1.0])))
     assert (row["uncached_s"], row["uncached_min_s"], row["uncached_iqr_s"]) == (3.0, 2.0, 1.0)
     assert (row["cached_s"], row["cached_min_s"], row["cached_iqr_s"]) == (1.0, 1.0, 0.0)
     # Three pairs: Student's t (2 degrees of freedom, 4.303) on the logs of 4, 2 and 3.
@@ -141,16 +137,17 @@ def test_spread_columns_against_hand_computed_numbers() -> None:
 
 def test_large_spread_is_warned_about_once_per_condition() -> None:
     # uncached: quartiles 1.0 and 1.5 around a median of 1.0 (50%); cached: 1% of its median.
-    result = BenchmarkResult("m", [_measurement([1.0, 1.0, 2.0], [1.0, 1.01, 1.02])])
+    result = BenchmarkResult("m", _measurement([1.0, 1.0, 2.0], [1.0, 1.01, 1.02]))
     notes = result.notes()
     assert len(notes) == 1
     assert notes[0].startswith("3+2 tokens: warning: uncached times vary (IQR is 50% of the median, over 10%)")
     assert "warning" in str(result)
-    assert BenchmarkResult("m", [_measurement([1.0, 2.0], [1.0, 3.0])]).notes() == []  # two runs: no IQR
+    assert BenchmarkResult("m", _measurement([1.0, 2.0], [1.0, 3.0])).notes() == []  # two runs: no IQR
 
 
 def test_metadata_says_where_the_numbers_come_from(tiny) -> None:
-    metadata = run_benchmark(tiny, PROMPT, new_tokens=1, warmup_tokens=0).metadata
+    result = run_benchmark(tiny, PROMPT, new_tokens=1, warmup_tokens=0)
+    metadata = result.metadata
     assert metadata["kvmagic"] == kvmagic.__version__
     assert metadata["torch"] == torch.__version__
     assert metadata["transformers"] == transformers.__version__
@@ -158,7 +155,7 @@ def test_metadata_says_where_the_numbers_come_from(tiny) -> None:
     assert metadata["dtype"] == "float32"
     assert metadata["attn_implementation"] == tiny.model.config._attn_implementation
     assert (metadata["model"], metadata["revision"]) == ("tiny", None)
-    assert metadata["prompt_sha256"] == hashlib.sha256(PROMPT.encode()).hexdigest()
+    assert result.facts.prompt_sha256 == hashlib.sha256(PROMPT.encode()).hexdigest()
 
 
 def test_kvbench_returns_every_column(shell) -> None:
@@ -166,4 +163,4 @@ def test_kvbench_returns_every_column(shell) -> None:
     assert frame is None
     found = shell.user_ns["found"]
     assert list(found.to_dataframe().columns) == list(COLUMNS)
-    assert found.speedup_ci[0] <= found.speedup_ci[1]
+    assert found.pair().interval[0] <= found.pair().interval[1]

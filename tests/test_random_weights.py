@@ -90,7 +90,7 @@ def test_a_shipped_model_loads_offline_and_says_its_weights_are_random():
     assert "tiny's tokenizer, built in " in summary
     result = run_benchmark(loaded, "hello", new_tokens=2, warmup_tokens=0)
     assert result.metadata["random_weights"] is True and result.metadata["model"] == SMOL
-    assert result.identical and result.measurements[0].prompt_tokens == 5
+    assert result.identical and result.config.prompt_tokens == 5
 
 
 def test_a_directory_gives_its_config_and_its_tokenizer(tmp_path):

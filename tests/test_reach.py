@@ -20,7 +20,7 @@ def test_predicted_reach_of_each_condition(tiny) -> None:
     assert list(table.columns) == list(FRONTIER_COLUMNS) and table["strategy"].tolist() == ["uncached", "cached"]
     assert (table["max_context"] == 2048).all() and (table["limited_by"] == "positions").all()  # tiny: 2048
     assert table["kv_bytes_per_token"].tolist() == [0.0, 2048.0]  # 2 x 4 layers x 2 KV heads x 32 x 4 bytes
-    assert (table["max_batch"] > 1).all() and result.frontier_checks == []
+    assert (table["max_batch"] > 1).all() and result.frontier.checks == []
     assert result.notes()[-1].startswith("frontier (")
     again = BenchmarkResult.from_json(result.to_json())
     assert again.frontier == result.frontier and frontier_table(again).equals(table)
@@ -28,8 +28,8 @@ def test_predicted_reach_of_each_condition(tiny) -> None:
 
 def test_a_check_runs_the_cached_strategies_at_their_frontier(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, frontier="check")
-    (check,) = result.frontier_checks
-    assert check.strategy == "cached" and check.prompt_tokens + check.new_tokens == 2048
+    (check,) = result.frontier.checks
+    assert check.strategy == "dynamic" and check.prompt_tokens + check.new_tokens == 2048
     assert abs(check.error) < 0.05 and check.fitted  # tensors against the prediction; the process within free memory
     assert any(n.startswith("frontier check, cached at ") for n in result.notes())
     assert math.isnan(frontier_table(result)["check_error"].iloc[0])  # the uncached run to 2048 is not made
@@ -45,7 +45,7 @@ def test_a_check_past_the_budget_is_not_run(tiny, monkeypatch) -> None:
 
     monkeypatch.setattr(rounds, "timed_generate", slow)
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, frontier="check")
-    assert result.frontier_checks == [] and list(result.metadata["frontier_unchecked"]) == ["cached"]
+    assert result.frontier.checks == [] and list(result.frontier.unchecked) == ["dynamic"]
     assert any(n.startswith("frontier check, cached: not run, it would take about ") for n in result.notes())
 
 

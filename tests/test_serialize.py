@@ -12,8 +12,10 @@ from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import render
 from kvmagic.results.compare import compare
 from kvmagic.results.records import StepProfile
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.serialize import json_text
+
+from .records import pair
 
 
 def _strict(text: str) -> object:
@@ -25,17 +27,8 @@ def _strict(text: str) -> object:
 
 def _result(margin: float = math.nan) -> BenchmarkResult:
     profile = StepProfile(step_s=(0.5, 0.1), margins=(margin, 1.0), generated_ids=(1, 2), peak_bytes=10, kv_bytes=4)
-    measurement = Measurement(
-        prompt_tokens=8,
-        new_tokens=2,
-        runs=("uncached", "cached"),
-        seconds=(2.0, 1.0),
-        generated_ids=(1, 2),
-        generated_text="ab",
-        profiles={"uncached": profile},
-        compile_s={"cached": math.inf},
-    )
-    return BenchmarkResult(model="tiny", measurements=[measurement], spec=BenchSpec(new_tokens=2, repeat=1))
+    measurements = pair((8, 2), [2.0], [1.0], off={"profile": profile}, dynamic={"compile_s": math.inf})
+    return BenchmarkResult(model="tiny", measurements=measurements, spec=BenchSpec(new_tokens=2, repeat=1))
 
 
 def test_missing_numbers_are_null_and_come_back_as_nan() -> None:
@@ -43,10 +36,11 @@ def test_missing_numbers_are_null_and_come_back_as_nan() -> None:
     assert math.isnan(result.to_dataframe()["speedup_ci_low"].iloc[0])  # one pair: no interval, a NaN cell
     text = result.to_json()
     data = _strict(text)
-    assert data["measurements"][0]["profiles"]["uncached"]["margins"] == [None, 1.0]
+    assert data["measurements"][0]["profile"]["margins"] == [None, 1.0]
+    assert data["measurements"][1]["compile_s"] is None
     again = BenchmarkResult.from_json(text)
-    assert math.isnan(again.measurements[0].profiles["uncached"].margins[0])
-    assert math.isnan(again.measurements[0].compile_s["cached"])
+    assert math.isnan(again.measurements[0].profile.margins[0])
+    assert math.isnan(again.measurements[1].compile_s)
     assert again.spec == result.spec and again.to_dataframe().equals(result.to_dataframe())
 
 

@@ -6,29 +6,25 @@ import math
 
 import pandas as pd
 
+from kvmagic.core.spec import BenchSpec
 from kvmagic.results.compare import compare
 from kvmagic.results.records import Mismatch, Prediction
 from kvmagic.results.report import COLUMNS
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import WIDTH, shown_table, shown_text
 
-# What the timed runs leave of each condition: 1 GiB of cache, 3 GiB peak, 0.57 s to the first token.
+from .records import pair, timed
+
+# What the timed runs leave of each strategy: 1 GiB of cache, 3 GiB peak, 0.57 s to the first token.
 LEFT = {"ttft_s": 0.57, "kv_bytes": 2**30, "peak_bytes": 3 * 2**30}
 
 
-def _left(*names: str) -> dict[str, dict]:
-    return {figure: dict.fromkeys(names, value) for figure, value in LEFT.items()}
-
-
 def _result(pairs: int = 1, *, uncached: float = 7.945844, cached: float = 5.175697) -> BenchmarkResult:
-    seconds = (uncached, cached) * pairs
     rows = [
-        Measurement(
-            prompt_tokens, new_tokens, ("uncached", "cached") * pairs, seconds, (1,), "x",
-            **_left("uncached", "cached"), kv_predicted_bytes=2**30,
-        )
-        for prompt_tokens, new_tokens in ((16, 64), (16384, 4096))
-    ]  # fmt: skip
+        m
+        for config in ((16, 64), (16384, 4096))
+        for m in pair(config, [uncached] * pairs, [cached] * pairs, off=LEFT, dynamic=LEFT)
+    ]
     return BenchmarkResult("tiny", rows)
 
 
@@ -92,17 +88,15 @@ def test_columns_a_reader_can_spare_go_first_when_the_table_would_not_fit():
 
 
 def _strategies() -> BenchmarkResult:
-    runs = ("off", "dynamic", "quantized:quanto") * 2
-    flip = Mismatch(run=2, position=3, expected_id=97, actual_id=98, expected_token="a", actual_token="b")
+    flip = Mismatch(run=0, position=3, expected_id=97, actual_id=98, expected_token="a", actual_token="b")
     rows = [
-        Measurement(
-            82, n, runs, (2.0, 1.0, 1.2) * 2, (1,), "x", mismatches={"quantized:quanto": flip},
-            **_left(*runs),
-        )
+        timed((82, n), name, [seconds] * 2, **LEFT, **({"mismatch": flip} if name == "quantized:quanto" else {}))
         for n in (64, 256)
-    ]  # fmt: skip
+        for name, seconds in (("off", 2.0), ("dynamic", 1.0), ("quantized:quanto", 1.2))
+    ]
+    names = ["off", "dynamic", "quantized:quanto", "offloaded_static"]
     return BenchmarkResult(
-        "tiny", rows, strategies=["off", "dynamic", "quantized:quanto", "offloaded_static"],
+        "tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
         skipped={"offloaded_static": "needs a GPU (CUDA or XPU): it offloads the cache from the accelerator to CPU "
                  "memory, and this note is long enough to wrap"},
     )  # fmt: skip

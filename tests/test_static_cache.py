@@ -122,7 +122,7 @@ def test_each_row_records_the_static_cache_it_used_sized_for_that_row(tiny) -> N
 
     result = run_benchmark(tiny, "The KV cache", new_tokens=[8, 2], warmup_tokens=0, cache="off,static")
     rows = result.to_dataframe().set_index(["new_tokens", "strategy"])
-    prompt = result.measurements[0].prompt_tokens
+    prompt = result.configs[0].prompt_tokens
     # Preallocated for the whole sequence (the last token's keys and values are never written; transformers
     # 5 adds a few bytes of counters per layer, 4.55 one position): within one position of prompt + new.
     assert abs(rows.loc[(8, "static"), "cache_tokens"] - (prompt + 8)) <= 1

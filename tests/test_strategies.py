@@ -193,37 +193,39 @@ def test_one_row_per_configuration_and_strategy_with_the_reason_for_those_that_c
 
 def test_every_runnable_strategy_is_timed_interleaved_against_off(compared) -> None:
     runnable = [n for n in compared.strategies if n not in compared.skipped]
-    for m in compared.measurements:
-        assert m.runs == tuple(runnable * 2)
-        rows = {r["strategy"]: r for r in (strategy_row(m, n) for n in runnable)}
+    for config in compared.configs:
+        found = {m.strategy: m for m in compared.measurements if m.config == config}
+        assert list(found) == runnable and all(len(m.seconds) == 2 for m in found.values())
+        rows = {n: strategy_row(config, n, found[n], found["off"]) for n in runnable}
         assert rows["off"]["speedup"] == 1.0 and rows["off"]["kv_cache_mib"] == 0
         for name in runnable:  # two runs each: the median is their mean
-            assert rows[name]["seconds"] == pytest.approx(sum(m.times(name)) / 2)
-            assert rows[name]["speedup"] == pytest.approx(sum(m.times("off")) / sum(m.times(name)))
+            assert rows[name]["seconds"] == pytest.approx(sum(found[name].seconds) / 2)
+            assert rows[name]["speedup"] == pytest.approx(sum(found["off"].seconds) / sum(found[name].seconds))
 
 
 def test_exact_caches_match_off_and_a_quantized_cache_is_smaller(compared) -> None:
-    for m in compared.measurements:
-        rows = {r["strategy"]: r for r in (strategy_row(m, n) for n in ["dynamic", "static", QUANTIZED])}
+    for config in compared.configs:
+        found = {m.strategy: m for m in compared.measurements if m.config == config}
+        rows = {n: strategy_row(config, n, found[n], found["off"]) for n in ["dynamic", "static", QUANTIZED]}
         assert rows["dynamic"]["identical"] and rows["static"]["identical"]  # float32 on CPU: exact
         assert 0 < rows[QUANTIZED]["kv_cache_mib"] < rows["dynamic"]["kv_cache_mib"]
-        quantized = m.mismatches.get(QUANTIZED)
+        quantized = found[QUANTIZED].mismatch
         assert rows[QUANTIZED]["identical"] is (quantized is None)
         if quantized is not None:
             assert rows[QUANTIZED]["first_mismatch"].startswith(f"{quantized.position}: ")
-            assert m.runs[quantized.run] == QUANTIZED
+            assert quantized.run in (0, 1)  # which of its two timed runs
 
 
 def test_a_strategy_table_survives_json(compared) -> None:
     again = BenchmarkResult.from_json(compared.to_json())
     assert again.to_dataframe().equals(compared.to_dataframe())
-    assert again.measurements[0].mismatches == compared.measurements[0].mismatches
+    assert [m.mismatch for m in again.measurements] == [m.mismatch for m in compared.measurements]
 
 
 def test_without_cache_the_table_is_the_two_condition_one(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1)
     assert list(result.to_dataframe().columns) == list(COLUMNS)
-    assert result.measurements[0].runs == ("uncached", "cached")
+    assert [m.strategy for m in result.measurements] == ["off", "dynamic"]
 
 
 def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> None:
@@ -252,8 +254,22 @@ def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, m
     result = run_benchmark(tiny, PROMPT, new_tokens=2, cache="static")
     row = result.to_dataframe().iloc[1]
     assert row["strategy"] == "static" and row["note"].startswith("failed: ") and "nope" in row["note"]
-    assert result.measurements[0].runs == ("off",)
+    assert [m.strategy for m in result.measurements] == ["off"]
     assert snapshot(tiny.model) == before
+
+
+def test_a_comparison_of_strategies_plots_and_compares_as_the_plain_run_does(shell, tmp_path) -> None:
+    """--plot and --compare work on strategy rows: a line and a change per strategy."""
+    saved = tmp_path / "base.json"
+    shell.run_cell_magic("kvbench", f"-n 2,3 -w 0 -r 2 --cache off,dynamic,static -q --save {saved}", PROMPT)
+    comparison = shell.run_cell_magic("kvbench", f"-n 2,3 -w 0 -r 2 --cache off,dynamic,static -o --compare {saved}",
+                                      PROMPT)  # fmt: skip
+    frame = comparison.to_dataframe()
+    assert frame["strategy"].tolist() == ["off", "dynamic", "static"] * 2
+    assert frame["speedup_was"].isna().tolist() == [True, False, False] * 2  # off is the reference itself
+    figure = comparison.result.plot()
+    speedups = {line.get_label() for line in figure.axes[1].get_lines() if not line.get_label().startswith("_")}
+    assert speedups == {"dynamic speed-up", "static speed-up"}
 
 
 def test_the_magic_returns_the_strategy_table(shell) -> None:
@@ -268,7 +284,6 @@ def test_the_magic_returns_the_strategy_table(shell) -> None:
     ("line", "message"),
     [
         ("-n 2 --kv-bits 4", "--kv-bits is the width of a quantized cache: add e.g. --cache off,quantized:quanto"),
-        ("-n 2 --cache off --plot", "--compare and --plot work on the two-condition run"),
         ("-n 2 --cache off,dynamc", "unknown cache strategy 'dynamc'"),
     ],
 )
@@ -284,11 +299,11 @@ def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
     from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
     from kvmagic.measure.timing import profiled_generate
     from kvmagic.runner.prompt import encode_prompt
-    from kvmagic.runner.rounds import condition_config
+    from kvmagic.runner.rounds import strategy_config
 
     inputs = encode_prompt(tiny, PROMPT)
     prompt_tokens = inputs["input_ids"].shape[-1]
-    config = condition_config(tiny, 12, resolve(tiny, "quantized:quanto", kv_bits=2))
+    config = strategy_config(tiny, 12, resolve(tiny, "quantized:quanto", kv_bits=2))
     cache = profiled_generate(tiny.model, inputs, config, tiny.devices).cache
     # Full-precision leftovers (the residual of recent tokens) are only part of what the cache holds.
     residual = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values) if t is not None)

@@ -6,6 +6,7 @@ import pytest
 
 from kvmagic import KVMagicError
 from kvmagic.core.budget import check_budget, estimate_seconds, floor_seconds, format_seconds, plan_within_budget
+from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel, Polynomial
 from kvmagic.core.lengths import LENGTH_FORMS, MAX_LENGTHS, configurations, parse_lengths, stretch_ids
 
@@ -83,16 +84,18 @@ COST = CostModel(prefill=Polynomial((0.5, 0.01)), decode=Polynomial((0.51,)))
 
 
 def test_estimate_counts_repeats_and_one_warm_up_per_prompt_length() -> None:
-    assert estimate_seconds(COST, [(10, 4), (10, 4)], repeat=3, warmup_tokens=2) == pytest.approx(6 * 4.59 + 2.32)
-    assert estimate_seconds(COST, [(10, 4)], repeat=1, warmup_tokens=0) == pytest.approx(4.59)
+    assert estimate_seconds(COST, [Config(10, 4), Config(10, 4)], repeat=3, warmup_tokens=2) == pytest.approx(
+        6 * 4.59 + 2.32
+    )
+    assert estimate_seconds(COST, [Config(10, 4)], repeat=1, warmup_tokens=0) == pytest.approx(4.59)
 
 
 def test_estimate_counts_one_generate_per_condition() -> None:
     # --cache off,dynamic,static: one uncached (2.46 s) and two cached (2.13 s each) generates per round
     three = (False, True, True)
-    assert estimate_seconds(COST, [(10, 4)], repeat=2, warmup_tokens=0, caches=three) == pytest.approx(2 * 6.72)
-    assert plan_within_budget(COST, [(10, 4)], repeat=1, warmup_tokens=0, max_seconds=5, caches=three) == [False]
-    assert plan_within_budget(COST, [(10, 4)], repeat=1, warmup_tokens=0, max_seconds=5) == [True]
+    assert estimate_seconds(COST, [Config(10, 4)], repeat=2, warmup_tokens=0, caches=three) == pytest.approx(2 * 6.72)
+    assert plan_within_budget(COST, [Config(10, 4)], repeat=1, warmup_tokens=0, max_seconds=5, caches=three) == [False]
+    assert plan_within_budget(COST, [Config(10, 4)], repeat=1, warmup_tokens=0, max_seconds=5) == [True]
 
 
 def test_the_floor_counts_what_single_forwards_bound_by_hand() -> None:
@@ -100,11 +103,11 @@ def test_the_floor_counts_what_single_forwards_bound_by_hand() -> None:
     # (10, 4): uncached 4 + 0.05 * 6 = 4.3, cached 1, two rounds: 10.6; (20, 2) x 3 sequences: uncached
     # 4 + 0.075, cached 2, two rounds: 36.45; 2-token warm-ups at 10 (2.05 + 1) and at 20 (4.075 + 2): 9.125.
     prefill = {10: 1.0, 20: 2.0}
-    configs = [(10, 4), (20, 2, 3)]
+    configs = [Config(10, 4), Config(20, 2, 3)]
     assert floor_seconds(prefill, 0.5, configs, repeat=2, warmup_tokens=2) == pytest.approx(10.6 + 36.45 + 9.125)
     three = (False, True, True)  # --cache off,dynamic,static: two cached prefills
-    assert floor_seconds(prefill, 0.5, [(10, 4)], repeat=1, warmup_tokens=0, caches=three) == pytest.approx(6.3)
-    assert floor_seconds(prefill, 3.0, [(10, 4)], repeat=1, warmup_tokens=0) == 5.0  # never a negative slope
+    assert floor_seconds(prefill, 0.5, [Config(10, 4)], repeat=1, warmup_tokens=0, caches=three) == pytest.approx(6.3)
+    assert floor_seconds(prefill, 3.0, [Config(10, 4)], repeat=1, warmup_tokens=0) == 5.0  # never a negative slope
 
 
 @pytest.mark.parametrize("coefficients", [(0.002, 1e-4, 2e-7), (0.0, 0.0, 1e-6), (0.01, 0.0, 0.0), (0.001, 3e-4, 0.0)])
@@ -113,7 +116,7 @@ def test_the_floor_stays_below_the_estimate_of_any_convex_cost(coefficients: tup
     # the prompt lengths and at one token never passes what the cost model estimates, and is near it when
     # the uncached steps dominate.
     cost = CostModel(Polynomial(coefficients), Polynomial((1e-4, 1e-7)), step_overhead_s=1e-4, call_overhead_s=1e-3)
-    configs = [(16, 64), (256, 16), (1500, 256, 2)]
+    configs = [Config(16, 64), Config(256, 16), Config(1500, 256, 2)]
     prefill = {p: cost.prefill(p) for p, *_ in configs}
     floor = floor_seconds(prefill, cost.prefill(1), configs, repeat=3, warmup_tokens=4)
     estimate = estimate_seconds(cost, configs, repeat=3, warmup_tokens=4)
@@ -121,7 +124,11 @@ def test_the_floor_stays_below_the_estimate_of_any_convex_cost(coefficients: tup
 
 
 def test_plan_skips_what_passes_the_budget_and_keeps_later_cheaper_rows() -> None:
-    configs = [(10, 4), (10, 1), (20, 1)]  # pairs: 4.59 s, 1.2 s, 1.4 s; warm-ups at 10 and 20: 2.32 s, 2.62 s
+    configs = [
+        Config(10, 4),
+        Config(10, 1),
+        Config(20, 1),
+    ]  # pairs: 4.59 s, 1.2 s, 1.4 s; warm-ups at 10 and 20: 2.32 s, 2.62 s
     assert plan_within_budget(COST, configs, repeat=1, warmup_tokens=0, max_seconds=3) == [False, True, True]
     assert plan_within_budget(COST, configs, repeat=1, warmup_tokens=2, max_seconds=4.1) == [False, True, False]
     assert plan_within_budget(COST, configs, repeat=2, warmup_tokens=0, max_seconds=2) == [False, False, False]

@@ -36,20 +36,20 @@ def test_stretch_prompt_at_the_natural_length_is_the_plain_encoding(tiny) -> Non
 
 def test_sweep_measures_the_cross_product_at_exact_lengths(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens="5,9", warmup_tokens=1)
-    assert [(m.prompt_tokens, m.new_tokens) for m in result.measurements] == [(5, 2), (5, 3), (9, 2), (9, 3)]
+    assert [(c.prompt_tokens, c.new_tokens) for c in result.configs] == [(5, 2), (5, 3), (9, 2), (9, 3)]
     assert list(result.to_dataframe()[["prompt_tokens", "new_tokens"]].itertuples(index=False, name=None)) == [
         (5, 2), (5, 3), (9, 2), (9, 3),
     ]  # fmt: skip
     assert result.identical and not result.partial
     natural = len(_text_ids(tiny))
     assert result.notes() == [f"prompt stretched: the cell's {natural} tokens repeated (or cut) to 5, 9 tokens"]
-    assert result.metadata["configurations"] == 4
+    assert result.facts.configurations == 4
 
 
 def test_a_plain_int_still_gives_one_row(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0)
-    assert len(result.measurements) == 1 and result.new_tokens == 2
-    assert result.notes() == [] and result.metadata["estimated_s"] > 0  # estimated from two tokens, not probed
+    assert len(result.configs) == 1 and result.config.new_tokens == 2
+    assert result.notes() == [] and result.facts.estimated_s > 0  # estimated from two tokens, not probed
 
 
 def test_prompt_tokens_with_chat_is_refused(tiny) -> None:
@@ -96,7 +96,7 @@ def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatc
     ), said(caught.value)
     assert calls == []
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=1, max_seconds=1e6)
-    assert calls == [2, 3] and result.metadata["estimated_s"] > 0
+    assert calls == [2, 3] and result.facts.estimated_s > 0
 
 
 def test_the_estimate_counts_the_hooked_round_only_with_steps(tiny, monkeypatch) -> None:
@@ -131,14 +131,18 @@ def test_interrupted_sweep_returns_finished_rows_and_the_model_stays_usable(tiny
     finally:
         hook.remove()
     assert result.partial
-    assert [(m.new_tokens, len(m.runs)) for m in result.measurements] == [(2, 2)]
+    assert [(m.config.new_tokens, len(m.seconds)) for m in result.measurements] == [(2, 1), (2, 1)]
     assert result.notes()[0] == (
         "partial: interrupted after 1 of 2 configurations; the rows shown are complete, the rest were not measured"
     )
     assert repr(result).endswith("; partial>")
     after = run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0)
-    assert after.generated_ids == before.generated_ids and after.identical and not after.partial
-    assert result.measurements[0].generated_ids == before.generated_ids[:2]
+    assert (
+        after.measurement("off").generated_ids == before.measurement("off").generated_ids
+        and after.identical
+        and not after.partial
+    )
+    assert result.measurements[0].generated_ids == before.measurement("off").generated_ids[:2]
 
 
 def test_interrupt_before_any_row_gives_an_empty_partial_result(tiny) -> None:
@@ -208,7 +212,7 @@ def test_magic_returns_a_partial_result_on_ctrl_c(shell, tiny, capsys) -> None:
         result = shell.run_cell_magic("kvbench", "-n 2,3 -w 0 --max-seconds 0 -o", PROMPT)
     finally:
         hook.remove()
-    assert result.partial and len(result.measurements) == 1
+    assert result.partial and len(result.configs) == 1
     frame = shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT)  # the model still works
     assert list(frame["identical"]) == [True]
 

@@ -4,48 +4,44 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
 
 import pandas as pd
 import pytest
 
 from kvmagic import KVMagicError
-from kvmagic.results.records import Mismatch
+from kvmagic.results.measurement import Measurement
+from kvmagic.results.records import Mismatch, RunFacts, StepProfile
 from kvmagic.results.report import COLUMNS
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.serialize import export_format
 
-
-def _measurement(new_tokens: int, uncached: float, cached: float, prompt_tokens: int = 16) -> Measurement:
-    return Measurement(
-        prompt_tokens=prompt_tokens,
-        new_tokens=new_tokens,
-        runs=("uncached", "cached", "uncached", "cached"),
-        seconds=(uncached, cached, uncached * 1.1, cached * 0.9),
-        generated_ids=tuple(range(new_tokens)),
-        generated_text="x" * new_tokens,
-    )
+from .records import pair
 
 
-def _result(**kwargs: object) -> BenchmarkResult:
-    measurements = [_measurement(16, 1.0, 0.5), _measurement(64, 8.0, 2.0), _measurement(256, 100.0, 8.0)]
-    measurements[1].mismatch = Mismatch(
-        run=2, position=3, expected_id=5, actual_id=7, expected_token="a", actual_token="b"
-    )
-    metadata = {"prompt_sha256": "ab" * 32, "chat": False, "repeat": 2, "configurations": 4}
-    return BenchmarkResult(model="tiny", measurements=measurements, metadata=metadata, **kwargs)
+def _measurement(
+    new_tokens: int, uncached: float, cached: float, prompt_tokens: int = 16, **dynamic: object
+) -> list[Measurement]:
+    return pair((prompt_tokens, new_tokens), [uncached, uncached * 1.1], [cached, cached * 0.9], dynamic=dynamic)
+
+
+def _result(partial: bool = False) -> BenchmarkResult:
+    flip = Mismatch(run=0, position=3, expected_id=5, actual_id=7, expected_token="a", actual_token="b")
+    measurements = [*_measurement(16, 1.0, 0.5), *_measurement(64, 8.0, 2.0, mismatch=flip),
+                    *_measurement(256, 100.0, 8.0)]  # fmt: skip
+    facts = RunFacts(prompt_sha256="ab" * 32, configurations=4, stopped="interrupted" if partial else "")
+    return BenchmarkResult(model="tiny", measurements=measurements, metadata={"dtype": "float32"}, facts=facts)
 
 
 def test_json_round_trips_everything_including_metadata(tmp_path) -> None:
     result = _result(partial=True)
     loaded = BenchmarkResult.from_json(result.to_json())
     assert loaded == result
-    assert loaded.measurements[1].mismatch == result.measurements[1].mismatch
-    assert loaded.partial and loaded.metadata == result.metadata
+    assert loaded.measurements[3].mismatch == result.measurements[3].mismatch
+    assert loaded.partial and loaded.metadata == result.metadata and loaded.facts == result.facts
     path = tmp_path / "sweep.json"
     assert result.to_json(path) is None
     assert BenchmarkResult.read_json(path) == result
-    assert json.loads(path.read_text())["metadata"]["prompt_sha256"] == "ab" * 32
+    assert json.loads(path.read_text())["facts"]["prompt_sha256"] == "ab" * 32
 
 
 def test_from_json_refuses_what_is_not_a_benchmark(tmp_path) -> None:
@@ -76,7 +72,7 @@ def test_markdown_is_a_pipe_table_with_the_notes(tmp_path) -> None:
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:5]]
     assert [row[1] for row in rows] == ["16", "64", "256"]
     assert [row[2] for row in rows] == ["1", "1", "1"]  # the batch
-    assert [float(row[5]) for row in rows] == pytest.approx([m.speedup for m in result.measurements], rel=1e-3)
+    assert [float(row[5]) for row in rows] == pytest.approx([p.speedup for p in result.pairs()], rel=1e-3)
     assert [row[6] for row in rows] == ["True", "False", "True"]
     assert lines[5] == ""
     assert lines[6] == f"- {result.notes()[0]}"
@@ -118,17 +114,17 @@ def test_plot_draws_time_and_speedup_against_generated_length() -> None:
     times, speedups = figure.axes
     assert times.get_xlabel() == speedups.get_xlabel() == "new tokens"
     assert times.get_ylabel() == "seconds"
-    lines = _lines(times)
-    assert lines["uncached"] == ([16, 64, 256], [m.uncached_s for m in result.measurements])
-    assert lines["cached"] == ([16, 64, 256], [m.cached_s for m in result.measurements])
-    assert _lines(speedups) == {"speed-up": ([16, 64, 256], [m.speedup for m in result.measurements])}
+    lines, pairs = _lines(times), result.pairs()
+    assert lines["uncached"] == ([16, 64, 256], [p.reference.median_s for p in pairs])
+    assert lines["cached"] == ([16, 64, 256], [p.other.median_s for p in pairs])
+    assert _lines(speedups) == {"speed-up": ([16, 64, 256], [p.speedup for p in pairs])}
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     assert buffer.getvalue().startswith(b"\x89PNG")
 
 
 def test_plot_groups_by_prompt_length_when_both_vary() -> None:
-    measurements = [_measurement(n, n / 10, n / 40, prompt_tokens=p) for p in (8, 32) for n in (4, 16)]
+    measurements = [m for p in (8, 32) for n in (4, 16) for m in _measurement(n, n / 10, n / 40, prompt_tokens=p)]
     figure = BenchmarkResult(model="tiny", measurements=measurements).plot()
     assert set(_lines(figure.axes[0])) == {
         "uncached, prompt tokens 8", "cached, prompt tokens 8", "uncached, prompt tokens 32", "cached, prompt tokens 32",
@@ -137,24 +133,22 @@ def test_plot_groups_by_prompt_length_when_both_vary() -> None:
 
 
 def test_plot_uses_prompt_length_when_only_it_varies() -> None:
-    measurements = [_measurement(8, p / 10, p / 40, prompt_tokens=p) for p in (64, 16)]
+    measurements = [m for p in (64, 16) for m in _measurement(8, p / 10, p / 40, prompt_tokens=p)]
     figure = BenchmarkResult(model="tiny", measurements=measurements).plot()
     assert figure.axes[0].get_xlabel() == "prompt tokens"
     assert _lines(figure.axes[0])["uncached"][0] == [16, 64]  # sorted by length
 
 
-@dataclass
-class _Stepped(Measurement):
-    uncached_step_s: tuple[float, ...] = ()
-    cached_step_s: tuple[float, ...] = ()
+def _stepped(new_tokens: int, uncached: float, uncached_steps: tuple, cached_steps: tuple) -> list[Measurement]:
+    off, dynamic = ({"profile": StepProfile(steps, (), (), 0, 0)} for steps in (uncached_steps, cached_steps))
+    return pair((16, new_tokens), [uncached], [0.5], off=off, dynamic=dynamic)
 
 
 def test_plot_adds_per_step_latency_when_measured() -> None:
-    short = _Stepped(**vars(_measurement(4, 1.0, 0.5)), uncached_step_s=(0.1,) * 4, cached_step_s=(0.1,) * 4)
-    long = _Stepped(
-        **vars(_measurement(6, 2.0, 0.5)), uncached_step_s=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), cached_step_s=(0.1,) * 6
-    )
-    figure = BenchmarkResult(model="tiny", measurements=[short, long], partial=True).plot()
+    short = _stepped(4, 1.0, (0.1,) * 4, (0.1,) * 4)
+    long = _stepped(6, 2.0, (0.1, 0.2, 0.3, 0.4, 0.5, 0.6), (0.1,) * 6)
+    stopped = RunFacts(stopped="interrupted")
+    figure = BenchmarkResult(model="tiny", measurements=[*short, *long], facts=stopped).plot()
     assert len(figure.axes) == 3
     steps = figure.axes[2]
     assert steps.get_xlabel() == "position (tokens in context)"
@@ -168,4 +162,4 @@ def test_plot_adds_per_step_latency_when_measured() -> None:
 
 def test_plot_refuses_an_empty_result() -> None:
     with pytest.raises(KVMagicError, match=r"^nothing to plot: the benchmark finished no configuration$"):
-        BenchmarkResult(model="tiny", measurements=[], partial=True).plot()
+        BenchmarkResult(model="tiny", measurements=[], facts=RunFacts(stopped="interrupted")).plot()

@@ -8,24 +8,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from kvmagic.core.config import Config
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
     from kvmagic.core.costmodel import CostModel
 
 __all__ = [
-    "Config", "batch_of", "check_budget", "estimate_seconds", "floor_seconds", "format_seconds",
+    "check_budget", "estimate_seconds", "floor_seconds", "format_seconds",
     "plan_within_budget", "round_seconds", "scaled_seconds",
 ]  # fmt: skip
 
-PAIR = (False, True)  # use_cache of each condition a round runs: uncached, then cached
-Config = tuple[int, ...]  # (prompt_tokens, new_tokens[, batch]): a batch of 1 when left out
+PAIR = (False, True)  # use_cache of each strategy a round runs: uncached, then cached
 
 
 def round_seconds(
     cost: CostModel, prompt_tokens: int, new_tokens: int, caches: Sequence[bool] = PAIR, batch: int = 1
 ) -> float:
-    """One generate per condition (``caches``: the ``use_cache`` of each), as the cost model predicts them.
+    """One generate per strategy (``caches``: the ``use_cache`` of each), as the cost model predicts them.
 
     The model knows the dynamic cache only: every cached strategy (``--cache``) is counted as one.
     A batch is counted as ``batch`` times one sequence's cost: a first, conservative approximation
@@ -34,17 +34,13 @@ def round_seconds(
     return batch * sum(cost.generate_seconds(prompt_tokens, new_tokens, use_cache=c) for c in caches)
 
 
-def batch_of(config: Config) -> int:
-    return config[2] if len(config) > 2 else 1
-
-
 def estimate_seconds(
     cost: CostModel, configs: Sequence[Config], *, repeat: int, warmup_tokens: int,
     caches: Sequence[bool] = PAIR,
 ) -> float:  # fmt: skip
     """The whole sweep: ``repeat`` rounds per configuration plus one warm-up round (of one sequence) per
     prompt length."""
-    total = sum(repeat * round_seconds(cost, c[0], c[1], caches, batch_of(c)) for c in configs)
+    total = sum(repeat * round_seconds(cost, c[0], c[1], caches, c.batch) for c in configs)
     if warmup_tokens:
         total += sum(round_seconds(cost, p, warmup_tokens, caches) for p in dict.fromkeys(c[0] for c in configs))
     return total
@@ -70,7 +66,7 @@ def floor_seconds(
         uncached = new_tokens * prefill + slope * new_tokens * (new_tokens - 1) / 2
         return sum(prefill if use_cache else uncached for use_cache in caches)
 
-    total = sum(repeat * batch_of(c) * generate(c[0], c[1]) for c in configs)
+    total = sum(repeat * c.batch * generate(c[0], c[1]) for c in configs)
     if warmup_tokens:
         total += sum(generate(p, warmup_tokens) for p in dict.fromkeys(c[0] for c in configs))
     return total
@@ -88,7 +84,7 @@ def plan_within_budget(
     plan, spent, warmed = [], 0.0, set()
     for config in configs:
         prompt_tokens, new_tokens = config[0], config[1]
-        cost_s = repeat * round_seconds(cost, prompt_tokens, new_tokens, caches, batch_of(config))
+        cost_s = repeat * round_seconds(cost, prompt_tokens, new_tokens, caches, config.batch)
         if warmup_tokens and prompt_tokens not in warmed:
             cost_s += round_seconds(cost, prompt_tokens, warmup_tokens, caches)
         fits = not max_seconds or spent + cost_s <= max_seconds
@@ -103,7 +99,7 @@ def scaled_seconds(prefill_s: float, two_tokens_s: float, prompt_tokens: int, to
     """One generate of ``tokens`` after ``prompt_tokens``, scaled from short runs: a cost model in two numbers.
 
     ``prefill_s`` is one forward over the prompt (a one-token run without the cache, F(P));
-    ``two_tokens_s`` the condition's own two-token run. Uncached, every step is a forward over the
+    ``two_tokens_s`` the strategy's own two-token run. Uncached, every step is a forward over the
     whole sequence, taken to grow in proportion to its length: F(P + i) = F(P) (P + i) / P. Cached,
     the prefill and then steps as long as the second token took (at least 1% of the prefill).
     Short prompts and long generations make the uncached figure an over-estimate, which is the

@@ -1,11 +1,11 @@
-"""A cost model of both conditions from a few short probes: why the cache buys what it buys.
+"""A cost model of both strategies from a few short probes: why the cache buys what it buys.
 
 Two curves explain a greedy generation: F(L), one forward pass over L tokens without a cache
 (what every uncached step and the cached prefill cost), and D(L), one cached decode step with L
 tokens already cached. Uncached generation of N tokens after P costs about sum_{i<N} F(P+i);
 cached about F(P) + sum_{1<=i<N} D(P+i). Each curve is the lowest-degree polynomial in L that the
 probes support. ``generate`` adds its own work around every forward (input preparation, logits
-processing, stopping checks), the same in both conditions: a constant G per step and C per call,
+processing, stopping checks), the same in both strategies: a constant G per step and C per call,
 read from a short cached ``generate`` whose forwards hooks stamp as they start and end.
 
 The probes that time these curves on a device live in :mod:`kvmagic.measure.costmodel_probe`; here the
@@ -119,12 +119,12 @@ def fit_polynomial(points: Sequence[tuple[float, float]], max_degree: int = MAX_
 
 @dataclass(frozen=True)
 class CostModel:
-    """Fitted prefill and decode curves, and what a generation costs under each condition."""
+    """Fitted prefill and decode curves, and what a generation costs under each strategy."""
 
     prefill: Polynomial  # F(L): one uncached forward over L tokens
     decode: Polynomial  # D(L): one cached decode step with L tokens cached
-    step_overhead_s: float = 0.0  # G: what generate adds around each forward, in both conditions
-    call_overhead_s: float = 0.0  # C: what generate adds once per call (set-up, checks), in both conditions
+    step_overhead_s: float = 0.0  # G: what generate adds around each forward, in both strategies
+    call_overhead_s: float = 0.0  # C: what generate adds once per call (set-up, checks), in both strategies
     probe_s: float = 0.0  # what probing cost
 
     def generate_seconds(self, prompt_tokens: int, new_tokens: int, *, use_cache: bool) -> float:
@@ -192,7 +192,7 @@ class CostModel:
                     f"per-step cost: {kind} dominates"
                 )
         notes.append(
-            "the cache saves only what grows with length: where the fixed per-step cost dominates, both conditions "
+            "the cache saves only what grows with length: where the fixed per-step cost dominates, both strategies "
             "pay about the same per token and the speed-up stays small; longer prompts and generations raise it"
         )
         if kv_bytes is not None and weight_bytes:

@@ -27,10 +27,11 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kvmagic.core.config import Config
 from kvmagic.core.shape import ModelShape
 
 __all__ = [
-    "Activations", "CacheLayout", "FitCheck", "FrontierRow", "frontier", "kv_bytes", "largest",
+    "Activations", "CacheLayout", "FitCheck", "Frontier", "FrontierRow", "frontier", "kv_bytes", "largest",
     "layout", "peak_bytes",
 ]  # fmt: skip
 
@@ -173,6 +174,10 @@ class FrontierRow:
     limited_by: str  # "memory", or "positions" where the model's position limit comes first
 
     @property
+    def config(self) -> Config:
+        return Config(self.prompt_tokens, self.new_tokens, self.batch)
+
+    @property
     def max_context(self) -> int:
         """The longest prompt plus new tokens, generating from the given prompt."""
         return self.prompt_tokens + self.max_new_tokens if self.max_new_tokens else 0
@@ -225,6 +230,10 @@ class FitCheck:
     tensor_bytes: float  # live tensors alone (the same as measured on CUDA): what the prediction counts
 
     @property
+    def config(self) -> Config:
+        return Config(self.prompt_tokens, self.new_tokens, self.batch)
+
+    @property
     def fitted(self) -> bool:
         """The device's peak stayed within the budget."""
         return self.measured_bytes <= self.budget_bytes
@@ -238,3 +247,13 @@ class FitCheck:
     def overhead(self) -> float:
         """What the device's peak adds to the tensors' (a CPU heap's retained blocks): 0.3 = 30% more."""
         return self.measured_bytes / self.tensor_bytes - 1 if self.tensor_bytes else math.nan
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """Every strategy's reach around one configuration, the memory it was predicted in, and any check run."""
+
+    rows: list[FrontierRow]
+    checks: list[FitCheck]
+    free_bytes: float
+    unchecked: dict[str, float]  # strategy -> estimated seconds of a check run past the budget

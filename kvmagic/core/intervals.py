@@ -8,7 +8,7 @@ falls above or below the true median like a fair coin, so the interval's coverag
 least the nominal level) with no assumption beyond independent pairs. With too few pairs for that
 (fewer than 6 at 95%) the interval is Student's t on the log ratios, exact when they are normal and
 conservative when a run now and then is slow; it covers the same median when the log ratios are
-symmetric, as they are when the two conditions' noise is alike. ``benchmarks/coverage.py`` checks
+symmetric, as they are when the two strategies' noise is alike. ``benchmarks/coverage.py`` checks
 both by simulation, against the percentile bootstrap this replaces.
 """
 

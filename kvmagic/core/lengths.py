@@ -9,6 +9,7 @@ import itertools
 import re
 from collections.abc import Sequence
 
+from kvmagic.core.config import Config
 from kvmagic.errors import KVMagicError
 
 __all__ = ["LENGTH_FORMS", "MAX_LENGTHS", "configurations", "parse_lengths", "stretch_ids"]
@@ -64,10 +65,10 @@ def _parse_item(item: str, text: str) -> list[int]:
 
 def configurations(
     prompt_tokens: Sequence[int], new_tokens: Sequence[int], batch: Sequence[int] = (1,)
-) -> list[tuple[int, int, int]]:
+) -> list[Config]:
     """The sweep's cross product (prompt, new, batch), prompt length outermost, in the order the lengths were
     given: one prompt length's configurations run together, so each is warmed up once."""
-    return list(itertools.product(prompt_tokens, new_tokens, batch))
+    return [Config(*values) for values in itertools.product(prompt_tokens, new_tokens, batch)]
 
 
 def stretch_ids(prefix: Sequence[int], body: Sequence[int], suffix: Sequence[int], tokens: int) -> list[int]:

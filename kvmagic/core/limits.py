@@ -2,7 +2,7 @@
 
 A step takes at least the longer of two times: the bytes it must move at the device's memory
 bandwidth, and the FLOPs it must do at its matrix throughput. Summed over a ``generate``'s steps,
-this bounds each condition from below, so a measured time divided into the bound says how much of
+this bounds each strategy from below, so a measured time divided into the bound says how much of
 the hardware a run uses, and the larger of the two times says what would make it faster.
 
 Counted per step, for ``B`` sequences (weights once, everything else per sequence); ``c(L)`` is the
@@ -27,11 +27,22 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kvmagic.core.config import Config
 from kvmagic.core.shape import ModelShape
 
 __all__ = [
-    "COMPUTE", "MEMORY", "ConditionLimit", "Hardware", "Limits", "Step", "compute_bound_from", "decode_step",
-    "forward_step", "limits_for", "limits_note", "prefill_step",
+    "COMPUTE",
+    "MEMORY",
+    "Hardware",
+    "Limits",
+    "Step",
+    "StrategyLimit",
+    "compute_bound_from",
+    "decode_step",
+    "forward_step",
+    "limits_for",
+    "limits_note",
+    "prefill_step",
 ]  # fmt: skip
 
 MEMORY, COMPUTE = "memory", "compute"
@@ -93,7 +104,7 @@ def forward_step(shape: ModelShape, length: int, batch: int = 1) -> Step:
 
 
 def prefill_step(shape: ModelShape, length: int, batch: int = 1) -> Step:
-    """The cached condition's first step: the same forward, writing the prompt's keys and values."""
+    """The cached strategy's first step: the same forward, writing the prompt's keys and values."""
     step = forward_step(shape, length, batch)
     return Step(step.bytes + batch * shape.kv_bytes_per_position * shape.positions(length), step.flops)
 
@@ -108,8 +119,8 @@ def decode_step(shape: ModelShape, context: int, batch: int = 1) -> Step:
 
 
 @dataclass(frozen=True)
-class ConditionLimit:
-    """One condition's ``generate`` at the hardware's limit."""
+class StrategyLimit:
+    """One strategy's ``generate`` at the hardware's limit."""
 
     seconds: float  # the whole generate
     first_token_s: float  # its first step: the prompt's forward
@@ -129,11 +140,11 @@ class ConditionLimit:
         return self.seconds / measured_s
 
 
-def _condition(steps: Sequence[Step], hardware: Hardware) -> ConditionLimit:
+def _strategy_limit(steps: Sequence[Step], hardware: Hardware) -> StrategyLimit:
     times = [step.seconds(hardware) for step in steps]
     later = list(zip(steps[1:], times[1:], strict=True)) or [(steps[0], times[0])]
     memory_time = sum(t for step, t in later if step.bound(hardware) == MEMORY)
-    return ConditionLimit(
+    return StrategyLimit(
         seconds=sum(times),
         first_token_s=times[0],
         memory_s=sum(step.memory_s(hardware) for step in steps),
@@ -145,15 +156,19 @@ def _condition(steps: Sequence[Step], hardware: Hardware) -> ConditionLimit:
 
 @dataclass(frozen=True)
 class Limits:
-    """Both conditions of one configuration at the hardware's limit."""
+    """Both strategies of one configuration at the hardware's limit."""
 
     prompt_tokens: int
     new_tokens: int
     batch: int
-    uncached: ConditionLimit
-    cached: ConditionLimit
+    uncached: StrategyLimit
+    cached: StrategyLimit
     compute_bound_from: int | None  # shortest uncached forward that is compute-bound; None: none up to 2^24
     weights_share: float  # of the last cached step's bytes, the weights' share (the rest: KV cache, activations)
+
+    @property
+    def config(self) -> Config:
+        return Config(self.prompt_tokens, self.new_tokens, self.batch)
 
     @property
     def speedup(self) -> float:
@@ -195,19 +210,19 @@ def limits_for(shape: ModelShape, hardware: Hardware, prompt_tokens: int, new_to
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
         batch=batch,
-        uncached=_condition(uncached, hardware),
-        cached=_condition(cached, hardware),
+        uncached=_strategy_limit(uncached, hardware),
+        cached=_strategy_limit(cached, hardware),
         compute_bound_from=compute_bound_from(shape, hardware, batch),
         weights_share=shape.weights_read / cached[-1].bytes,
     )
 
 
 def limits_note(limits: Limits, uncached_s: float | None = None, cached_s: float | None = None) -> str:
-    """What bounds each condition and what would help; with measured seconds, how much of it they reach."""
+    """What bounds each strategy and what would help; with measured seconds, how much of it they reach."""
     parts = [_cached_clause(limits), _uncached_clause(limits)]
     reached = [
-        f"{name} reaches {condition.reached(seconds):.0%} of what {_resource(condition.governs)} allows"
-        for name, condition, seconds in (("cached", limits.cached, cached_s), ("uncached", limits.uncached, uncached_s))
+        f"{name} reaches {strategy.reached(seconds):.0%} of what {_resource(strategy.governs)} allows"
+        for name, strategy, seconds in (("cached", limits.cached, cached_s), ("uncached", limits.uncached, uncached_s))
         if seconds
     ]
     if reached:

@@ -17,10 +17,11 @@ from typing import Any, Literal
 from kvmagic.core.lengths import parse_lengths
 from kvmagic.errors import KVMagicError
 
-__all__ = ["CACHED", "CONDITIONS", "MIN_AUTO_PAIRS", "UNCACHED", "BenchSpec", "Repeat", "check_field"]
+__all__ = ["MIN_AUTO_PAIRS", "PAIR", "PAIR_COLUMNS", "REFERENCE", "BenchSpec", "Repeat", "check_field"]
 
-UNCACHED, CACHED = "uncached", "cached"
-CONDITIONS = (UNCACHED, CACHED)  # the plain run's two conditions: the cache off and on
+REFERENCE = "off"  # the strategy every other one is measured against
+PAIR = (REFERENCE, "dynamic")  # the plain run: the cache off and on
+PAIR_COLUMNS = {"off": "uncached", "dynamic": "cached"}  # how the plain run's table and notes name them
 FRONTIER_MODES = ("predict", "check")
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
 Repeat = int | Literal["auto"]

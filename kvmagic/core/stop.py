@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvmagic.core import sequential
-from kvmagic.core.spec import CACHED, MIN_AUTO_PAIRS, UNCACHED, BenchSpec
+from kvmagic.core.spec import MIN_AUTO_PAIRS, PAIR, BenchSpec
 
 __all__ = ["FixedRounds", "StopRule", "UntilPrecise", "stop_rule"]
 
@@ -24,7 +24,7 @@ class StopRule(Protocol):
         ...
 
     def done(self, rounds: int, elapsed: float, times: Mapping[str, Sequence[float]]) -> bool:
-        """Whether ``rounds`` rounds, taking ``elapsed`` seconds with these times per condition, are enough."""
+        """Whether ``rounds`` rounds, taking ``elapsed`` seconds with these times per strategy, are enough."""
         ...
 
 
@@ -53,7 +53,7 @@ class UntilPrecise:
         """The cap first (it ignores the times), then the anytime interval's reach (see :mod:`.sequential`)."""
         if rounds < self.minimum:
             return False
-        return elapsed >= self.cap or sequential.auto_should_stop(times[UNCACHED], times[CACHED], self.target)
+        return elapsed >= self.cap or sequential.auto_should_stop(times[PAIR[0]], times[PAIR[1]], self.target)
 
 
 def stop_rule(spec: BenchSpec) -> StopRule:

@@ -213,12 +213,12 @@ class KVMagics(Magics):
         """Time greedy generation of a prompt with the KV cache off and on.
 
         The prompt is the cell's whole body (%%kvbench), or the rest of the line (%kvbench -n 16 "The KV
-        cache"). kvmagic tokenizes it once, warms up each condition, then times `generate` with
+        cache"). kvmagic tokenizes it once, warms up each strategy, then times `generate` with
         use_cache=False and use_cache=True, interleaved and device-synchronized, and checks that both
         generated the same tokens. It returns a DataFrame, one row per configuration: prompt_tokens,
         new_tokens, uncached_s, cached_s (medians), speedup (their ratio; with -r 3 or more, its 95%
         interval beside it), identical, kv_cache_mib, then time to first token, decode tokens/s, peak
-        memory and spread per condition. The table shows the columns a reader needs first, to fit 100
+        memory and spread per strategy. The table shows the columns a reader needs first, to fit 100
         columns; --wide shows every one, and the DataFrame, -o, -v and --save keep all of them. Notes
         (where tokens differed, a large spread, what was turned off) are shown under the table.
 
@@ -273,7 +273,7 @@ class KVMagics(Magics):
             return None
         from kvmagic.results.display import styled_table
 
-        metadata = {"model": result.model, **result.metadata}
+        metadata = {"model": result.model, **result.setup()}
         return styled_table(shown.to_dataframe(), metadata, shown.notes(), wide=resolved(args, configured, "wide"))
 
     def unload(self) -> None:

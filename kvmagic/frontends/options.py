@@ -156,7 +156,7 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "auto_cap", _default("auto_cap"), type=float, configurable=True, examples=("1",)),
     Option(("--chat",), "Wrap the prompt in the tokenizer's chat template (--no-chat: do not).", "chat",
            _default("chat"), action=argparse.BooleanOptionalAction, configurable=True, examples=("",)),
-    Option(("--steps",), "After the timed runs, one hooked run per condition times every step (result.steps(), "
+    Option(("--steps",), "After the timed runs, one hooked run per strategy times every step (result.steps(), "
            "the plot's per-step panel) and keeps the top-2 margins (--no-steps: not; --plot turns it on).",
            "steps", _default("steps"), action=argparse.BooleanOptionalAction,
            configurable=True, examples=("",)),
@@ -204,7 +204,7 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true",
            examples=("",)),
     Option(("--limits",), "Probe the device's copy bandwidth and matrix throughput first (once per session) and add "
-           "each condition's bound tok/s, the share of it measured, the speed-up the bounds imply, and which bound "
+           "each strategy's bound tok/s, the share of it measured, the speed-up the bounds imply, and which bound "
            "governs.", "limits", action="store_true", examples=("",)),
     Option(("--frontier",), "After measuring, predict for each strategy the longest context and the largest batch "
            "that fit in the memory free on the model's device; --frontier check also runs one cached generate at "
@@ -272,8 +272,6 @@ def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
 
     if args.save:
         export_format(args.save)
-    if args.cache and (args.compare or getattr(args, "plot", False)):
-        raise KVMagicError("--compare and --plot work on the two-condition run: drop them or drop --cache")
     if not args.compare:
         return None
     baseline = BenchmarkResult.read_json(args.compare)

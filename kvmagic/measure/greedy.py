@@ -48,7 +48,7 @@ GREEDY_OFF: dict[str, Any] = {
 }  # fmt: skip
 _TOKENS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 # Settings a checkpoint may ship that a fresh config already holds at "off" (min_length: 0 in 4.55, unset in
-# 5.x, where setting it makes transformers warn beside min_new_tokens), or that each condition states itself.
+# 5.x, where setting it makes transformers warn beside min_new_tokens), or that each strategy states itself.
 _ALSO_REPORTED = {"min_length": 0, "cache_implementation": None}
 
 

@@ -10,13 +10,12 @@ instead of raising: the benchmark shows it as a row with a note.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.spec import CACHED, UNCACHED
+from kvmagic.core.spec import PAIR, REFERENCE
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities
 from kvmagic.measure.capabilities import QUANTIZED_SPELLINGS, transformers_version
@@ -36,7 +35,6 @@ __all__ = [
     "strategies",
 ]
 
-REFERENCE = "off"  # every strategy's speed-up and identity are measured against this one
 COMPILE_SUFFIX = "+compile"
 QUANTIZED = "quantized"
 _PACKAGES = {"quanto": "optimum-quanto", "hqq": "hqq"}  # backend -> the pip package it needs; fp8 needs none
@@ -75,11 +73,9 @@ class Strategy:
 
 
 def plain_pair(loaded: LoadedModel) -> tuple[Strategy, Strategy]:
-    """The cache off and on, as the plain run names them: the two-strategy case of a comparison."""
-    return (
-        dataclasses.replace(resolve(loaded, REFERENCE), name=UNCACHED),
-        dataclasses.replace(resolve(loaded, "dynamic"), name=CACHED),
-    )
+    """The cache off and on: the plain run, the two-strategy case of a comparison."""
+    reference, cached = (resolve(loaded, name) for name in PAIR)
+    return reference, cached
 
 
 def parse_names(text: str | Sequence[str]) -> list[str]:

@@ -1,10 +1,10 @@
 """A run against a saved baseline: did the speed-up move by more than the runs' own noise?
 
-Rows are matched by (prompt_tokens, new_tokens, batch). A change counts as significant when a test of the
-two runs' per-round speed-ups (each interleaved uncached/cached pair divided) rejects "no change" at
+Rows are matched by configuration and strategy. A change counts as significant when a test of the
+two runs' per-round speed-ups (each round's reference time over the strategy's) rejects "no change" at
 5%, so that with no change it fires one time in twenty at most (see
 :func:`kvmagic.core.intervals.significant_change`); a run with one round says nothing about its own
-noise, and then the question has no answer (None) rather than a made-up one. Whatever metadata
+noise, and then the question has no answer (None) rather than a made-up one. Whatever setup
 both runs record is compared, and every difference is reported: a baseline measured on another
 device or dtype is still shown, but not silently.
 """
@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.config import Config
 from kvmagic.core.intervals import significant_change
-from kvmagic.core.spec import CACHED, UNCACHED
-from kvmagic.results.report import COLUMNS, row
-from kvmagic.results.result import BenchmarkResult, Measurement
+from kvmagic.core.spec import PAIR, REFERENCE
+from kvmagic.results.result import BenchmarkResult, Pair
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,52 +26,51 @@ if TYPE_CHECKING:
 __all__ = ["COMPARE_COLUMNS", "Comparison", "compare"]
 
 COMPARE_COLUMNS = ("speedup_was", "speedup_change", "significant")
-# Facts about the run itself rather than about the conditions it measured.
+# Facts about the run itself rather than about what it measured.
 _RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
-
-
-def _significant(now: Measurement, was: Measurement) -> bool | None:
-    now_pairs, was_pairs = (list(zip(m.times(UNCACHED), m.times(CACHED))) for m in (now, was))
-    return significant_change(now_pairs, was_pairs)
 
 
 @dataclass
 class Comparison:
-    """``result`` next to ``baseline``: the result's table plus, per row, how its speed-up moved."""
+    """``result`` next to ``baseline``: the result's table plus, per row, how its speed-up moved.
+
+    A row is matched with the baseline's of the same configuration and strategy (the plain run's row is its
+    ``dynamic`` strategy against ``off``)."""
 
     result: BenchmarkResult
     baseline: BenchmarkResult
 
-    def _pairs(self) -> list[tuple[Measurement, Measurement | None]]:
-        saved = {(m.prompt_tokens, m.new_tokens, m.batch): m for m in self.baseline.measurements}
-        return [(m, saved.get((m.prompt_tokens, m.new_tokens, m.batch))) for m in self.result.measurements]
-
     def rows(self) -> list[dict[str, Any]]:
         rows = []
-        for now, was in self._pairs():
-            values = row(now)
-            if was is None:
+        for values in self.result.to_dataframe().to_dict("records"):
+            strategy = values.get("strategy", PAIR[1])
+            now, was = (_pair(r, Config.of(values), strategy) for r in (self.result, self.baseline))
+            if now is None or was is None:
                 values.update(speedup_was=math.nan, speedup_change=math.nan, significant=None)
             else:
                 values.update(
                     speedup_was=was.speedup,
                     speedup_change=now.speedup / was.speedup - 1,
-                    significant=_significant(now, was),
+                    significant=significant_change(now.rounds, was.rounds),
                 )
             rows.append(values)
         return rows
 
+    def saved_rows(self) -> dict[tuple[Config, str], dict[str, Any]]:
+        """The baseline's table rows, by configuration and strategy."""
+        return {_key(row): row for row in self.baseline.to_dataframe().to_dict("records")}
+
     def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame(self.rows(), columns=[*COLUMNS, *COMPARE_COLUMNS])
+        return pd.DataFrame(self.rows(), columns=[*self.result.to_dataframe().columns, *COMPARE_COLUMNS])
 
     def differences(self) -> list[str]:
         """How the two runs were set up differently, from the metadata both record."""
         found = []
         if self.result.model != self.baseline.model:
             found.append(f"model: {self.baseline.model!r} saved, {self.result.model!r} now")
-        now, was = self.result.metadata, self.baseline.metadata
+        now, was = self.result.setup(), self.baseline.setup()
         for key in sorted((now.keys() & was.keys()) - _RUN_ONLY):
             if now[key] != was[key]:
                 if key == "prompt_sha256":
@@ -87,18 +86,17 @@ class Comparison:
     def notes(self) -> list[str]:
         notes = list(self.result.notes())
         notes += [f"differs from the saved run: {d}" for d in self.differences()]
-        pairs = self._pairs()
-        unmatched = [f"{m.prompt_tokens}+{m.new_tokens}" for m, was in pairs if was is None]
+        rows = self.rows()
+        unmatched = [str(Config.of(row)) for row in rows if _key(row) not in self.saved_rows()]
         if unmatched:
-            notes.append(f"no saved row to compare with for {', '.join(unmatched)} tokens (prompt+new)")
-        measured = {(m.prompt_tokens, m.new_tokens, m.batch) for m in self.result.measurements}
-        missing = [f"{m.prompt_tokens}+{m.new_tokens}" for m in self.baseline.measurements
-                   if (m.prompt_tokens, m.new_tokens, m.batch) not in measured]  # fmt: skip
+            notes.append(f"no saved row to compare with for {', '.join(dict.fromkeys(unmatched))}")
+        measured = {_key(row) for row in rows}
+        missing = [str(key[0]) for key in self.saved_rows() if key not in measured]
         if missing:
-            notes.append(f"saved rows not measured now: {', '.join(missing)} tokens (prompt+new)")
+            notes.append(f"saved rows not measured now: {', '.join(dict.fromkeys(missing))}")
         if self.baseline.partial:
             notes.append("the saved run was interrupted: it has only the rows it finished")
-        if any(was is not None and _significant(now, was) is None for now, was in pairs):
+        if any(row["significant"] is None and not math.isnan(row["speedup_was"]) for row in rows):
             notes.append(
                 "significant is empty where a run timed a single round: with -r 2 or more in both runs, a change "
                 "counts when a test of the runs' per-round speed-ups finds one at 5% (false alarms: 1 in 20 at most)"
@@ -119,7 +117,7 @@ class Comparison:
     def _repr_html_(self) -> str:
         from kvmagic.results.display import to_html
 
-        return to_html(self.to_dataframe(), {"model": self.result.model, **self.result.metadata}, self.notes())
+        return to_html(self.to_dataframe(), {"model": self.result.model, **self.result.setup()}, self.notes())
 
 
 def compare(result: BenchmarkResult, baseline: BenchmarkResult) -> Comparison:
@@ -129,3 +127,12 @@ def compare(result: BenchmarkResult, baseline: BenchmarkResult) -> Comparison:
 
 def _show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
+
+
+def _pair(result: BenchmarkResult, config: Config, strategy: str) -> Pair | None:
+    """``strategy`` against the reference at ``config`` in ``result``; None where either did not run."""
+    return None if strategy == REFERENCE else result.pair(config, strategy)
+
+
+def _key(row: dict[str, Any]) -> tuple[Config, str]:
+    return Config.of(row), row.get("strategy", PAIR[1])

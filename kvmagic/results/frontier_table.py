@@ -1,5 +1,5 @@
 """How far memory reaches (``frontier``): per cache strategy the longest context and the largest batch
-that fit in the memory free, its note, its table, and its records as JSON.
+that fit in the memory free: its note and its table.
 
 The arithmetic is :mod:`kvmagic.core.frontier`'s; a check run at a predicted frontier sits beside it.
 """
@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-from kvmagic.core.frontier import FitCheck, FrontierRow
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kvmagic.results.result import BenchmarkResult
 
-__all__ = ["FRONTIER_COLUMNS", "frontier_notes", "frontier_table", "reach_from_dict", "reach_to_dict"]
+__all__ = ["FRONTIER_COLUMNS", "frontier_notes", "frontier_table"]
 
 FRONTIER_COLUMNS = (
     "strategy", "prompt_tokens", "new_tokens", "batch", "kv_bytes_per_token", "peak_mib", "max_new_tokens",
@@ -31,12 +28,14 @@ def frontier_table(result: BenchmarkResult) -> pd.DataFrame:
     """One row per strategy: its predicted reach, and where a check ran, what the run took against it."""
     import pandas as pd
 
-    checks = {check.strategy: check for check in result.frontier_checks}
+    found = result.frontier
+    checks = {check.strategy: check for check in (found.checks if found else [])}
     rows = []
-    for row in result.frontier:
+    for row in found.rows if found else []:
         check = checks.get(row.strategy)
         values = {**dataclasses.asdict(row), "peak_mib": row.peak_bytes / _MIB, "max_context": row.max_context}
         values.update(
+            strategy=result.shown_name(row.strategy),
             checked_peak_mib=math.nan if check is None else check.tensor_bytes / _MIB,
             check_error=math.nan if check is None else check.error,
             fitted=None if check is None else check.fitted,
@@ -47,43 +46,24 @@ def frontier_table(result: BenchmarkResult) -> pd.DataFrame:
 
 def frontier_notes(result: BenchmarkResult) -> list[str]:
     """Per strategy, in a sentence: how long a context and how large a batch fit, and what a check found."""
-    if not result.frontier:
+    found, name = result.frontier, result.shown_name
+    if not found or not found.rows:
         return []
-    free = result.metadata.get("frontier_free_bytes", math.nan) / 2**30
-    first = result.frontier[0]
-    where = f"{first.prompt_tokens}+{first.new_tokens} tokens x {first.batch}"
     parts = [
-        f"{row.strategy} holds up to {row.max_context} tokens of context and a batch of {row.max_batch}"
+        f"{name(row.strategy)} holds up to {row.max_context} tokens of context and a batch of {row.max_batch}"
         + (" (the model's positions come first)" if row.limited_by == "positions" else "")
-        for row in result.frontier
+        for row in found.rows
     ]
-    notes = [f"frontier ({free:.3g} GiB free, around {where}): " + "; ".join(parts)]
-    for strategy, seconds in result.metadata.get("frontier_unchecked", {}).items():
-        notes.append(f"frontier check, {strategy}: not run, it would take about {seconds:.3g} s, past max_seconds")
-    for check in result.frontier_checks:
+    notes = [f"frontier ({found.free_bytes / 2**30:.3g} GiB free, around {found.rows[0].config}): " + "; ".join(parts)]
+    for strategy, seconds in found.unchecked.items():
+        notes.append(
+            f"frontier check, {name(strategy)}: not run, it would take about {seconds:.3g} s, past max_seconds"
+        )
+    for check in found.checks:
         verdict = "fitted" if check.fitted else "did not fit"
         notes.append(
-            f"frontier check, {check.strategy} at {check.prompt_tokens}+{check.new_tokens} tokens: {verdict} in "
+            f"frontier check, {name(check.strategy)} at {check.config}: {verdict} in "
             f"{check.budget_bytes / 2**30:.3g} GiB; its tensors took {check.error:+.1%} against the prediction, and "
             f"the device's peak was {check.measured_bytes / 2**20:.4g} MiB (on a CPU, the whole process's growth)"
         )
     return notes
-
-
-def reach_to_dict(frontier: list[FrontierRow], checks: list[FitCheck]) -> dict[str, Any]:
-    return {
-        "frontier": [dataclasses.asdict(r) for r in frontier],
-        "frontier_checks": [dataclasses.asdict(c) for c in checks],
-    }
-
-
-def reach_from_dict(data: Mapping[str, Any]) -> dict[str, Any]:
-    """What :func:`reach_to_dict` wrote, as a result's fields; a result saved without them has none."""
-    return {
-        "frontier": [FrontierRow(**row) for row in data.get("frontier", [])],
-        "frontier_checks": [FitCheck(**_numbers(check)) for check in data.get("frontier_checks", [])],
-    }
-
-
-def _numbers(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: math.nan if v is None else v for k, v in data.items()}

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.config import Config
+from kvmagic.core.spec import PAIR
 from kvmagic.errors import KVMagicError
-from kvmagic.results import report
 
 if TYPE_CHECKING:
     from kvmagic.results.compare import Comparison
@@ -76,27 +77,29 @@ class GateVerdict:
 Row = Mapping[str, Any]
 
 
-def judge(
-    rows: Sequence[Row], saved: Mapping[tuple[int, int, int], Row], thresholds: Sequence[Threshold]
-) -> GateVerdict:
+def judge(rows: Sequence[Row], saved: Mapping[tuple[Config, str], Row], thresholds: Sequence[Threshold]) -> GateVerdict:
     """Judge each of ``rows`` (a comparison's, with its ``significant``) against its saved row.
 
-    ``saved`` maps (prompt_tokens, new_tokens, batch) to the saved run's row; rows without one are not judged,
-    and when no row has one there is nothing to judge, which is not a pass.
+    ``saved`` maps (configuration, strategy) to the saved run's row; rows without one are not judged,
+    and when no row has one there is nothing to judge, which is not a pass. A metric a row does not have
+    (a comparison of strategies has no ``cached_s``) cannot be judged there.
     """
     verdict = GateVerdict()
     matched = [(row, saved[key]) for row in rows if (key := _key(row)) in saved]
     if not matched:
         verdict.undecided.append(
-            "no row matches a saved row (the same prompt_tokens, new_tokens and batch): nothing to judge"
+            "no row matches a saved row (the same prompt_tokens, new_tokens, batch and strategy): nothing to judge"
         )
     for row, was in matched:
         for threshold in thresholds:
+            if threshold.metric not in row:
+                verdict.undecided.append(f"{Config.of(row)}, {row.get('strategy')}: no {threshold.metric} to judge")
+                continue
             now_value, was_value = row[threshold.metric], was[threshold.metric]
             if not threshold.crossed(now_value, was_value):
                 continue
             line = (
-                f"{row['prompt_tokens']}+{row['new_tokens']} tokens{_times(row)}: {threshold.metric} "
+                f"{Config.of(row)}{_strategy(row)}: {threshold.metric} "
                 f"{was_value:.4g} -> {now_value:.4g} ({now_value / was_value - 1:+.1%}, past {threshold})"
             )
             if row["significant"] is None:
@@ -108,13 +111,12 @@ def judge(
 
 def gate(comparison: Comparison, thresholds: Sequence[Threshold]) -> GateVerdict:
     """:func:`judge` a comparison's rows against its baseline's."""
-    saved = {(m.prompt_tokens, m.new_tokens, m.batch): report.row(m) for m in comparison.baseline.measurements}
-    return judge(comparison.rows(), saved, thresholds)
+    return judge(comparison.rows(), comparison.saved_rows(), thresholds)
 
 
-def _key(row: Mapping[str, Any]) -> tuple[int, int, int]:
-    return row["prompt_tokens"], row["new_tokens"], row.get("batch", 1)
+def _key(row: Mapping[str, Any]) -> tuple[Config, str]:
+    return Config.of(row), row.get("strategy", PAIR[1])
 
 
-def _times(row: Mapping[str, Any]) -> str:
-    return f" x {row['batch']} sequences" if row.get("batch", 1) > 1 else ""
+def _strategy(row: Mapping[str, Any]) -> str:
+    return f", {row['strategy']}" if "strategy" in row else ""

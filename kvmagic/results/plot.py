@@ -1,7 +1,8 @@
 """The sweep as a picture: time and speed-up against length, per-step latency against position.
 
-Built on a bare matplotlib ``Figure`` (no pyplot): no global figure state, no backend needed, and
-``fig.savefig(path)`` works anywhere.
+Every strategy gets its line (the plain run's two as uncached and cached), every strategy but the reference
+its speed-up. Built on a bare matplotlib ``Figure`` (no pyplot): no global figure state, no backend needed,
+and ``fig.savefig(path)`` works anywhere.
 """
 
 from __future__ import annotations
@@ -10,27 +11,20 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kvmagic.core.spec import CACHED, CONDITIONS
+from kvmagic.core.config import Config
+from kvmagic.core.spec import REFERENCE
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from kvmagic.results.result import BenchmarkResult, Measurement
+    from kvmagic.results.result import BenchmarkResult
 
-__all__ = ["plot_result", "step_seconds"]
+__all__ = ["plot_result"]
 
 MIB = 2**20
-
-
-def step_seconds(measurement: Measurement, condition: str) -> Sequence[float] | None:
-    """Per-token seconds of one condition, when the measurement recorded them."""
-    steps = getattr(measurement, f"{condition}_step_s", None)
-    if steps is None:
-        profile = getattr(measurement, "profiles", {}).get(condition)
-        steps = getattr(profile, "step_s", None)
-    return steps or None
+_STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
 
 
 def plot_result(result: BenchmarkResult) -> Figure:
@@ -42,60 +36,86 @@ def plot_result(result: BenchmarkResult) -> Figure:
     """
     from matplotlib.figure import Figure
 
-    measurements = result.measurements
-    if not measurements:
+    configs = result.configs
+    if not configs:
         raise KVMagicError("nothing to plot: the benchmark finished no configuration")
-    stepped = [m for m in measurements if all(step_seconds(m, c) for c in CONDITIONS)]
+    stepped = [c for c in configs if all(m.profile for m in result.measurements if m.config == c)]
     figure = Figure(figsize=(5.2 * (3 if stepped else 2), 4.2), layout="constrained")
     axes = figure.subplots(1, 3 if stepped else 2)
-    if len({m.batch for m in measurements}) > 1:
-        _draw_batches(axes[0], axes[1], measurements)
+    if len({c.batch for c in configs}) > 1:
+        _draw_batches(axes[0], axes[1], result)
     else:
-        _draw_lengths(axes[0], axes[1], measurements)
+        _draw_lengths(axes[0], axes[1], result)
     if stepped:
-        _draw_steps(axes[2], max(stepped, key=lambda m: (m.prompt_tokens + m.new_tokens, m.prompt_tokens)))
-    figure.suptitle(f"{result.model}: greedy generation, KV cache off vs on" + (" (partial)" if result.partial else ""))
+        _draw_steps(axes[2], result, max(stepped, key=lambda c: (c.prompt_tokens + c.new_tokens, c.prompt_tokens)))
+    what = "KV cache off vs on" if result.plain else "cache strategies"
+    figure.suptitle(f"{result.model}: greedy generation, {what}" + (" (partial)" if result.partial else ""))
     return figure
 
 
-def _draw_lengths(times: Axes, speedups: Axes, measurements: Sequence[Measurement]) -> None:
-    by_new = len({m.new_tokens for m in measurements}) > 1 or len({m.prompt_tokens for m in measurements}) == 1
+def _groups(configs: Sequence[Config], key: str) -> dict[int, list[Config]]:
+    found: dict[int, list[Config]] = {}
+    for config in configs:
+        found.setdefault(getattr(config, key), []).append(config)
+    return found
+
+
+def _seconds(result: BenchmarkResult, strategy: str, configs: Sequence[Config]) -> list[float]:
+    found = [result.measurement(strategy, c) for c in configs]
+    return [math.nan if m is None else m.median_s for m in found]
+
+
+def _speedups(result: BenchmarkResult, strategy: str, configs: Sequence[Config]) -> list[float]:
+    found = [result.pair(c, strategy) for c in configs]
+    return [math.nan if p is None else p.speedup for p in found]
+
+
+def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkResult) -> None:
+    configs = result.configs
+    by_new = len({c.new_tokens for c in configs}) > 1 or len({c.prompt_tokens for c in configs}) == 1
     x_name, group_name = ("new_tokens", "prompt_tokens") if by_new else ("prompt_tokens", "new_tokens")
-    groups: dict[int, list[Measurement]] = {}
-    for m in measurements:
-        groups.setdefault(getattr(m, group_name), []).append(m)
+    groups = _groups(configs, group_name)
     for group, rows in groups.items():
-        rows = sorted(rows, key=lambda m: getattr(m, x_name))
-        xs = [getattr(m, x_name) for m in rows]
+        rows = sorted(rows, key=lambda c: getattr(c, x_name))
+        xs = [getattr(c, x_name) for c in rows]
         suffix = f", {group_name.replace('_', ' ')} {group}" if len(groups) > 1 else ""
-        for condition, style in zip(CONDITIONS, ("o-", "s--")):
-            times.plot(xs, [getattr(m, f"{condition}_s") for m in rows], style, label=condition + suffix)
-        speedups.plot(xs, [m.speedup for m in rows], "o-", label=f"speed-up{suffix}")
+        for strategy, style in zip(result.strategies, _STYLES):
+            times.plot(xs, _seconds(result, strategy, rows), style, label=result.shown_name(strategy) + suffix)
+            if strategy != REFERENCE:
+                label = "speed-up" if result.plain else f"{strategy} speed-up"
+                speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
     label = x_name.replace("_", " ")
     times.set(title="Time per generate (median)", xlabel=label, ylabel="seconds")
-    speedups.set(title="Speed-up (uncached / cached)", xlabel=label, ylabel="times faster")
+    title = "Speed-up (uncached / cached)" if result.plain else "Speed-up over off"
+    speedups.set(title=title, xlabel=label, ylabel="times faster")
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     for axis in (times, speedups):
         axis.legend()
         axis.grid(alpha=0.3)
 
 
-def _draw_batches(speedups: Axes, memory: Axes, measurements: Sequence[Measurement]) -> None:
+def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkResult) -> None:
     """Speed-up and memory against the batch: what a larger batch buys, and what it holds."""
-    groups: dict[tuple[int, int], list[Measurement]] = {}
-    for m in measurements:
-        groups.setdefault((m.prompt_tokens, m.new_tokens), []).append(m)
+    groups: dict[tuple[int, int], list[Config]] = {}
+    for config in result.configs:
+        groups.setdefault((config.prompt_tokens, config.new_tokens), []).append(config)
     for (prompt_tokens, new_tokens), rows in groups.items():
-        rows = sorted(rows, key=lambda m: m.batch)
-        xs = [m.batch for m in rows]
+        rows = sorted(rows, key=lambda c: c.batch)
+        xs = [c.batch for c in rows]
         suffix = f", {prompt_tokens}+{new_tokens} tokens" if len(groups) > 1 else ""
-        speedups.plot(xs, [m.speedup for m in rows], "o-", label=f"speed-up{suffix}")
-        memory.plot(xs, [m.kv_bytes.get(CACHED, math.nan) / MIB for m in rows], "o-", label=f"KV cache{suffix}")
-        for condition, style in zip(CONDITIONS, ("s--", "^:")):
-            peaks = [m.peak_bytes.get(condition, math.nan) / MIB for m in rows]
+        for strategy, style in zip(result.strategies, _STYLES):
+            name = result.shown_name(strategy)
+            found = [result.measurement(strategy, c) for c in rows]
+            if strategy != REFERENCE:
+                label = "speed-up" if result.plain else f"{strategy} speed-up"
+                speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
+                kv = [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found]
+                memory.plot(xs, kv, style, label=("KV cache" if result.plain else f"{name} KV cache") + suffix)
+            peaks = [math.nan if m is None or m.peak_bytes is None else m.peak_bytes / MIB for m in found]
             if not all(math.isnan(p) for p in peaks):
-                memory.plot(xs, peaks, style, label=f"{condition} peak{suffix}")
-    speedups.set(title="Speed-up (uncached / cached)", xlabel="batch", ylabel="times faster")
+                memory.plot(xs, peaks, style, label=f"{name} peak{suffix}")
+    speedups.set(title="Speed-up (uncached / cached)" if result.plain else "Speed-up over off", xlabel="batch",
+                 ylabel="times faster")  # fmt: skip
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     memory.set(title="Memory of the whole batch", xlabel="batch", ylabel="MiB")
     for axis in (speedups, memory):
@@ -103,15 +123,11 @@ def _draw_batches(speedups: Axes, memory: Axes, measurements: Sequence[Measureme
         axis.grid(alpha=0.3)
 
 
-def _draw_steps(axis: Axes, measurement: Measurement) -> None:
-    for condition in CONDITIONS:
-        steps = step_seconds(measurement, condition) or ()
-        positions = range(measurement.prompt_tokens, measurement.prompt_tokens + len(steps))
-        axis.plot(positions, [s * 1e3 for s in steps], label=condition)
-    axis.set(
-        title=f"Per-step latency ({measurement.prompt_tokens}+{measurement.new_tokens} tokens)",
-        xlabel="position (tokens in context)",
-        ylabel="ms per token",
-    )
+def _draw_steps(axis: Axes, result: BenchmarkResult, config: Config) -> None:
+    for m in (m for m in result.measurements if m.config == config and m.profile):
+        assert m.profile is not None
+        positions = range(config.prompt_tokens, config.prompt_tokens + len(m.profile.step_s))
+        axis.plot(positions, [s * 1e3 for s in m.profile.step_s], label=result.shown_name(m.strategy))
+    axis.set(title=f"Per-step latency ({config})", xlabel="position (tokens in context)", ylabel="ms per token")
     axis.legend()
     axis.grid(alpha=0.3)

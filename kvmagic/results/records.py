@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["Mismatch", "Prediction", "StepProfile", "first_mismatch", "times_of"]
+from kvmagic.core.config import Config
+
+__all__ = ["Mismatch", "Prediction", "RunFacts", "StepProfile", "first_mismatch"]
 
 
 @dataclass(frozen=True)
 class Mismatch:
     """Where one run's generated tokens first left the reference run's (the first uncached one)."""
 
-    run: int  # index into Measurement.runs
+    run: int  # which of its strategy's runs (its round)
     position: int  # index among the generated tokens
     expected_id: int
     actual_id: int
     expected_token: str = ""
     actual_token: str = ""
-    margin: float | None = None  # top-2 score gap of the differing run's condition at that step
+    margin: float | None = None  # top-2 score gap of the differing run's strategy at that step
     sequence: int = 0  # which sequence of the run's batch differed
 
 
 @dataclass(frozen=True)
 class StepProfile:
-    """One extra, hooked run of a condition: what the headline timings cannot show.
+    """One extra, hooked run of a strategy: what the headline timings cannot show.
 
     ``step_s[0]`` is the time to first token (prefill, measured from the ``generate`` call);
     ``step_s[i]`` the time from token ``i - 1`` to token ``i``. ``margins[i]`` is the gap
@@ -61,11 +65,6 @@ def first_mismatch(reference: Sequence[int], others: Sequence[Sequence[int]]) ->
     return None
 
 
-def times_of(runs: Sequence[str], seconds: Sequence[float], condition: str) -> list[float]:
-    """The seconds of ``condition``'s runs, in order, from the interleaved record of a measurement."""
-    return [s for run, s in zip(runs, seconds) if run == condition]
-
-
 @dataclass(frozen=True)
 class Prediction:
     """What the cost model expects of one configuration, measured or not (``--predict``)."""
@@ -78,5 +77,28 @@ class Prediction:
     batch: int = 1
 
     @property
+    def config(self) -> Config:
+        return Config(self.prompt_tokens, self.new_tokens, self.batch)
+
+    @property
     def speedup(self) -> float:
         return self.uncached_s / self.cached_s if self.cached_s > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run found out besides its times: its prompt, its plan, why it stopped, what the model holds."""
+
+    prompt_sha256: str = ""
+    natural_prompt_tokens: int | None = None  # the prompt as written, before any -p stretched it
+    prompt_stretched: bool = False
+    configurations: int = 0  # planned; fewer were measured if the run stopped early
+    estimated_s: float | None = None  # what the budget's short probes predicted the run would take
+    stopped: str = ""  # why configurations were left unmeasured ("interrupted", "out of accelerator memory ...")
+    kv_position_bytes: int | None = None  # one cached position of one sequence in full precision, from the config
+    model_generation_settings: dict[str, Any] = field(default_factory=dict)  # what the model ships, turned off
+    weight_bytes: int | None = None  # with predict: the weights, for the cost model's explanation
+
+    def setup(self) -> dict[str, Any]:
+        """The facts as ``how this was measured`` lists them, the empty ones left out."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", {})}

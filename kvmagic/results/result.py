@@ -1,161 +1,133 @@
-"""What a benchmark found, as data with its statistics; how it is shown lives in the sibling modules
-(:mod:`~kvmagic.results.report` rows and notes, :mod:`~kvmagic.results.serialize` files, HTML, figures)."""
+"""What a benchmark found: a :class:`~kvmagic.results.measurement.Measurement` per (configuration, strategy),
+the request, and where it ran. How it is shown lives in the sibling modules (:mod:`~kvmagic.results.report`
+rows, :mod:`~kvmagic.results.notes`, :mod:`~kvmagic.results.stored` JSON, HTML, figures)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core import stats
+from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
-from kvmagic.core.frontier import FitCheck, FrontierRow
-from kvmagic.core.intervals import speedup_interval
+from kvmagic.core.frontier import Frontier
 from kvmagic.core.limits import Hardware, Limits
-from kvmagic.core.sequential import auto_interval
-from kvmagic.core.spec import CACHED, UNCACHED, BenchSpec
+from kvmagic.core.spec import PAIR, REFERENCE, BenchSpec
 from kvmagic.errors import KVMagicError
-from kvmagic.results.frontier_table import reach_from_dict, reach_to_dict
-from kvmagic.results.limits_table import bounds_from_dict, bounds_to_dict
-from kvmagic.results.records import Mismatch, Prediction, StepProfile, times_of
-from kvmagic.results.serialize import floats_back, seconds_back
+from kvmagic.results.measurement import Measurement, Pair
+from kvmagic.results.records import Prediction, RunFacts
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["MIN_REPEAT_FOR_SPREAD", "BenchmarkResult", "Measurement"]
-
-MIN_REPEAT_FOR_SPREAD = 3  # fewer runs give no meaningful IQR or interval
-JSON_FORMAT = "kvmagic-benchmark"
-JSON_VERSION = 2  # 2: the request (spec), strategies and skipped reasons as fields; missing numbers as null
-
-
-@dataclass
-class Measurement:
-    """One configuration (prompt length, new tokens, batch): every timed run of both conditions.
-
-    ``runs`` names each timed run in the order it ran (``"uncached"``/``"cached"``, interleaved);
-    ``seconds`` holds their times.
-    """
-
-    prompt_tokens: int
-    new_tokens: int
-    runs: tuple[str, ...]
-    seconds: tuple[float, ...]
-    generated_ids: tuple[int, ...]
-    generated_text: str
-    mismatch: Mismatch | None = None
-    profiles: dict[str, StepProfile] = field(default_factory=dict)  # condition -> its extra hooked run
-    kv_predicted_bytes: int | None = None
-    mismatches: dict[str, Mismatch] = field(default_factory=dict)  # condition -> where it left the first run
-    compile_s: dict[str, float] = field(default_factory=dict)  # compiled condition -> its first call's extra
-    sequential: bool = False  # the number of rounds was chosen by looking at the times (-r auto)
-    ttft_s: dict[str, float] = field(default_factory=dict)  # condition -> a one-token run: time to first token
-    kv_bytes: dict[str, int] = field(default_factory=dict)  # condition -> what the cache its timed run returned held
-    peak_bytes: dict[str, int] = field(default_factory=dict)  # condition -> peak memory over its timed runs
-    kv_position_bytes: int | None = None  # what one cached position takes in full precision (from the config)
-    peak_source: str = ""  # where peak_bytes comes from (see kvmagic.measure.accelerator.PeakMemory.source)
-    batch: int = 1  # sequences per generate, all from the same prompt: times, KV bytes and peaks are the batch's
-
-    def times(self, condition: str) -> list[float]:
-        return times_of(self.runs, self.seconds, condition)
-
-    def spread(self, condition: str) -> float:
-        """IQR/median of a condition's timed runs; NaN below MIN_REPEAT_FOR_SPREAD runs."""
-        times = self.times(condition)
-        return stats.relative_spread(times) if len(times) >= MIN_REPEAT_FOR_SPREAD else math.nan
-
-    def iqr_s(self, condition: str) -> float:
-        times = self.times(condition)
-        return stats.iqr(times) if len(times) >= MIN_REPEAT_FOR_SPREAD else math.nan
-
-    @property
-    def speedup_ci(self) -> tuple[float, float]:
-        """95% interval of the true speed-up, from the per-pair speed-ups (see :mod:`kvmagic.core.intervals`);
-        after ``-r auto``, the anytime interval that holds whenever the loop stopped. NaNs below
-        MIN_REPEAT_FOR_SPREAD pairs."""
-        uncached, cached = self.times(UNCACHED), self.times(CACHED)
-        pairs = min(len(uncached), len(cached))
-        if pairs < MIN_REPEAT_FOR_SPREAD:
-            return math.nan, math.nan
-        interval = (auto_interval if self.sequential else speedup_interval)(uncached[:pairs], cached[:pairs])
-        return interval if interval is not None else (math.nan, math.nan)
-
-    def steps(self) -> pd.DataFrame:
-        """Per-step seconds of each condition's hooked run, indexed by the position of the new token:
-        uncached grows with position (it recomputes the whole prefix), cached stays flat."""
-        import pandas as pd
-
-        columns = {f"{name}_s": list(profile.step_s) for name, profile in self.profiles.items()}
-        index = pd.RangeIndex(self.prompt_tokens, self.prompt_tokens + self.new_tokens, name="position")
-        return pd.DataFrame(columns, index=index)
-
-    def decode_tok_s(self, condition: str) -> float:
-        """Tokens after the first per second of decoding, over every sequence of the batch: the median timed run
-        less the time to first token."""
-        decoding = statistics.median(self.times(condition)) - self.ttft_s.get(condition, math.nan)
-        return self.batch * (self.new_tokens - 1) / decoding if self.new_tokens > 1 and decoding > 0 else math.nan
-
-    @property
-    def uncached_s(self) -> float:
-        return statistics.median(self.times(UNCACHED))
-
-    @property
-    def cached_s(self) -> float:
-        return statistics.median(self.times(CACHED))
-
-    @property
-    def speedup(self) -> float:
-        """How many times faster the cached run was: a ratio of medians."""
-        return self.uncached_s / self.cached_s
-
-    @property
-    def identical(self) -> bool:
-        return self.mismatch is None
+__all__ = ["BenchmarkResult", "Measurement", "Pair"]
 
 
 @dataclass
 class BenchmarkResult:
-    """What ``%%kvbench`` found: one :class:`Measurement` per configuration, the request, and metadata.
+    """What ``%%kvbench`` found: a :class:`Measurement` per (configuration, strategy), the request, where it ran.
 
-    ``metadata`` records how it was measured (environment, prompt hash, the request's settings).
-    With ``predict``, ``predictions`` holds the cost model's figures for every configuration,
-    including those left unmeasured because measuring them would break the time budget. In a cache
-    comparison, ``strategies`` names the conditions compared, in order, and ``skipped`` why some
-    could not run here; both are empty for the plain off/on run.
+    ``strategies`` names every strategy asked for, in order (``off`` and ``dynamic`` for the plain run), and
+    ``skipped`` why some could not run here. ``metadata`` records the environment (versions, device,
+    dtype); ``facts`` what the run found out besides times. With ``predict``, ``predictions`` holds the cost
+    model's figures for every configuration, including those left unmeasured by the budget.
     """
 
     model: str
     measurements: list[Measurement]
+    spec: BenchSpec = field(default_factory=BenchSpec)
+    strategies: list[str] = field(default_factory=lambda: list(PAIR))
+    skipped: dict[str, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
-    partial: bool = False  # a sweep interrupted before its last configuration: the rows here are complete
+    facts: RunFacts = field(default_factory=RunFacts)
     predictions: list[Prediction] = field(default_factory=list)
     cost_model: CostModel | None = None
-    spec: BenchSpec = field(default_factory=BenchSpec)
-    strategies: list[str] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
     hardware: Hardware | None = None  # with ``limits``: what the device reached in its probes
     limits: list[Limits] = field(default_factory=list)  # with ``limits``: each configuration's bound
-    frontier: list[FrontierRow] = field(default_factory=list)  # with ``frontier``: each strategy's reach
-    frontier_checks: list[FitCheck] = field(default_factory=list)  # with ``frontier="check"``: runs at it
+    frontier: Frontier | None = None  # with ``frontier``: each strategy's reach, and any check run at it
 
-    def __getattr__(self, name: str) -> Any:
-        # A single-configuration result reads like its one measurement: result.speedup.
-        if name.startswith("_") or (name not in Measurement.__dataclass_fields__ and not hasattr(Measurement, name)):
-            raise AttributeError(name)
-        if len(self.measurements) != 1:
-            raise AttributeError(
-                f"{name!r} is per measurement: this result has {len(self.measurements)}; use .measurements"
-            )
-        return getattr(self.measurements[0], name)
+    @property
+    def partial(self) -> bool:
+        """Stopped before its last configuration (interrupted, out of memory): the rows here are complete."""
+        return bool(self.facts.stopped)
+
+    @property
+    def plain(self) -> bool:
+        """The cache off against on, shown side by side, rather than a comparison of strategies."""
+        return self.spec.cache is None
+
+    @property
+    def configs(self) -> list[Config]:
+        """The configurations measured, in the order they ran."""
+        return list(dict.fromkeys(m.config for m in self.measurements))
+
+    @property
+    def config(self) -> Config:
+        """The only configuration (a sweep's are in ``configs``)."""
+        return self._only_config()
+
+    def measurement(self, strategy: str, config: Config | None = None) -> Measurement | None:
+        """``strategy``'s measurement at ``config`` (the only one, if none is given); None if it did not run."""
+        config = config or self._only_config()
+        return next((m for m in self.measurements if m.config == config and m.strategy == strategy), None)
+
+    def pair(self, config: Config | None = None, strategy: str | None = None) -> Pair | None:
+        """The reference against ``strategy`` (the plain run's ``dynamic`` by default) at ``config``."""
+        config = config or self._only_config()
+        other = strategy or (PAIR[1] if self.plain else None)
+        if other is None:
+            raise KVMagicError(f"a comparison of strategies has a speed-up per strategy: name one of {self._others()}")
+        reference, found = self.measurement(REFERENCE, config), self.measurement(other, config)
+        if reference is None or found is None:
+            return None
+        return Pair(reference, found, sequential=self.spec.repeat == "auto")
+
+    def pairs(self) -> list[Pair]:
+        """Every configuration's pair (the plain run's), in order."""
+        return [p for config in self.configs if (p := self.pair(config)) is not None]
+
+    @property
+    def speedup(self) -> float:
+        """The speed-up of a single configuration's pair (``result.pair(config).speedup`` for a sweep's)."""
+        found = self.pair()
+        return math.nan if found is None else found.speedup
 
     @property
     def identical(self) -> bool:
         return all(m.identical for m in self.measurements)
+
+    def steps(self, config: Config | None = None) -> pd.DataFrame:
+        """Per-step seconds of each strategy's hooked run (``steps``) at ``config`` (the only one, if none is
+        given), indexed by the position of the new token: without the cache it grows, with it it stays flat."""
+        import pandas as pd
+
+        config = config or self._only_config()
+        found = [m for m in self.measurements if m.config == config and m.profile is not None]
+        columns = {f"{self.shown_name(m.strategy)}_s": list(m.profile.step_s) for m in found if m.profile}
+        index = pd.RangeIndex(config.prompt_tokens, config.prompt_tokens + config.new_tokens, name="position")
+        return pd.DataFrame(columns, index=index)
+
+    def shown_name(self, strategy: str) -> str:
+        """How tables and notes name a strategy: the plain run's two as ``uncached`` and ``cached``."""
+        from kvmagic.core.spec import PAIR_COLUMNS
+
+        return PAIR_COLUMNS.get(strategy, strategy) if self.plain else strategy
+
+    def setup(self) -> dict[str, Any]:
+        """How the run was set up, as a reader and a comparison with a baseline need it: the environment, the
+        request's settings, the prompt and what the model ships."""
+        return {**self.metadata, **self.spec.recorded(), **self.facts.setup()}
+
+    def _only_config(self) -> Config:
+        configs = self.configs
+        if len(configs) != 1:
+            raise KVMagicError(f"this result has {len(configs)} configurations: name one (result.configs lists them)")
+        return configs[0]
+
+    def _others(self) -> str:
+        return ", ".join(s for s in self.strategies if s != REFERENCE)
 
     def to_dataframe(self) -> pd.DataFrame:
         from kvmagic.results.report import table
@@ -164,7 +136,7 @@ class BenchmarkResult:
 
     def notes(self) -> list[str]:
         """Plain-language remarks a reader of the table should not miss."""
-        from kvmagic.results.report import notes
+        from kvmagic.results.notes import notes
 
         return notes(self)
 
@@ -175,13 +147,12 @@ class BenchmarkResult:
         return shown_text(self.to_dataframe(), self.notes())
 
     def __repr__(self) -> str:
-        if self.strategies:
-            rows = f"{len(self.measurements)} configurations x strategies {', '.join(self.strategies)}"
+        if self.plain:
+            rows = ", ".join(f"{p.config.prompt_tokens}+{p.config.new_tokens}"
+                             f"{f'x{p.config.batch}' if p.config.batch > 1 else ''} tokens: {p.speedup:.2f}x"
+                             for p in self.pairs())  # fmt: skip
         else:
-            rows = ", ".join(
-                f"{m.prompt_tokens}+{m.new_tokens}{f'x{m.batch}' if m.batch > 1 else ''} tokens: {m.speedup:.2f}x"
-                for m in self.measurements
-            )
+            rows = f"{len(self.configs)} configurations x strategies {', '.join(self.strategies)}"
         partial = "; partial" if self.partial else ""
         return f"<BenchmarkResult {self.model}: {rows}; identical={self.identical}{partial}>"
 
@@ -191,7 +162,7 @@ class BenchmarkResult:
     def _repr_html_(self) -> str:
         from kvmagic.results.display import to_html
 
-        return to_html(self.to_dataframe(), {"model": self.model, **self.metadata}, self.notes())
+        return to_html(self.to_dataframe(), {"model": self.model, **self.setup()}, self.notes())
 
     def plot(self) -> Figure:
         """Time and speed-up against length, and per-step latency when measured; ``.savefig(path)`` saves it."""
@@ -200,52 +171,20 @@ class BenchmarkResult:
         return plot_result(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything measured, the request and the metadata: what :meth:`from_dict` reads back."""
-        return {
-            "format": JSON_FORMAT,
-            "version": JSON_VERSION,
-            "model": self.model,
-            "partial": self.partial,
-            "spec": self.spec.to_dict(),
-            "strategies": list(self.strategies),
-            "skipped": self.skipped,
-            "metadata": self.metadata,
-            "measurements": [dataclasses.asdict(m) for m in self.measurements],
-            "predictions": [dataclasses.asdict(p) for p in self.predictions],
-            "cost_model": None if self.cost_model is None else self.cost_model.to_dict(),
-            **bounds_to_dict(self.hardware, self.limits),
-            **reach_to_dict(self.frontier, self.frontier_checks),
-        }
+        """Everything measured, the request and the environment: what :meth:`from_dict` reads back."""
+        from kvmagic.results.stored import result_to_dict
+
+        return result_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchmarkResult:
-        if not isinstance(data, dict) or data.get("format") != JSON_FORMAT:
-            raise KVMagicError("this is not a kvmagic benchmark: save one with {save} (a .json name)", "save")
-        if data.get("version", 0) > JSON_VERSION:
-            raise KVMagicError(
-                f"this benchmark was saved by a newer kvmagic (format {data['version']}): upgrade kvmagic"
-            )
-        metadata = dict(data.get("metadata", {}))
-        # Format 1 kept the comparison's strategies and reasons in the metadata.
-        strategies = data.get("strategies", metadata.pop("strategies", ()))
-        skipped = data.get("skipped", metadata.pop("skipped", {}))
-        metadata.pop("compiled", None)
-        return cls(
-            model=data["model"],
-            measurements=[_measurement_from_dict(m) for m in data["measurements"]],
-            metadata=metadata,
-            partial=bool(data.get("partial", False)),
-            predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
-            cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
-            spec=BenchSpec.from_dict(data.get("spec") or {}),
-            strategies=list(strategies),
-            skipped=dict(skipped),
-            **bounds_from_dict(data),
-            **reach_from_dict(data),
-        )
+        """What :meth:`to_dict` (or ``--save run.json``) wrote, an older kvmagic's files included."""
+        from kvmagic.results.stored import result_fields
+
+        return cls(**result_fields(data))
 
     def to_json(self, path: str | Path | None = None) -> str | None:
-        """The whole result as strict JSON (times, ids, request, metadata); the text when no ``path`` is given."""
+        """The whole result as strict JSON (times, ids, request, environment); the text when no ``path`` is given."""
         from kvmagic.results.serialize import json_text, write_text
 
         return write_text(json_text(self.to_dict()), path)
@@ -280,20 +219,3 @@ class BenchmarkResult:
         from kvmagic.results.serialize import export_format
 
         getattr(self, f"to_{export_format(path)}")(path)
-
-
-def _measurement_from_dict(data: dict[str, Any]) -> Measurement:
-    names = {f.name for f in dataclasses.fields(Measurement)}
-    values = {k: floats_back(v) for k, v in data.items() if k in names}
-    if values.get("mismatch") is not None:
-        values["mismatch"] = Mismatch(**values["mismatch"])
-    values["mismatches"] = {name: Mismatch(**m) for name, m in values.get("mismatches", {}).items()}
-    values["profiles"] = {
-        condition: StepProfile(**{k: floats_back(v) for k, v in profile.items()})
-        for condition, profile in values.get("profiles", {}).items()
-    }
-    values["compile_s"] = {k: math.nan if v is None else v for k, v in values.get("compile_s", {}).items()}
-    try:
-        return Measurement(**values)
-    except TypeError as error:
-        raise KVMagicError(f"this kvmagic benchmark is incomplete: {error}") from None

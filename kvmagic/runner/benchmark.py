@@ -6,9 +6,7 @@ same measuring loop (:func:`kvmagic.runner.rounds.measure_rounds`) and the same 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -23,9 +21,11 @@ from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
 from kvmagic.measure.limits_probe import measure_hardware
+from kvmagic.measure.memory import predicted_kv_nbytes
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
+from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.frontier_run import memory_frontier
 from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
@@ -49,13 +49,13 @@ def run_benchmark(
     """Time greedy generation of ``prompt`` with the KV cache off and on, as ``spec`` asks.
 
     ``options`` are :class:`~kvmagic.core.spec.BenchSpec` fields (``new_tokens=64, repeat=3``),
-    applied over ``spec``. The protocol: tokenize once; warm up each condition with
+    applied over ``spec``. The protocol: tokenize once; warm up each strategy with
     ``warmup_tokens`` untimed tokens; then rounds of one uncached and one cached timed run,
     interleaved so drift hits both alike, until the stop rule (``repeat``: a number, or ``"auto"``)
     says enough. Times are medians; the speed-up is a ratio of medians. Several lengths make a
     sweep over their cross product; ``cache`` compares strategies instead of off/on. ``progress``
     shows a progress bar over a sweep. A KeyboardInterrupt ends a sweep early: the configurations
-    finished so far come back, with ``partial=True``.
+    finished so far come back, the result ``partial``.
     """
     spec = BenchSpec.of(spec, **options)
     longest = max(spec.new_tokens)
@@ -76,9 +76,9 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     stopped = ""  # why the configurations left were not measured
     try:
         budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
-        _warm(plan, plan.configs[0][0])
-        for measurement in _measure_each(plan, budget, progress):
-            measurements.append(measurement)
+        _warm(plan, plan.configs[0].prompt_tokens)
+        for found in _measure_each(plan, budget, progress):
+            measurements += found
     except KeyboardInterrupt:
         if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
             raise
@@ -86,26 +86,42 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     except RuntimeError as error:
         if not (is_out_of_memory(error) and measurements):
             raise  # with nothing finished, the memory advice says what to change
-        prompt_tokens, new_tokens, batch = budget.todo[len(measurements)]
-        times = f" x {batch} sequences" if batch > 1 else ""
-        stopped = f"out of accelerator memory at {prompt_tokens}+{new_tokens} tokens{times}"
+        stopped = f"out of accelerator memory at {budget.todo[len(measurements) // len(plan.runnable)]}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
-    return _result(plan, prompt, budget, measurements, stopped, _beyond(plan, bound, measurements))
+    configs = list(dict.fromkeys(m.config for m in measurements))
+    hardware, limits = (bound[1], [limits_for(*bound, *config) for config in configs]) if bound else (None, [])
+    return BenchmarkResult(
+        model=loaded.name,
+        measurements=measurements,
+        spec=spec,
+        strategies=[s.name for s in plan.strategies],
+        skipped=dict(plan.skipped),
+        metadata=environment(loaded),
+        facts=_facts(plan, prompt, budget, stopped),
+        predictions=list(budget.predictions),
+        cost_model=budget.cost,
+        hardware=hardware,
+        limits=limits,
+        frontier=memory_frontier(plan, measurements) if spec.frontier and measurements else None,
+    )
 
 
-def _beyond(plan: Plan, bound: tuple[ModelShape, Hardware] | None, measurements: list[Measurement]) -> dict[str, Any]:
-    """What the request asks for beyond the measured rows, as the result's fields: the limits, the frontier."""
-    found: dict[str, Any] = {}
-    if bound is not None:
-        shape, hardware = bound
-        limits = [limits_for(shape, hardware, m.prompt_tokens, m.new_tokens, m.batch) for m in measurements]
-        found.update(hardware=hardware, limits=limits)
-    if plan.spec.frontier and measurements:
-        reach = memory_frontier(plan, measurements)
-        found.update(frontier=reach.rows, frontier_checks=reach.checks)
-        found["metadata"] = {"frontier_free_bytes": reach.free_bytes, "frontier_unchecked": reach.unchecked}
-    return found
+def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
+    """What the run found out besides its times."""
+    loaded, spec = plan.loaded, plan.spec
+    model = loaded.model
+    return RunFacts(
+        prompt_sha256=hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
+        natural_prompt_tokens=plan.natural_tokens,
+        prompt_stretched=spec.prompt_tokens is not None and any(n != plan.natural_tokens for n in plan.inputs),
+        configurations=len(plan.configs),
+        estimated_s=budget.estimate_s,
+        stopped=stopped,
+        kv_position_bytes=predicted_kv_nbytes(model.config, 1, model.dtype),
+        model_generation_settings=non_greedy_settings(model),  # what the benchmark turned off: see the note
+        weight_bytes=sum(p.numel() * p.element_size() for p in model.parameters()) if spec.predict else None,
+    )
 
 
 def _bound(loaded: LoadedModel) -> tuple[ModelShape, Hardware]:
@@ -115,16 +131,16 @@ def _bound(loaded: LoadedModel) -> tuple[ModelShape, Hardware]:
 
 
 def _warm(plan: Plan, prompt_tokens: int) -> None:
-    """Warm up each condition at this prompt length. With ``cache``, every strategy runs at least one
+    """Warm up each strategy at this prompt length. With ``cache``, every strategy runs at least one
     token (a backend builds its kernels on first use), and one that fails here is skipped with the
     error as its reason instead of ending the run."""
     inputs, tokens = plan.inputs[prompt_tokens], plan.spec.warmup_tokens
     if plan.spec.cache is None:
         warm_up(plan.loaded, inputs, tokens, plan.runnable)
         return
-    for condition in plan.runnable:
-        if not condition.compiled:  # a compiled strategy warms up at each configuration's own shape
-            plan.attempt(condition, partial(warm_up, plan.loaded, inputs, max(tokens, 1), [condition]))
+    for strategy in plan.runnable:
+        if not strategy.compiled:  # a compiled strategy warms up at each configuration's own shape
+            plan.attempt(strategy, partial(warm_up, plan.loaded, inputs, max(tokens, 1), [strategy]))
 
 
 def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[str, float]:
@@ -132,76 +148,39 @@ def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[str
     a compiled strategy compiles here, untimed, at exactly the shape its timed runs use."""
     reset_static_cache_state(plan.loaded.model)
     found = {}
-    for condition in plan.runnable:
-        if condition.compiled:
-            call = partial(first_call, plan.loaded, inputs, new_tokens, condition)
-            seconds = plan.attempt(condition, call)
+    for strategy in plan.runnable:
+        if strategy.compiled:
+            seconds = plan.attempt(strategy, partial(first_call, plan.loaded, inputs, new_tokens, strategy))
             if seconds is not None:
-                found[condition.name] = seconds
+                found[strategy.name] = seconds
     return found
 
 
-def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[Measurement]:
-    """Measure the planned configurations in order, warming up each new prompt length first."""
+def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[list[Measurement]]:
+    """Measure the planned configurations in order, a measurement per strategy, warming up each new prompt
+    length first."""
     loaded, spec = plan.loaded, plan.spec
-    warmed = {plan.configs[0][0]}
+    warmed = {plan.configs[0].prompt_tokens}
     stop = stop_rule(spec)
     timed = budget.estimate_s is not None  # weights in seconds: the bar moves with every timed run
     long = sum(budget.weights) > PROGRESS_AFTER_S if timed else len(budget.todo) > 1
     with _progress_bar(sum(budget.weights), enabled=progress and long) as bar:
         on_run = partial(_advance, bar) if timed else None
-        for index, ((prompt_tokens, new_tokens, batch), weight) in enumerate(zip(budget.todo, budget.weights)):
+        for index, (config, weight) in enumerate(zip(budget.todo, budget.weights)):
+            prompt_tokens, new_tokens, batch = config
             where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
             bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
             if prompt_tokens not in warmed:
                 _warm(plan, prompt_tokens)
                 warmed.add(prompt_tokens)
-            inputs, conditions = batched(plan.inputs[prompt_tokens], batch), plan.runnable
+            inputs = batched(plan.inputs[prompt_tokens], batch)
             first = _first_calls(plan, inputs, new_tokens)
-            found = measure_rounds(
-                loaded, inputs, new_tokens=new_tokens, conditions=conditions, stop=stop, steps=spec.steps, on_run=on_run
-            )
-            compile_s = {name: seconds - statistics.median(found.times(name)) for name, seconds in first.items()}
-            yield dataclasses.replace(found, compile_s=compile_s)
+            yield measure_rounds(
+                loaded, inputs, new_tokens=new_tokens, strategies=plan.runnable, stop=stop, steps=spec.steps,
+                on_run=on_run, first_calls=first,
+            )  # fmt: skip
             if not timed:
                 bar.update(weight)
-
-
-def _result(
-    plan: Plan, prompt: str, budget: Budget, measurements: list[Measurement], stopped: str, beyond: dict[str, Any]
-) -> BenchmarkResult:
-    """The result, built once from what was measured; its metadata records how."""
-    loaded, spec = plan.loaded, plan.spec
-    metadata: dict[str, Any] = {
-        **environment(loaded),
-        "prompt_sha256": hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
-        **spec.recorded(),
-        "natural_prompt_tokens": plan.natural_tokens,
-        "prompt_stretched": spec.prompt_tokens is not None and any(n != plan.natural_tokens for n in plan.inputs),
-        "configurations": len(plan.configs),
-    }
-    shipped = non_greedy_settings(loaded.model)
-    if shipped:
-        metadata["model_generation_settings"] = shipped  # what the benchmark turned off: see the note
-    if spec.predict:
-        metadata["weight_bytes"] = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
-    if budget.estimate_s is not None:
-        metadata["estimated_s"] = budget.estimate_s
-    if stopped:
-        metadata["stopped"] = stopped
-    metadata.update(beyond.pop("metadata", {}))
-    return BenchmarkResult(
-        model=loaded.name,
-        measurements=measurements,
-        metadata=metadata,
-        partial=bool(stopped),
-        predictions=list(budget.predictions),
-        cost_model=budget.cost,
-        spec=spec,
-        strategies=[] if spec.cache is None else [s.name for s in plan.strategies],
-        skipped=dict(plan.skipped),
-        **beyond,
-    )
 
 
 def _advance(bar: Any, seconds: float) -> None:

@@ -4,12 +4,9 @@ when asked, one cached run at the predicted length that confirms it."""
 
 from __future__ import annotations
 
-import dataclasses
-import statistics
 from typing import TYPE_CHECKING
 
-from kvmagic.core.frontier import CacheLayout, FitCheck, FrontierRow, frontier, layout, peak_bytes
-from kvmagic.core.spec import CACHED, UNCACHED
+from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow, frontier, layout, peak_bytes
 from kvmagic.measure.capabilities import dynamic_cache_windows
 from kvmagic.measure.frontier_probe import check_fit, free_bytes, measure_activations
 from kvmagic.measure.shape_probe import model_shape
@@ -20,49 +17,34 @@ if TYPE_CHECKING:
     from kvmagic.results.result import Measurement
     from kvmagic.runner.plan import Plan
 
-__all__ = ["Reach", "memory_frontier"]
-
-_PLAIN = {UNCACHED: "off", CACHED: "dynamic"}  # the plain run's conditions as the strategies they are
+__all__ = ["memory_frontier"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Reach:
-    rows: list[FrontierRow]
-    checks: list[FitCheck]
-    free_bytes: float
-    unchecked: dict[str, float]  # strategy -> estimated seconds of a check run past the budget
-
-
-def memory_frontier(plan: Plan, measurements: list[Measurement]) -> Reach:
+def memory_frontier(plan: Plan, measurements: list[Measurement]) -> Frontier:
     """The frontier around the largest configuration measured (its prompt, new tokens and batch)."""
     loaded, spec = plan.loaded, plan.spec
-    largest = max(measurements, key=lambda m: (m.prompt_tokens + m.new_tokens, m.batch))
+    largest = max((m.config for m in measurements), key=lambda c: (c.prompt_tokens + c.new_tokens, c.batch))
+    seconds = {m.strategy: m.median_s for m in measurements if m.config == largest}
     inputs = plan.inputs[largest.prompt_tokens]
     shape, free = model_shape(loaded.model), free_bytes(loaded.devices)
     activations = measure_activations(loaded, inputs["input_ids"])
     windowed = dynamic_cache_windows()  # 4.55's dynamic cache keeps sliding layers whole
-    layouts = {s.name: _layout(s.name, spec.kv_bits, windowed) for s in plan.runnable}
-    where = {"prompt_tokens": largest.prompt_tokens, "new_tokens": largest.new_tokens, "batch": largest.batch}
-    rows = frontier(shape, free, activations, list(layouts.values()), **where)
+    layouts = {s.name: layout(s.name, kv_bits=spec.kv_bits, windowed_dynamic=windowed) for s in plan.runnable}
+    rows = frontier(shape, free, activations, list(layouts.values()), **largest._asdict())
     checks, unchecked = [], {}
     if spec.frontier == "check":
         for row, strategy in zip(rows, plan.runnable):
             if not strategy.caches or row.max_new_tokens < 1:
                 continue  # an uncached run to its frontier is the longest there is: not run
-            per_token = statistics.median(largest.times(strategy.name)) / largest.new_tokens
-            seconds = row.max_new_tokens * per_token  # as long as its timed runs took per token: a lower bound
-            if spec.max_seconds and seconds > spec.max_seconds:
-                unchecked[strategy.name] = seconds
+            per_token = seconds[strategy.name] / largest.new_tokens
+            estimate = row.max_new_tokens * per_token  # as long as its timed runs took per token: a lower bound
+            if spec.max_seconds and estimate > spec.max_seconds:
+                unchecked[strategy.name] = estimate
                 continue
             cache = layouts[strategy.name]
             predicted = peak_bytes(shape, cache, activations, row.prompt_tokens, row.max_new_tokens, row.batch)
             checks.append(_check(plan, strategy, row, free, predicted))
-    return Reach(rows, checks, free, unchecked)
-
-
-def _layout(name: str, kv_bits: int | None, windowed: bool) -> CacheLayout:
-    """The cache layout of a condition, named as the table names it."""
-    return dataclasses.replace(layout(_PLAIN.get(name, name), kv_bits=kv_bits, windowed_dynamic=windowed), name=name)
+    return Frontier(rows, checks, free, unchecked)
 
 
 def _check(plan: Plan, strategy: Strategy, row: FrontierRow, free: float, predicted: float) -> FitCheck:

@@ -8,37 +8,21 @@ from typing import Any
 
 from kvmagic.results.records import Mismatch, StepProfile, first_mismatch
 
-__all__ = ["batch_mismatches", "find_mismatch", "margin_at", "mismatches_by_condition"]
+__all__ = ["find_mismatch", "margin_at", "strategy_mismatch"]
 
 
-def batch_mismatches(
-    tokenizer: Any, runs: Sequence[str], generated: Sequence[Sequence[list[int]]]
-) -> tuple[Mismatch | None, dict[str, Mismatch]]:
-    """Every sequence of every run against the first run's first (a batch repeats one prompt, so all must
-    agree): the first difference, and each condition's; ``run`` indexes the runs, ``sequence`` the batch."""
-    batch = len(generated[0])
-    flat = [ids for run in generated for ids in run]
-    names = [name for name in runs for _ in range(batch)]
-
-    def located(found: Mismatch | None) -> Mismatch | None:
-        if found is None:
-            return None
-        return dataclasses.replace(found, run=found.run // batch, sequence=found.run % batch)
-
-    first = located(find_mismatch(tokenizer, flat[0], flat, range(1, len(flat))))
-    per_condition = mismatches_by_condition(tokenizer, names, flat)
-    return first, {name: m for name, found in per_condition.items() if (m := located(found)) is not None}
-
-
-def mismatches_by_condition(tokenizer: Any, runs: Sequence[str], generated: list[list[int]]) -> dict[str, Mismatch]:
-    """Per condition, where its runs first left the reference run's tokens (conditions that agree are absent)."""
-    found = {}
-    for name in dict.fromkeys(runs):
-        indices = [i for i, run in enumerate(runs) if run == name and i]
-        mismatch = find_mismatch(tokenizer, generated[0], generated, indices)
-        if mismatch is not None:
-            found[name] = mismatch
-    return found
+def strategy_mismatch(
+    tokenizer: Any, reference: list[int], runs: Sequence[Sequence[list[int]]], *, first: bool
+) -> Mismatch | None:
+    """Where one strategy's runs first left ``reference`` (the first run's first sequence), every sequence of
+    every run checked (a batch repeats one prompt, so all must agree): ``run`` is the round, ``sequence``
+    the place in the batch. ``first``: this is the strategy whose first run is the reference."""
+    batch = len(runs[0])
+    flat = [ids for run in runs for ids in run]
+    found = find_mismatch(tokenizer, reference, flat, range(1 if first else 0, len(flat)))
+    if found is None:
+        return None
+    return dataclasses.replace(found, run=found.run // batch, sequence=found.run % batch)
 
 
 def find_mismatch(

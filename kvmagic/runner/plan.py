@@ -1,4 +1,4 @@
-"""What the runner works from: the conditions and inputs of every configuration, and what it may spend."""
+"""What the runner works from: the strategies and inputs of every configuration, and what it may spend."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from kvmagic.core.budget import (
     round_seconds,
     scaled_seconds,
 )  # fmt: skip
+from kvmagic.core.config import Config
 from kvmagic.core.lengths import configurations
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.guards import is_out_of_memory
@@ -43,17 +44,17 @@ SHORT_TOKENS = 1  # the forward whose time bounds F's fixed cost in a sweep's fi
 
 @dataclass
 class Plan:
-    """What the runner works from: the request, its inputs per prompt length, and the conditions."""
+    """What the runner works from: the request, its inputs per prompt length, and the strategies."""
 
     loaded: LoadedModel
     spec: BenchSpec
     inputs: dict[int, BatchEncoding]
     natural_tokens: int
-    configs: list[tuple[int, int, int]]  # (prompt_tokens, new_tokens, batch)
-    strategies: list[Strategy]  # every condition asked for, in order, runnable or not
-    skipped: dict[str, str] = field(default_factory=dict)  # condition -> why it did not run
+    configs: list[Config]
+    strategies: list[Strategy]  # every strategy asked for, in order, runnable or not
+    skipped: dict[str, str] = field(default_factory=dict)  # strategy -> why it did not run
 
-    def attempt(self, condition: Strategy, run: Callable[[], T]) -> T | None:
+    def attempt(self, strategy: Strategy, run: Callable[[], T]) -> T | None:
         """``run()``; a strategy whose run fails (not for memory) is skipped with the error as its reason.
 
         Only a comparison of strategies tolerates it: in the plain off/on run an error is the user's to see.
@@ -65,7 +66,7 @@ class Plan:
         except Exception as error:
             if is_out_of_memory(error):
                 raise
-            self.skipped[condition.name] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            self.skipped[strategy.name] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
             return None
 
     @property
@@ -78,7 +79,7 @@ class Budget:
     """Which configurations to measure, their estimated weights (from the fastest probes), and the typical
     cost model (each point's median probe) that ``--predict`` reports."""
 
-    todo: list[tuple[int, int, int]]
+    todo: list[Config]
     weights: list[float]
     cost: CostModel | None = None
     predictions: tuple[Prediction, ...] = ()
@@ -86,7 +87,7 @@ class Budget:
 
 
 def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
-    """Resolve the conditions, tokenize, and check every configuration fits the model."""
+    """Resolve the strategies, tokenize, and check every configuration fits the model."""
     if spec.cache is None:
         chosen = list(plain_pair(loaded))
     else:
@@ -107,7 +108,7 @@ def plan_budget(plan: Plan) -> Budget:
     load that passes during some rounds cannot inflate the estimate and one slow round does not
     decide, while a load that lasts through every round is counted, as it will slow the run too.
     A single configuration is estimated from the fastest of ``TRIES`` rounds of two-token runs, one
-    of each condition (:func:`kvmagic.core.budget.scaled_seconds`). A sweep, or a request to
+    of each strategy (:func:`kvmagic.core.budget.scaled_seconds`). A sweep, or a request to
     predict, probes the cost model (:class:`kvmagic.core.costmodel.Probes`): the budget counts its
     fastest whole round; ``--predict``'s figures are each point's median round, a typical run to set
     beside measured medians. A sweep first takes a lower bound from single forwards (:func:`_floor`),
@@ -126,13 +127,13 @@ def plan_budget(plan: Plan) -> Budget:
     rounds, warmup = spec.rounds, spec.warmup_tokens
     if not spec.predict:
         check_budget(_floor(plan, caches), spec.max_seconds)
-    shortest, longest = min(c[0] for c in configs), max(c[0] + c[1] - 1 for c in configs)
-    probes = probe(plan.loaded, plan.inputs[configs[0][0]], shortest, longest)
+    shortest, longest = min(c.prompt_tokens for c in configs), max(c.cached_positions for c in configs)
+    probes = probe(plan.loaded, plan.inputs[configs[0].prompt_tokens], shortest, longest)
     typical, fastest = probes.typical(), probes.fastest()
     estimate = estimate_seconds(fastest, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
     predictions: tuple[Prediction, ...] = ()
     if spec.predict:
-        predictions = tuple(_prediction(plan.loaded, typical, *config) for config in configs)
+        predictions = tuple(_prediction(plan.loaded, typical, config) for config in configs)
         fits = plan_within_budget(
             fastest, configs, repeat=rounds, warmup_tokens=warmup, max_seconds=spec.max_seconds, caches=caches
         )
@@ -166,7 +167,7 @@ def _floor(plan: Plan, caches: list[bool]) -> float:
 
 
 def _single_estimate(plan: Plan) -> float:
-    """Seconds of the one configuration: warm-ups, timed rounds and first-token runs of every condition,
+    """Seconds of the one configuration: warm-ups, timed rounds and first-token runs of every strategy,
     scaled from their two-token runs in the fastest of a few rounds (:func:`_fastest_round`).
 
     A batch's timed and first-token runs are counted as ``batch`` times one sequence's: a first,
@@ -183,31 +184,31 @@ def _single_estimate(plan: Plan) -> float:
 
 
 def _fastest_round(plan: Plan, inputs: BatchEncoding) -> dict[str, tuple[float, bool]]:
-    """Each condition's two-token run and ``use_cache`` in the fastest of ``TRIES`` rounds (U C U C ...).
+    """Each strategy's two-token run and ``use_cache`` in the fastest of ``TRIES`` rounds (U C U C ...).
 
     The fastest round as a whole, as a sweep's probes count it (:class:`kvmagic.core.costmodel.Probes`);
     a compiled strategy runs as its uncompiled self (its compile is no part of a timed run)."""
     rounds: list[dict[str, float]] = []
     for _ in range(TRIES):
         rounds.append({})
-        for condition in plan.runnable:
-            plain = dataclasses.replace(condition, compiled=False) if condition.compiled else condition
-            seconds = plan.attempt(condition, partial(first_call, plan.loaded, inputs, 2, plain))
+        for strategy in plan.runnable:
+            plain = dataclasses.replace(strategy, compiled=False) if strategy.compiled else strategy
+            seconds = plan.attempt(strategy, partial(first_call, plan.loaded, inputs, 2, plain))
             if seconds is not None:
-                rounds[-1][condition.name] = seconds
+                rounds[-1][strategy.name] = seconds
     caches = {c.name: c.caches for c in plan.runnable}  # a strategy that failed in any round is skipped
     fastest = min((r for r in rounds if set(caches) <= set(r)), key=lambda r: sum(r[name] for name in caches))
     return {name: (fastest[name], use_cache) for name, use_cache in caches.items()}
 
 
-def _prediction(loaded: LoadedModel, cost: CostModel, prompt_tokens: int, new_tokens: int, batch: int) -> Prediction:
+def _prediction(loaded: LoadedModel, cost: CostModel, config: Config) -> Prediction:
     """The cost model's figures, a batch counted as ``batch`` sequences one after another (conservative)."""
-    model = loaded.model
+    model, (prompt_tokens, new_tokens, batch) = loaded.model, config
     return Prediction(
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
         uncached_s=batch * cost.generate_seconds(prompt_tokens, new_tokens, use_cache=False),
         cached_s=batch * cost.generate_seconds(prompt_tokens, new_tokens, use_cache=True),
-        kv_bytes=batch * predicted_kv_nbytes(model.config, prompt_tokens + new_tokens - 1, model.dtype),
+        kv_bytes=batch * predicted_kv_nbytes(model.config, config.cached_positions, model.dtype),
         batch=batch,
     )

@@ -1,0 +1,114 @@
+"""The plain-language notes under a result's table: what a reader of the numbers should not miss."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvmagic.core import stats
+from kvmagic.core.intervals import speedup_estimate
+from kvmagic.results.frontier_table import frontier_notes
+from kvmagic.results.limits_table import limits_notes
+
+if TYPE_CHECKING:
+    from kvmagic.results.records import Mismatch
+    from kvmagic.results.result import BenchmarkResult
+
+__all__ = ["NEAR_TIE", "describe_mismatch", "notes"]
+
+NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
+
+
+def notes(result: BenchmarkResult) -> list[str]:
+    """Plain-language remarks a reader of the table should not miss."""
+    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *limits_notes(result)]
+    found += frontier_notes(result)
+    shipped = result.facts.model_generation_settings
+    if shipped:
+        settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
+        found.append(f"the model ships {settings}: turned off here, so its own defaults generate differently")
+    for config in result.configs:
+        pair = result.pair(config) if result.plain else None
+        differed = pair.mismatch if pair is not None else None  # a comparison says it per strategy, in its table
+        if pair is not None and differed is not None:
+            m, mismatch = differed
+            shown = result.shown_name
+            found.append(f"{config}: {describe_mismatch(mismatch, shown(pair.reference.strategy), shown(m.strategy))}")
+        for m in (m for m in result.measurements if m.config == config):
+            if m.spread > stats.SPREAD_WARNING:
+                found.append(
+                    f"{config}: warning: {result.shown_name(m.strategy)} times vary (IQR is {m.spread:.0%} of the "
+                    f"median, over {stats.SPREAD_WARNING:.0%}): close other work or raise -r before trusting the "
+                    "speed-up"
+                )
+    return found
+
+
+def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str:
+    """Where the ``differing`` strategy's run first left the ``reference`` strategy's first run, in a sentence."""
+    sequence = f", sequence {mismatch.sequence + 1} of its batch" if mismatch.sequence else ""
+    text = (
+        f"generated tokens differ from position {mismatch.position}: {mismatch.expected_token!r} "
+        f"(id {mismatch.expected_id}, first {reference} run) vs {mismatch.actual_token!r} "
+        f"(id {mismatch.actual_id}, {differing} run{sequence})"
+    )
+    if mismatch.margin is not None:
+        text += f"; there the {differing} run's top two logits were {mismatch.margin:.4g} apart"
+        if mismatch.margin < NEAR_TIE:
+            text += " (a near tie: rounding in float16/bfloat16 can flip it)"
+    return text
+
+
+def _sweep_notes(result: BenchmarkResult) -> list[str]:
+    found, facts = [], result.facts
+    if result.partial:
+        found.append(
+            f"partial: {facts.stopped} after {len(result.configs)} of {facts.configurations or '?'} configurations; "
+            "the rows shown are complete, the rest were not measured"
+        )
+        if facts.stopped.startswith("out of"):
+            found.append("to measure the rest: lower -n or -p, or load the model with a smaller --dtype")
+    natural = facts.natural_prompt_tokens
+    if facts.prompt_stretched and natural:
+        lengths = ", ".join(str(n) for n in dict.fromkeys(c.prompt_tokens for c in result.configs))
+        found.append(f"prompt stretched: the cell's {natural} tokens repeated (or cut) to {lengths} tokens")
+    return found
+
+
+def _prediction_notes(result: BenchmarkResult) -> list[str]:
+    if not result.predictions or result.cost_model is None:
+        return []
+    found = []
+    measured = set(result.configs)
+    skipped = [p for p in result.predictions if p.config not in measured]
+    if skipped and not result.partial:
+        rows = ", ".join(str(p.config) for p in skipped)
+        found.append(
+            f"predicted only (measured=False): {rows}; measuring them would pass the {result.spec.max_seconds:g} s "
+            "budget (--max-seconds)"
+        )
+    largest = max(result.predictions, key=lambda p: p.prompt_tokens + p.new_tokens)
+    found += result.cost_model.explain(
+        largest.prompt_tokens, largest.new_tokens, kv_bytes=largest.kv_bytes, weight_bytes=result.facts.weight_bytes
+    )
+    return found
+
+
+def _auto_repeat_notes(result: BenchmarkResult) -> list[str]:
+    spec = result.spec
+    if spec.repeat != "auto":
+        return []
+    found = []
+    for pair in result.pairs():
+        low, high = pair.interval
+        middle = speedup_estimate(pair.reference.seconds, pair.other.seconds)  # what the stop rule measures from
+        width = stats.relative_half_width(middle, low, high)
+        verdict = (
+            f"within the ±{spec.ci_target:.0%} target"
+            if width <= spec.ci_target
+            else f"the {spec.auto_cap:g} s cap (--auto-cap) came first"
+        )
+        found.append(
+            f"-r auto: {pair.config} took {len(pair.rounds)} pairs; 95% interval "
+            f"{low:.3g}-{high:.3g}x reaches ±{width:.1%} from the median pair's {middle:.3g}x: {verdict}"
+        )
+    return found

@@ -1,0 +1,179 @@
+"""A result as JSON and back: what ``--save run.json`` writes and ``--compare`` reads, older formats included.
+
+Format 3 keeps one record per (configuration, strategy). Format 2 kept one per configuration, with every
+run of both strategies interleaved and dicts keyed by strategy, and the run's facts in the metadata;
+format 1 also kept the strategies there. Both still read: a saved baseline outlives an upgrade.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kvmagic.core.config import Config
+from kvmagic.core.costmodel import CostModel
+from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
+from kvmagic.core.limits import Hardware, Limits, StrategyLimit
+from kvmagic.core.spec import BenchSpec
+from kvmagic.errors import KVMagicError
+from kvmagic.results.measurement import Measurement
+from kvmagic.results.records import Mismatch, Prediction, RunFacts, StepProfile
+from kvmagic.results.serialize import floats_back, seconds_back
+
+if TYPE_CHECKING:
+    from kvmagic.results.result import BenchmarkResult
+
+__all__ = ["JSON_FORMAT", "JSON_VERSION", "result_fields", "result_to_dict"]
+
+JSON_FORMAT = "kvmagic-benchmark"
+JSON_VERSION = 3  # 3: a record per (configuration, strategy), the run's facts apart from the environment
+_FACTS = {f.name for f in dataclasses.fields(RunFacts)}
+_REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap", "max_seconds", "kv_bits", "profile"}
+_PLAIN = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
+
+
+def result_to_dict(result: BenchmarkResult) -> dict[str, Any]:
+    frontier = result.frontier
+    return {
+        "format": JSON_FORMAT,
+        "version": JSON_VERSION,
+        "model": result.model,
+        "spec": result.spec.to_dict(),
+        "strategies": list(result.strategies),
+        "skipped": result.skipped,
+        "metadata": result.metadata,
+        "facts": dataclasses.asdict(result.facts),
+        "measurements": [{**dataclasses.asdict(m), "config": m.config._asdict()} for m in result.measurements],
+        "predictions": [dataclasses.asdict(p) for p in result.predictions],
+        "cost_model": None if result.cost_model is None else result.cost_model.to_dict(),
+        "hardware": None if result.hardware is None else dataclasses.asdict(result.hardware),
+        "limits": [dataclasses.asdict(limits) for limits in result.limits],
+        "frontier": None if frontier is None else dataclasses.asdict(frontier),
+    }
+
+
+def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A result's fields from what :func:`result_to_dict` wrote (or an older format)."""
+    if not isinstance(data, Mapping) or data.get("format") != JSON_FORMAT:
+        raise KVMagicError("this is not a kvmagic benchmark: save one with {save} (a .json name)", "save")
+    if data.get("version", 0) > JSON_VERSION:
+        raise KVMagicError(f"this benchmark was saved by a newer kvmagic (format {data['version']}): upgrade kvmagic")
+    if data.get("version", 0) < JSON_VERSION:
+        data = _from_format_2(data)
+    try:
+        return dict(
+            model=data["model"],
+            measurements=[_measurement(m) for m in data["measurements"]],
+            spec=BenchSpec.from_dict(data.get("spec") or {}),
+            strategies=list(data["strategies"]),
+            skipped=dict(data.get("skipped", {})),
+            metadata=dict(data.get("metadata", {})),
+            facts=RunFacts(**data.get("facts", {})),
+            predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
+            cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
+            hardware=None if data.get("hardware") is None else Hardware(**_numbers(data["hardware"])),
+            limits=[_limits(limits) for limits in data.get("limits", [])],
+            frontier=_frontier(data.get("frontier")),
+        )
+    except (KeyError, TypeError) as error:
+        raise KVMagicError(f"this kvmagic benchmark is incomplete: {error}") from None
+
+
+def _measurement(data: Mapping[str, Any]) -> Measurement:
+    values = {k: floats_back(v) for k, v in data.items()}
+    values["config"] = Config(**values["config"])
+    values["mismatch"] = None if values.get("mismatch") is None else Mismatch(**values["mismatch"])
+    profile = values.get("profile")
+    values["profile"] = None if profile is None else StepProfile(**{k: floats_back(v) for k, v in profile.items()})
+    for name in ("ttft_s", "compile_s"):
+        values[name] = math.nan if values.get(name) is None else values[name]
+    return Measurement(**values)
+
+
+def _limits(data: Mapping[str, Any]) -> Limits:
+    values = dict(data)
+    for name in ("uncached", "cached"):
+        values[name] = StrategyLimit(**_numbers(values[name]))
+    if values.get("weights_share") is None:
+        values["weights_share"] = math.nan
+    return Limits(**values)
+
+
+def _frontier(data: Mapping[str, Any] | None) -> Frontier | None:
+    if data is None:
+        return None
+    rows = [FrontierRow(**row) for row in data["rows"]]
+    checks = [FitCheck(**_numbers(check)) for check in data["checks"]]
+    return Frontier(rows, checks, data["free_bytes"], dict(data["unchecked"]))
+
+
+def _numbers(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Numbers strict JSON kept as null, back as NaN."""
+    return {k: math.nan if v is None else v for k, v in data.items()}
+
+
+def _from_format_2(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A format 1 or 2 file as format 3: each configuration's interleaved runs split by strategy."""
+    old = dict(data.get("metadata", {}))
+    strategies = data.get("strategies") or old.get("strategies") or ["uncached", "cached"]
+    facts = {k: old[k] for k in _FACTS & old.keys()}
+    measurements = [s for m in data["measurements"] for s in _split(m)]
+    position = next((m.get("kv_position_bytes") for m in data["measurements"] if m.get("kv_position_bytes")), None)
+    if position:
+        facts["kv_position_bytes"] = position // data["measurements"][0].get("batch", 1)
+    if data.get("partial") and not facts.get("stopped"):
+        facts["stopped"] = "interrupted"
+    frontier = None
+    if data.get("frontier"):
+        frontier = {"rows": [{**r, "strategy": _PLAIN.get(r["strategy"], r["strategy"])} for r in data["frontier"]],
+                    "checks": [{**c, "strategy": _PLAIN.get(c["strategy"], c["strategy"])}
+                               for c in data.get("frontier_checks", [])],
+                    "free_bytes": old.get("frontier_free_bytes", math.nan),
+                    "unchecked": old.get("frontier_unchecked", {})}  # fmt: skip
+    skip = _FACTS | _REQUEST | {"strategies", "skipped", "compiled", "frontier_free_bytes", "frontier_unchecked"}
+    return {
+        **data,
+        "strategies": [_PLAIN.get(name, name) for name in strategies],
+        "skipped": data.get("skipped", old.get("skipped", {})),
+        "metadata": {k: v for k, v in old.items() if k not in skip},
+        "facts": facts,
+        "measurements": measurements,
+        "frontier": frontier,
+    }
+
+
+def _split(old: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One format 2 configuration as a record per strategy, in the order the strategies first ran."""
+    runs = list(old["runs"])
+    config = {"prompt_tokens": old["prompt_tokens"], "new_tokens": old["new_tokens"], "batch": old.get("batch", 1)}
+    mismatches = dict(old.get("mismatches", {}))
+    first = old.get("mismatch")
+    if first is not None and runs[first["run"]] not in mismatches:
+        mismatches[runs[first["run"]]] = first
+    found = []
+    for name in dict.fromkeys(runs):
+        mine = [i for i, run in enumerate(runs) if run == name]
+        profile = old.get("profiles", {}).get(name)
+        mismatch = mismatches.get(name)
+        if mismatch is not None:
+            margin = (
+                first["margin"] if first is not None and first["run"] == mismatch["run"] else mismatch.get("margin")
+            )
+            mismatch = {**mismatch, "run": mine.index(mismatch["run"]), "margin": margin}
+        found.append({
+            "config": config,
+            "strategy": _PLAIN.get(name, name),
+            "seconds": [old["seconds"][i] for i in mine],
+            "generated_ids": old["generated_ids"] if mine[0] == 0 else [],
+            "generated_text": old.get("generated_text", "") if mine[0] == 0 else "",
+            "mismatch": mismatch,
+            "ttft_s": old.get("ttft_s", {}).get(name, profile["step_s"][0] if profile else None),
+            "kv_bytes": old.get("kv_bytes", {}).get(name, profile["kv_bytes"] if profile else None),
+            "peak_bytes": old.get("peak_bytes", {}).get(name, profile["peak_bytes"] if profile else None),
+            "peak_source": old.get("peak_source", "") if name in old.get("peak_bytes", {}) else "",
+            "compile_s": old.get("compile_s", {}).get(name),
+            "profile": profile,
+        })  # fmt: skip
+    return found

@@ -1,0 +1,31 @@
+"""Hand-made measurements for the tests of results: the plain run's pair, or any strategy, at a configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kvmagic.core.config import Config
+from kvmagic.results.measurement import Measurement
+
+
+def timed(config: Config | tuple[int, ...], strategy: str, seconds: Sequence[float], **fields: Any) -> Measurement:
+    """``strategy``'s measurement at ``config`` with these timed runs (and any other field)."""
+    return Measurement(Config(*config), strategy, tuple(seconds), **fields)
+
+
+def pair(
+    config: Config | tuple[int, ...],
+    uncached: Sequence[float],
+    cached: Sequence[float],
+    *,
+    off: Mapping[str, Any] | None = None,
+    dynamic: Mapping[str, Any] | None = None,
+) -> list[Measurement]:
+    """The plain run's two measurements at ``config``: the cache off, then on."""
+    return [timed(config, "off", uncached, **(off or {})), timed(config, "dynamic", cached, **(dynamic or {}))]
+
+
+def rounds(config: Config | tuple[int, ...], times: Sequence[tuple[float, float]], **kwargs: Any) -> list[Measurement]:
+    """The pair from its rounds, each (uncached, cached) as they ran side by side."""
+    return pair(config, [u for u, _ in times], [c for _, c in times], **kwargs)

@@ -1,0 +1,61 @@
+"""Files an older kvmagic saved still read: their table and notes come back as that kvmagic showed them.
+
+The two files were saved by kvmagic before results kept a record per (configuration, strategy) (format 2):
+a plain sweep with steps, limits and the frontier, and a comparison of strategies with limits.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kvmagic import BenchmarkResult
+from kvmagic.core.config import Config
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _saved(name: str) -> BenchmarkResult:
+    return BenchmarkResult.read_json(DATA / name)
+
+
+def test_a_plain_sweep_saved_in_format_2_reads_as_it_was_shown() -> None:
+    result = _saved("format2_plain.json")
+    assert result.plain and result.strategies == ["off", "dynamic"] and result.configs == [Config(12, 2), Config(12, 3)]
+    frame = result.to_dataframe()
+    # what the older kvmagic's table said, from the same file
+    assert frame["speedup"].tolist() == pytest.approx([1.1957486938848862, 1.3815174703918942])
+    assert (frame["speedup_ci_low"][0], frame["speedup_ci_high"][1]) == pytest.approx(
+        (1.1443768643668704, 1.4577570055362172)
+    )
+    assert frame["uncached_ttft_s"][0] == pytest.approx(0.006083028001739876)
+    assert frame["kv_predicted_mib"].tolist() == pytest.approx([0.025390625, 0.02734375])
+    assert frame["cached_of_limit"][1] == pytest.approx(0.18278674974410453)
+    assert frame["cached_peak_mib"][1] == pytest.approx(375.875)
+    assert result.facts.natural_prompt_tokens and result.spec.steps and not result.partial
+    assert set(result.steps(Config(12, 3)).columns) == {"uncached_s", "cached_s"}
+    assert "frontier (22.1 GiB free, around 12+3 tokens): uncached holds up to 2048 tokens" in " ".join(result.notes())
+    assert "prompt_sha256" in result.setup() and "chat" not in result.metadata  # the request lives in the spec
+
+
+def test_a_comparison_saved_in_format_2_reads_as_it_was_shown() -> None:
+    result = _saved("format2_strategies.json")
+    assert not result.plain and result.strategies == ["off", "dynamic", "static"]
+    frame = result.to_dataframe()
+    assert frame["speedup"].tolist() == pytest.approx([1.0, 1.1458692989635018, 1.0726040603228117])
+    assert frame["cache_tokens"].tolist() == pytest.approx([0.0, 13.0, 13.015625])
+    assert frame["of_limit"].tolist() == pytest.approx([0.17453425679211687, 0.16285442324926708, 0.15244174512459596])
+    assert math.isnan(frame["compile_s"][2])
+
+
+def test_a_result_saved_now_reads_back_equal(tmp_path) -> None:
+    for name in ("format2_plain.json", "format2_strategies.json"):
+        old = _saved(name)
+        path = tmp_path / name
+        old.save(path)
+        again = BenchmarkResult.read_json(path)
+        assert again == old
+        pd.testing.assert_frame_equal(again.to_dataframe(), old.to_dataframe())
