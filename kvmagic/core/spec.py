@@ -182,7 +182,7 @@ def _names(name: str, value: Any) -> tuple[str, ...] | None:
 def _frontier(name: str, value: Any) -> str | None:
     if value is not None and value not in FRONTIER_MODES:
         raise KVMagicError(f"{{{name}}} is {' or '.join(FRONTIER_MODES)} (or None), got {value!r}", name)
-    return value
+    return None if value is None else str(value)
 
 
 def _bits(name: str, value: Any) -> int | None:

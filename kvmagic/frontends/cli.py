@@ -74,7 +74,7 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     if args.prompt is not None and args.prompt_file is not None:
         raise KVMagicError("give the prompt once: as an argument or with --prompt-file, not both")
     if args.prompt is not None:
-        prompt = args.prompt
+        prompt: str = args.prompt
     elif args.prompt_file not in (None, "-"):
         try:
             with open(args.prompt_file, encoding="utf-8") as file:
@@ -109,7 +109,7 @@ def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -
         return json_text(shown.to_dict()) + "\n"
     frame = shown.to_dataframe()
     if kind == "csv":
-        return frame.to_csv(index=False)
+        return str(frame.to_csv(index=False))
     if kind == "markdown":
         from kvmagic.results.serialize import markdown_table
 

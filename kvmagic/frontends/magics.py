@@ -46,7 +46,7 @@ _CONFIGURABLE = configurable()
 _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
 
 
-def _trait(name: str) -> TraitType:
+def _trait(name: str) -> TraitType[Any, Any]:
     """A configurable default of ``KVMagics``, declared from the option it fills in."""
     option = _CONFIGURABLE[name]
     if option.default is not None:
@@ -55,8 +55,10 @@ def _trait(name: str) -> TraitType:
         kind = Integer if option.type in (whole_number, at_least_one) else Unicode
     described = f"{option.help} ({'/'.join(option.flags)})"
     if option.words:  # a number or one of these words: -r 3 or -r auto
-        return Union([kind(), Enum(option.words)], default_value=option.default, help=described).tag(config=True)
-    return kind(option.default, allow_none=option.default is None, help=described).tag(config=True)
+        either: TraitType[Any, Any] = Union([kind(), Enum(option.words)], default_value=option.default, help=described)
+        return either.tag(config=True)
+    trait: TraitType[Any, Any] = kind(option.default, allow_none=option.default is None, help=described)
+    return trait.tag(config=True)
 
 
 def _with_options(options: Sequence[Option], usage: str | None = None) -> Callable[[Any], Any]:
@@ -206,7 +208,7 @@ class KVMagics(Magics):
         print(self.loaded.summary())
 
     @_with_options(BENCH_OPTIONS, _BENCH_USAGE)
-    @argument("prompt", nargs="*", metavar="PROMPT", help=_PROMPT_HELP)
+    @argument("prompt", nargs="*", metavar="PROMPT", help=_PROMPT_HELP)  # type: ignore[untyped-decorator]
     @line_cell_magic
     @_fitting
     def kvbench(self, line: str, cell: str | None = None) -> Any:

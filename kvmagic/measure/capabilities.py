@@ -113,7 +113,7 @@ def dtype_keyword() -> str:
             self.weight = torch.nn.Parameter(torch.zeros(1))
 
     try:
-        built = _OneWeight._from_config(PretrainedConfig(), dtype=torch.float16)
+        built = _OneWeight._from_config(PretrainedConfig(), dtype=torch.float16)  # type: ignore[no-untyped-call, unused-ignore]
     except TypeError:  # the keyword reached the model's own __init__: loading does not know it
         return "torch_dtype"
     return "dtype" if built.weight.dtype == torch.float16 else "torch_dtype"

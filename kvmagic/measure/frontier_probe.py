@@ -64,7 +64,7 @@ def in_use(devices: Iterable[torch.device]) -> int:
     _trim_heap()
     import psutil
 
-    return psutil.Process().memory_info().rss
+    return int(psutil.Process().memory_info().rss)
 
 
 def measure_activations(

@@ -83,4 +83,4 @@ def predicted_kv_nbytes(config: PretrainedConfig, tokens: int, dtype: torch.dtyp
     positions = sum(
         min(tokens, window) if kind == "sliding_attention" and window else tokens for kind in layer_types[:layers]
     )
-    return 2 * kv_heads * head_dim * positions * element
+    return int(2 * kv_heads * head_dim * positions * element)

@@ -27,7 +27,7 @@ class LiveTensors(TorchDispatchMode):
     """A dispatch mode that keeps ``live_bytes`` and ``peak_bytes`` of the storages created under it."""
 
     def __init__(self, existing: Iterable[torch.Tensor] = ()) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.live_bytes = 0
         self._storages: dict[tuple[str, int], list[int]] = {}  # (device, pointer) -> [bytes, tensors alive]
         self._tensors: set[int] = set()

@@ -92,7 +92,8 @@ def resolve_dtype(dtype: str, device_map: str | dict[str, Any] | None = "auto") 
         raise KVMagicError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     if dtype == "auto":
         return torch.float16 if _weights_on_cuda(device_map) else torch.float32
-    return getattr(torch, dtype)
+    chosen: torch.dtype = getattr(torch, dtype)
+    return chosen
 
 
 def _weights_on_cuda(device_map: str | dict[str, Any] | None) -> bool:
@@ -117,7 +118,7 @@ def _on_cuda(place: object) -> bool:
     if isinstance(place, int):
         return True
     try:
-        return torch.device(place).type == "cuda"  # type: ignore[call-overload]
+        return bool(torch.device(place).type == "cuda")  # type: ignore[call-overload]
     except (RuntimeError, TypeError, ValueError):
         return False  # "disk", or a name torch does not know: not a GPU
 

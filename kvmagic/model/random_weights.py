@@ -49,16 +49,17 @@ def shipped_config(name: str) -> dict[str, Any] | None:
     filename = SHIPPED.get(name)
     if filename is None:
         return None
-    return json.loads(
-        resources.files("kvmagic.model").joinpath("configs").joinpath(filename).read_text(encoding="utf-8")
-    )
+    text = resources.files("kvmagic.model").joinpath("configs").joinpath(filename).read_text(encoding="utf-8")
+    config: dict[str, Any] = json.loads(text)
+    return config
 
 
 def config_from_dict(data: dict[str, Any]) -> PretrainedConfig:
     """A config object from a config.json's contents, as ``from_pretrained`` would read them."""
     from transformers import CONFIG_MAPPING
 
-    return CONFIG_MAPPING[data["model_type"]].from_dict(data)
+    config: PretrainedConfig = CONFIG_MAPPING[data["model_type"]].from_dict(data)
+    return config
 
 
 def find_config(name: str, *, revision: str | None = None, trust_remote_code: bool = False) -> PretrainedConfig:
@@ -66,9 +67,10 @@ def find_config(name: str, *, revision: str | None = None, trust_remote_code: bo
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(
+        found: PretrainedConfig = AutoConfig.from_pretrained(
             name, revision=revision, trust_remote_code=trust_remote_code, local_files_only=True
         )
+        return found
     except OSError:
         pass
     shipped = shipped_config(name)
@@ -174,7 +176,8 @@ def build(
             buffer.copy_(buffers[name])
     model.tie_weights()  # to_empty gave each side of a tied pair its own storage
     seed_parameters(model, seed)
-    return model.eval()
+    built: PreTrainedModel = model.eval()
+    return built
 
 
 def seed_parameters(model: torch.nn.Module, seed: int = SEED) -> None:

@@ -14,7 +14,10 @@ import shutil
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import Exaone4Config, Exaone4ForCausalLM, PreTrainedTokenizerFast
 
 __all__ = ["TINY_NAME", "cache_root", "tiny_dir"]
 
@@ -102,7 +105,7 @@ def vocab() -> dict[str, int]:
     return {token: index for index, token in enumerate(tokens)}
 
 
-def _build_tokenizer():  # -> PreTrainedTokenizerFast
+def _build_tokenizer() -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -122,7 +125,7 @@ def _build_tokenizer():  # -> PreTrainedTokenizerFast
     )
 
 
-def _config():  # -> Exaone4Config
+def _config() -> Exaone4Config:
     from transformers import Exaone4Config
 
     # rope_theta is spelled the same in both transformers lines, but 5.x no longer declares it: pass it through.
@@ -145,7 +148,7 @@ def _config():  # -> Exaone4Config
     )
 
 
-def _build_model():  # -> Exaone4ForCausalLM
+def _build_model() -> Exaone4ForCausalLM:
     import torch
     from transformers import Exaone4ForCausalLM
 
@@ -158,5 +161,7 @@ def _build_model():  # -> Exaone4ForCausalLM
             generator = torch.Generator().manual_seed(SEED ^ zlib.crc32(name.encode()))
             std = param.shape[-1] ** -0.5
             param.copy_(torch.randn(param.shape, generator=generator) * std)
-    model.generation_config.do_sample = False
-    return model.eval()
+    if model.generation_config is not None:  # always built for a causal LM; 4.55 types it as optional
+        model.generation_config.do_sample = False
+    built: Exaone4ForCausalLM = model.eval()
+    return built

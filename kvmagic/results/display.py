@@ -80,7 +80,7 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
         marks = frame["significant"].map(lambda v: _MARKED if v is True else "").to_numpy()
         styler = styler.apply(lambda _: marks, subset=["speedup_change"], axis=0)
     paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in [*footnotes, *notes])
-    return styler.to_html() + paragraphs
+    return str(styler.to_html()) + paragraphs
 
 
 def wide_text(frame: pd.DataFrame) -> str:
@@ -97,7 +97,8 @@ class StyledTable(pd.DataFrame):
 
     @property
     def _constructor(self) -> type[pd.DataFrame]:
-        return pd.DataFrame
+        plain: type[pd.DataFrame] = pd.DataFrame
+        return plain
 
     def _wide(self) -> bool:
         return bool(getattr(self, "kvmagic_wide", False))

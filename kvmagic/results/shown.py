@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         elif name == "batch" and not _batched(frame):
             continue
         elif name in frame.columns:
-            shape = {"speedup_change": _change, "predicted_speedup": _ratio}.get(name, _figure)
+            shape: Callable[[Any], str] = {"speedup_change": _change, "predicted_speedup": _ratio}.get(name, _figure)
             cells[name] = [shape(value) for value in frame[name]]
     return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
 
