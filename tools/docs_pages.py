@@ -117,7 +117,7 @@ def columns_page() -> str:
             "terminal, keeps the columns marked (shown), so that it fits 100 columns of text; `--wide` shows every",
             "one. Numbers there have 4 significant digits, ratios 3, and the speed-up its interval in the same cell",
             "where there is one (`4.17 [3.92, 4.52]`). Where a row would still pass 100 columns, the least needed",
-            "go first: `peak_mib`, then `tok_s`, then `kv_cache_mib`.",
+            "go first: `peak_mib`, then `tok_s`, then `kv_cache_mib` (beside a baseline, `kv_cache_mib` always goes).",
             "",
             "## The plain run: one row per configuration (`COLUMNS`, kvmagic/results/report.py)",
             "",
