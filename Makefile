@@ -1,5 +1,6 @@
 # `make demo` runs %%kvbench on the embedded tiny model; `make test` runs the test suite;
 # `make check` runs the gates: lint, format, types and the architecture contract.
+# `make docs` regenerates docs/options.md and docs/columns.md from the option table and the column registry.
 # `make gpu-check` checks on a CUDA GPU what the tests can only fake (a dry run without one), in the current Python.
 # Each transformers line gets its own virtual environment: `make test TRANSFORMERS=4.55.4`.
 # torch is pinned to the CPU build that installs in seconds.
@@ -26,7 +27,7 @@ PINS := $(VENV)/pins.txt
 endif
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-floors check gpu-check clean
+.PHONY: demo test test-floors check docs gpu-check clean
 
 $(STAMP): pyproject.toml Makefile .ci/floors.py
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,9 @@ check: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+docs: $(STAMP)
+	$(VENV)/bin/python tools/docs_pages.py
 
 gpu-check:
 	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py
