@@ -14,7 +14,7 @@ from kvmagic.core.config import Config
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends import cli
 from kvmagic.results.compare import compare
-from kvmagic.results.gate import FAIL_ON_FORM, Threshold, gate, judge, parse_fail_on
+from kvmagic.results.gate import Threshold, fail_on_form, gate, judge, parse_fail_on
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.result import BenchmarkResult
 
@@ -53,7 +53,23 @@ def test_reads_each_form():
 def test_a_bad_spec_names_the_accepted_form(spec):
     with pytest.raises(KVMagicError) as raised:
         parse_fail_on(spec)
-    assert said(raised.value).endswith(f"write {FAIL_ON_FORM}") and "\n" not in said(raised.value)
+    assert said(raised.value).endswith(f"write {fail_on_form()}") and "\n" not in said(raised.value)
+
+
+def test_a_strategy_comparison_is_judged_on_the_metrics_its_rows_have():
+    """A --cache comparison has one row per strategy: seconds and speedup, no uncached_s or cached_s."""
+    assert parse_fail_on("seconds:+10%,speedup:-5%", strategies=True) == (
+        Threshold("seconds", 0.10),
+        Threshold("speedup", -0.05),
+    )
+    with pytest.raises(KVMagicError) as raised:
+        parse_fail_on("cached_s:+10%", strategies=True)
+    assert "one of speedup, seconds" in said(raised.value)
+    saved = {(Config(8, 16), "static"): {"seconds": 1.0, "speedup": 2.0}}
+    rows = [{"prompt_tokens": 8, "new_tokens": 16, "strategy": "static", "seconds": 1.3, "speedup": 1.6,
+             "significant": True}]  # fmt: skip
+    verdict = judge(rows, saved, parse_fail_on("seconds:+10%", strategies=True))
+    assert verdict.failed == ["8+16 tokens, static: seconds 1 -> 1.3 (+30.0%, past seconds:+10%) and significant"]
 
 
 def test_crossing_is_strictly_past_the_threshold():
@@ -151,7 +167,11 @@ def test_single_rounds_cannot_be_judged(injected, capsys):
 
 MISUSE = [
     (["--fail-on", "speedup:-5%"], "--fail-on judges a change against a saved run: add --compare BASE.json"),
-    (["--compare", "b.json", "--fail-on", "speedup<5%"], f"cannot read --fail-on 'speedup<5%': write {FAIL_ON_FORM}"),
+    (["--compare", "b.json", "--fail-on", "speedup<5%"], f"cannot read --fail-on 'speedup<5%': write {fail_on_form()}"),
+    (
+        ["--cache", "off,dynamic", "--compare", "b.json", "--fail-on", "cached_s:+5%"],
+        f"cannot read --fail-on 'cached_s:+5%': write {fail_on_form(strategies=True)}",
+    ),
 ]
 
 

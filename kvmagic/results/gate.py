@@ -21,12 +21,14 @@ from kvmagic.errors import KVMagicError
 if TYPE_CHECKING:
     from kvmagic.results.compare import Comparison
 
-__all__ = ["FAIL_ON_FORM", "METRICS", "GateVerdict", "Row", "Threshold", "gate", "judge", "parse_fail_on"]
+__all__ = [
+    "METRICS", "STRATEGY_METRICS", "GateVerdict", "Row", "Threshold", "fail_on_form", "gate", "judge", "parse_fail_on",
+]  # fmt: skip
 
 METRICS = ("speedup", "uncached_s", "cached_s")
-FAIL_ON_FORM = (
-    "METRIC:+N% or METRIC:-N% with METRIC one of speedup, uncached_s, cached_s, e.g. speedup:-5% or "
-    "cached_s:+10%; several comma-separated"
+STRATEGY_METRICS = ("speedup", "seconds")  # a comparison of strategies has one row per strategy
+_FORM = (
+    "METRIC:+N% or METRIC:-N% with METRIC one of {metrics}, e.g. speedup:-5% or {timed}:+10%; several comma-separated"
 )
 _SPEC = re.compile(r"^\s*(?P<metric>[a-z_]+)\s*:\s*(?P<sign>[+-])\s*(?P<size>\d+(?:\.\d*)?|\.\d+)\s*%\s*$")
 _ROUNDING = 1e-9  # a change exactly at the threshold is not past it, whatever floating point makes of it
@@ -47,19 +49,28 @@ class Threshold:
         return f"{self.metric}:{self.change * 100:+g}%"
 
 
-def parse_fail_on(specs: str | Iterable[str]) -> tuple[Threshold, ...]:
-    """Thresholds from ``"speedup:-5%,cached_s:+10%"`` (or several such strings, as a repeated flag gives)."""
+def parse_fail_on(specs: str | Iterable[str], strategies: bool = False) -> tuple[Threshold, ...]:
+    """Thresholds from ``"speedup:-5%,cached_s:+10%"`` (or several such strings, as a repeated flag gives);
+    with ``strategies`` (a ``cache`` comparison), the metrics its rows have: ``speedup`` and ``seconds``."""
+    metrics, form = STRATEGY_METRICS if strategies else METRICS, fail_on_form(strategies)
     parts = [part for spec in ([specs] if isinstance(specs, str) else specs) for part in spec.split(",")]
     thresholds = []
     for part in parts:
         match = _SPEC.match(part)
-        if match is None or match["metric"] not in METRICS:
-            raise KVMagicError(f"cannot read {{fail_on}} {part.strip()!r}: write {FAIL_ON_FORM}", "fail_on")
+        if match is None or match["metric"] not in metrics:
+            raise KVMagicError(f"cannot read {{fail_on}} {part.strip()!r}: write {form}", "fail_on")
         size = float(match["size"]) / 100
         thresholds.append(Threshold(match["metric"], -size if match["sign"] == "-" else size))
     if not thresholds:
-        raise KVMagicError(f"{{fail_on}} is empty: write {FAIL_ON_FORM}", "fail_on")
+        raise KVMagicError(f"{{fail_on}} is empty: write {form}", "fail_on")
     return tuple(thresholds)
+
+
+def fail_on_form(strategies: bool = False) -> str:
+    """How a threshold is written, naming the metrics the rows have (``strategies``: a comparison of strategies)."""
+    metrics = STRATEGY_METRICS if strategies else METRICS
+    form = _FORM.format(metrics=", ".join(metrics), timed=metrics[-1])
+    return form + " (a comparison of strategies has one row per strategy, with its seconds)" if strategies else form
 
 
 @dataclass(frozen=True)
