@@ -120,6 +120,15 @@ def test_a_cache_comparison_turns_its_long_texts_into_footnotes():
     assert _fits(text)
 
 
+def test_a_cache_comparison_against_a_baseline_shows_each_strategys_change():
+    from kvmagic.results.compare import compare
+
+    text = str(compare(_strategies(), _strategies()))
+    header = text.splitlines()[0].split()
+    assert header[header.index("identical") + 1 : header.index("identical") + 3] == ["speedup_change", "significant"]
+    assert _fits(text)
+
+
 def test_a_comparison_without_footnotes_has_no_note_column():
     result = _strategies()
     result.strategies, result.skipped = ["off", "dynamic"], {}

@@ -32,8 +32,8 @@ SHOWN_COLUMNS = (
     "speedup_change", "significant", "predicted_speedup", "kv_cache_mib",
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
-    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "kv_cache_mib",
-    "peak_mib", "note",
+    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "speedup_change",
+    "significant", "kv_cache_mib", "peak_mib", "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH.
 _LEAST_NEEDED = ("peak_mib", "tok_s", "kv_cache_mib")
