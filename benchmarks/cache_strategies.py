@@ -33,9 +33,10 @@ def first_use(loaded, names: list[str]) -> dict[str, tuple[float, float]]:
     for strategy in strategies(loaded, names):
         if not strategy.reason:
             config = strategy_config(loaded, 1, strategy)
-            calls[strategy.name] = tuple(
-                timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(2)
-            )
+            with strategy.around(loaded.model):
+                calls[strategy.name] = tuple(
+                    timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(2)
+                )
     return calls
 
 

@@ -12,7 +12,10 @@ tokens (E = P + N - 1 positions are cached at the end; the last token's are neve
   per group) except up to ``residual`` - 1 recent tokens, kept in full precision until they are
   quantized together; reading a layer dequantizes it whole, so about two full-precision copies of
   one layer's keys and values live while it is read;
-- an offloaded cache keeps only the layer in use and the next one on the device.
+- an offloaded cache keeps only the layer in use and the next one on the device;
+- a press (``press:METHOD:RATIO``) is a dynamic cache whose prompt is whole while the prefill writes it and
+  cut to the share its ratio keeps after it; a press that masks positions instead of freeing them is counted
+  whole (its ``pruned`` is 0), and a method's own scoring work at the prefill is not counted.
 
 Sliding-window layers hold min(positions, window), where the cache windows them. Activations come
 from a probe (kvmagic.measure.frontier_probe): a fixed part plus a part per token, per sequence. All of it
@@ -70,11 +73,12 @@ class CacheLayout:
     windowed: bool = True  # sliding-window layers held at their window
     device_layers: int | None = None  # offloaded: layers on the device at once; None = all
     dequantized_layers: float = 0.0  # full-precision copies of one layer's keys and values while it is read
+    pruned: float = 0.0  # a press: the share of the prompt's positions freed after the prefill
 
 
-def layout(name: str, *, kv_bits: int | None = None, windowed_dynamic: bool = True) -> CacheLayout:
+def layout(name: str, *, kv_bits: int | None = None, windowed_dynamic: bool = True, pruned: float = 0.0) -> CacheLayout:
     """The layout of a ``--cache`` strategy name. transformers 4.55's dynamic cache keeps sliding layers
-    whole (``windowed_dynamic=False``); 5.x windows them."""
+    whole (``windowed_dynamic=False``); 5.x windows them. ``pruned``: a press's share of the prompt freed."""
     base = name.removesuffix("+compile")
     if base == "off":
         return CacheLayout(name, "none")
@@ -88,7 +92,7 @@ def layout(name: str, *, kv_bits: int | None = None, windowed_dynamic: bool = Tr
     offloaded = OFFLOADED_LAYERS if base.startswith("offloaded") else None
     if base in ("static", "offloaded_static", "sliding_window", "hybrid"):
         return CacheLayout(name, "static", device_layers=offloaded)
-    return CacheLayout(name, "dynamic", windowed=windowed_dynamic, device_layers=offloaded)
+    return CacheLayout(name, "dynamic", windowed=windowed_dynamic, device_layers=offloaded, pruned=pruned)
 
 
 def _layer_positions(shape: ModelShape, cache: CacheLayout, positions: int) -> list[int]:
@@ -111,6 +115,8 @@ def kv_bytes(
     """
     if cache.kind == "none":
         return 0.0
+    if cache.pruned and prompt_tokens is not None and positions > prompt_tokens:  # past the prefill
+        positions -= prompt_tokens - int(prompt_tokens * (1 - cache.pruned))  # kept as kvpress counts them
     elements = 2 * shape.kv_heads * shape.head_dim  # per position and layer
     recent = positions - (prompt_tokens or 0)
     total = 0.0

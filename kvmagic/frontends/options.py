@@ -188,8 +188,10 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",),
            examples=("speedup:-50%",)),
     Option(("--cache",), "Compare KV-cache strategies instead, one row each against off: off, dynamic, static, "
-           "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, or any other "
-           "cache_implementation the installed transformers has; comma-separated.", "cache", metavar="LIST",
+           "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, press:METHOD:RATIO (a kvpress "
+           "method dropping that share of the prompt's positions, e.g. press:snapkv:0.5; a sweep "
+           "press:snapkv:0.25-0.75+0.25), or any other cache_implementation the installed transformers has; "
+           "comma-separated.", "cache", metavar="LIST",
            examples=("off,dynamic,static", "dynamic,quantized:fp8")),
     Option(("--kv-bits",), "Bits per value of a quantized:quanto (2, 4) or quantized:hqq (1, 2, 3, 4, 8) cache.",
            "kv_bits", type=whole_number, examples=("4",)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import importlib.util
 import inspect
 import os
 import re
@@ -21,23 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "QUANTIZED_SPELLINGS",
-    "CompileCriteria",
-    "accelerator_functions",
-    "cache_implementations",
-    "compile_criteria",
-    "dtype_keyword",
-    "dynamic_cache_windows",
-    "generate_takes_use_model_defaults",
-    "quantized_backend_reason",
-    "quantized_backends",
-    "returned_cache_field",
-    "sliding_window_windows_every_layer",
-    "static_cache_needs_fullgraph",
-    "static_cache_state",
-    "summary",
-    "transformers_version",
-]
+    "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "cache_implementations", "compile_criteria",
+    "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
+    "quantized_backend_reason", "quantized_backends", "returned_cache_field", "sliding_window_windows_every_layer",
+    "static_cache_needs_fullgraph", "static_cache_state", "summary", "transformers_version",
+]  # fmt: skip
 
 # A backend as users write it -> the spellings a transformers line may use for it (4.55 wrote "HQQ").
 QUANTIZED_SPELLINGS = {"quanto": ("quanto",), "hqq": ("hqq", "HQQ"), "fp8": ("fp8",)}
@@ -239,6 +228,42 @@ def sliding_window_windows_every_layer() -> bool:
     state = torch.zeros(1, 1, 1, 8)
     cache.update(state, state, 0, {"cache_position": torch.tensor([0])})
     return _held(cache) < 8
+
+
+@functools.cache
+def press_reason() -> str:
+    """Why kvpress cannot compress a cache here; empty when it can. Asked by running a press: kvpress 0.5.5
+    imports under transformers 5.24 and then fails on a renamed argument, so only a run tells. It halves the
+    cache of a made-up Llama's prompt, or this kvpress does not work with the installed transformers."""
+    if importlib.util.find_spec("kvpress") is None:
+        return "needs kvpress: pip install 'kvmagic[press]'"
+    try:
+        held: int | str = _pressed_positions()
+    except Exception as error:  # whatever it raised, it tells the user one thing: not with this transformers
+        held = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:120]}"
+    if held == 2:
+        return ""
+    failure = held if isinstance(held, str) else f"it kept {held} of 4 positions where it should keep 2"
+    asked = [r for r in importlib.metadata.requires("kvpress") or [] if re.match(r"transformers\b", r)]
+    return (
+        f"kvpress {importlib.metadata.version('kvpress')} does not work with transformers {transformers_version()} "
+        f"({failure}); it asks for {', '.join(asked) or 'another transformers'}: pip install 'kvmagic[press]'"
+    )
+
+
+def _pressed_positions() -> int:
+    """Positions a four-token prompt leaves in the cache of a one-layer Llama under kvpress's Knorm at 0.5."""
+    import torch
+    from kvpress import KnormPress
+    from transformers import DynamicCache, LlamaForCausalLM
+
+    model = LlamaForCausalLM(_probe_config()).eval()
+    accepted = inspect.signature(model.forward).parameters
+    cache = DynamicCache()
+    given = {"cache" if "cache" in accepted else "past_key_values": cache}
+    with torch.inference_mode(), KnormPress(compression_ratio=0.5)(model):
+        model(input_ids=torch.zeros(1, 4, dtype=torch.long), use_cache=True, **given)
+    return _held(cache)
 
 
 def summary() -> dict[str, Any]:

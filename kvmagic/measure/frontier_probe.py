@@ -129,15 +129,17 @@ def check_fit(
 
     inputs = {"input_ids": input_ids, "attention_mask": input_ids.new_ones(input_ids.shape)}
     model, devices = loaded.model, loaded.devices
-    timed_generate(model, inputs, _config(loaded, strategy, min(new_tokens, 2)), devices)  # first-use builds
+    with strategy.around(model):
+        timed_generate(model, inputs, _config(loaded, strategy, min(new_tokens, 2)), devices)  # first-use builds
     config = _config(loaded, strategy, new_tokens)
     reset_static_cache_state(model)  # a static cache sized by the first-use run, or an earlier one, would stay
-    if _on_cuda(devices):
-        measured = tensors = _peak_above(devices, lambda: timed_generate(model, inputs, config, devices))
-    else:
-        with track_tensors() as live:
-            measured = _peak_above(devices, lambda: timed_generate(model, inputs, config, devices))
-        tensors = float(live.peak_bytes)
+    with strategy.around(model):
+        if _on_cuda(devices):
+            measured = tensors = _peak_above(devices, lambda: timed_generate(model, inputs, config, devices))
+        else:
+            with track_tensors() as live:
+                measured = _peak_above(devices, lambda: timed_generate(model, inputs, config, devices))
+            tensors = float(live.peak_bytes)
     release_memory()
     return FitCheck(
         strategy=strategy.name,

@@ -11,13 +11,15 @@ instead of raising: the benchmark shows it as a row with a note.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.compression import PRESS, expand_presses, parse_press
 from kvmagic.core.spec import PAIR, REFERENCE
 from kvmagic.errors import KVMagicError
-from kvmagic.measure import capabilities
+from kvmagic.measure import capabilities, press
 from kvmagic.measure.capabilities import QUANTIZED_SPELLINGS, transformers_version
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ KNOWN = (
     "offloaded",
     "offloaded_static",
     *(f"{QUANTIZED}:{b}" for b in QUANTIZED_SPELLINGS),
+    f"{PRESS}:METHOD:RATIO",
 )
 
 
@@ -59,6 +62,16 @@ class Strategy:
     settings: Mapping[str, Any] = field(default_factory=dict)  # generation-config attribute -> value
     reason: str = ""  # why it cannot run here; empty when it can
     compiled: bool = False
+    note: str = ""  # what a reader of its rows should know though it runs
+    pruned: float = 0.0  # the share of the prompt's positions its cache frees after the prefill (a press)
+    wrap: Callable[[Any], AbstractContextManager[None]] | None = field(default=None, compare=False, repr=False)
+
+    def around(self, model: Any) -> AbstractContextManager[None]:
+        """The context every ``generate`` of this strategy runs in: ``with strategy.around(model):
+        model.generate(...)``. A press strategy's registers kvpress's hooks on the model for the duration
+        (they compress the prompt's cache at the prefill) and removes them after; every other strategy's
+        does nothing. Enter it outside the timed region: only ``generate`` is timed."""
+        return nullcontext() if self.wrap is None else self.wrap(model)
 
     @property
     def caches(self) -> bool:
@@ -79,13 +92,16 @@ def plain_pair(loaded: LoadedModel) -> tuple[Strategy, Strategy]:
 
 
 def parse_names(text: str | Sequence[str]) -> list[str]:
-    """``off,dynamic,quantized:hqq`` -> the names, de-duplicated, ``off`` first (it is the reference)."""
+    """``off,dynamic,quantized:hqq`` -> the names, de-duplicated, ``off`` first (it is the reference); a sweep
+    of press ratios (``press:snapkv:0.25-0.75+0.25``) becomes one name per ratio."""
     items = text.split(",") if isinstance(text, str) else list(text)
-    names = [item.strip() for item in items if item.strip()]
+    names = [name for item in items if item.strip() for name in _expanded(item.strip())]
     if not names:
         raise KVMagicError(f"{{cache}} needs at least one strategy, e.g. off,dynamic,static ({_choices()})", "cache")
     for name in names:
         base = name.removesuffix(COMPILE_SUFFIX)
+        if base.startswith(PRESS + ":"):
+            continue  # read by _expanded
         if base == QUANTIZED:
             raise KVMagicError(f"{name!r} needs a backend: write quantized:quanto, quantized:hqq or quantized:fp8")
         if base.startswith(QUANTIZED + ":") and base not in KNOWN:
@@ -93,6 +109,18 @@ def parse_names(text: str | Sequence[str]) -> list[str]:
         if base not in KNOWN and base not in capabilities.cache_implementations():
             raise KVMagicError(f"unknown cache strategy {name!r}: use {_choices()}")
     return list(dict.fromkeys([REFERENCE, *names]))
+
+
+def _expanded(name: str) -> list[str]:
+    """A press name, each ratio of its sweep, its method checked where kvpress can list them; any other as is."""
+    if name != PRESS and not name.startswith(PRESS + ":"):
+        return [name]
+    presses = expand_presses(name)
+    known = press.methods() if not capabilities.press_reason() else {}
+    if known and presses[0].method not in known:
+        built = [method for method, cls in known.items() if not press.method_reason(cls)]
+        raise KVMagicError(f"kvpress has no method {presses[0].method!r} in {name!r}: use one of {', '.join(built)}")
+    return [p.name for p in presses]
 
 
 def strategies(
@@ -127,6 +155,8 @@ def resolve(loaded: LoadedModel, name: str, *, kv_bits: int | None = None) -> St
         return Strategy(name, _settings("dynamic"))
     if base.startswith(QUANTIZED + ":"):
         return _quantized(name, base.split(":", 1)[1], kv_bits)
+    if base.startswith(PRESS + ":"):
+        return _press(loaded, name)
     settings = _settings(base)
     reason = _implementation_reason(loaded, base)
     if compiled and not reason:
@@ -152,6 +182,18 @@ def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
     if kv_bits is not None and backend in _BITS:
         config["nbits"] = kv_bits
     return Strategy(name, _settings(QUANTIZED, cache_config=config))
+
+
+def _press(loaded: LoadedModel, name: str) -> Strategy:
+    """A dynamic cache that kvpress compresses (:mod:`kvmagic.measure.press`), or why it cannot here."""
+    parsed = parse_press(name)
+    assert parsed is not None  # resolve() sends only press names here
+    reason = capabilities.press_reason()
+    if reason:
+        return Strategy(name, reason=reason)
+    plan = press.plan_press(loaded.model, parsed)
+    settings = _settings("dynamic") if not plan.reason else {}
+    return Strategy(name, settings, plan.reason, note=plan.note, pruned=plan.pruned, wrap=plan.around)
 
 
 def _installed(package: str) -> bool:

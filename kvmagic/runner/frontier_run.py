@@ -29,7 +29,9 @@ def memory_frontier(plan: Plan, measurements: list[Measurement]) -> Frontier:
     shape, free = model_shape(loaded.model), free_bytes(loaded.devices)
     activations = measure_activations(loaded, inputs["input_ids"])
     windowed = dynamic_cache_windows()  # 4.55's dynamic cache keeps sliding layers whole
-    layouts = {s.name: layout(s.name, kv_bits=spec.kv_bits, windowed_dynamic=windowed) for s in plan.runnable}
+    layouts = {
+        s.name: layout(s.name, kv_bits=spec.kv_bits, windowed_dynamic=windowed, pruned=s.pruned) for s in plan.runnable
+    }
     rows = frontier(shape, free, activations, list(layouts.values()), **largest._asdict())
     checks, unchecked = [], {}
     if spec.frontier == "check":

@@ -50,13 +50,15 @@ def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int, strategies:
     if not tokens:
         return
     for strategy in strategies or plain_pair(loaded):
-        timed_generate(loaded.model, inputs, strategy_config(loaded, tokens, strategy), loaded.devices)
+        with strategy.around(loaded.model):
+            timed_generate(loaded.model, inputs, strategy_config(loaded, tokens, strategy), loaded.devices)
 
 
 def first_call(loaded: LoadedModel, inputs: BatchEncoding, new_tokens: int, strategy: Strategy) -> float:
     """Seconds of one untimed run of ``strategy`` at this configuration's exact shape (a compile's first call)."""
     config = strategy_config(loaded, new_tokens, strategy)
-    return timed_generate(loaded.model, inputs, config, loaded.devices)[1]
+    with strategy.around(loaded.model):
+        return timed_generate(loaded.model, inputs, config, loaded.devices)[1]
 
 
 def measure_rounds(
@@ -84,6 +86,7 @@ def measure_rounds(
     strategies = strategies or plain_pair(loaded)
     prompt_tokens = inputs["input_ids"].shape[-1]
     configs = {s.name: strategy_config(loaded, new_tokens, s, keep_cache=True) for s in strategies}
+    named = {s.name: s for s in strategies}
     rounds = _Rounds(loaded, inputs, prompt_tokens, on_run)
     started = perf_counter()
     while True:
@@ -96,7 +99,7 @@ def measure_rounds(
     profiled = set(configs) if steps else _first_to_differ(found)
     measured = []
     for m in found:
-        profile = _profile(loaded, inputs, configs[m.strategy], prompt_tokens) if m.strategy in profiled else None
+        profile = _profile(loaded, inputs, configs[m.strategy], named[m.strategy]) if m.strategy in profiled else None
         mismatch = m.mismatch
         if mismatch is not None and profile is not None:
             ids = rounds.generated[m.strategy][mismatch.run][mismatch.sequence]
@@ -136,7 +139,8 @@ class _Rounds:
             reset_static_cache_state(loaded.model)  # one static strategy must not run on another's cache
         self._holder = name if strategy.static else self._holder
         peak = _quiet_peak(self.devices)
-        output, elapsed = timed_generate(loaded.model, self.inputs, config, self.devices, peak=peak)
+        with strategy.around(loaded.model):
+            output, elapsed = timed_generate(loaded.model, self.inputs, config, self.devices, peak=peak)
         cache = returned_cache(output)
         self.kv_bytes[name] = 0 if cache is None else cache_nbytes(cache)
         if peak is not None:
@@ -175,8 +179,10 @@ def _quiet_peak(devices: tuple[torch.device, ...]) -> PeakMemory | None:
     return None if peak.host and peak.sample else peak
 
 
-def _profile(loaded: LoadedModel, inputs: BatchEncoding, config: GenerationConfig, prompt_tokens: int) -> StepProfile:
-    run = profiled_generate(loaded.model, inputs, config, loaded.devices)
+def _profile(loaded: LoadedModel, inputs: BatchEncoding, config: GenerationConfig, strategy: Strategy) -> StepProfile:
+    prompt_tokens = inputs["input_ids"].shape[-1]
+    with strategy.around(loaded.model):
+        run = profiled_generate(loaded.model, inputs, config, loaded.devices)
     return StepProfile(
         step_s=tuple(run.step_seconds),
         margins=tuple(run.margins),
