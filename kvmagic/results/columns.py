@@ -67,15 +67,20 @@ MEANINGS: dict[str, str] = {
     "tok_s": _TOK_S + ", from the timed runs and a one-token run",
     "first_mismatch": "where the strategy's tokens first differed from the reference's: "
     "`position: 'expected' (id) vs 'actual' (id)`; quantized caches usually differ",
+    "kv_promised_mib": "a press (`press:METHOD:RATIO`): the bytes its ratio promises the returned cache holds, "
+    "in full-precision keys and values: the prompt's positions it keeps, int(prompt_tokens x (1 - ratio)), plus "
+    "every new token's but the last; set beside `kv_cache_mib`, counted. Empty for other strategies",
     "cache_tokens": "positions the returned cache has room for, in full-precision keys and values: a static cache's "
     "length (sized for this row), fewer than it holds for a quantized one",
     "peak_mib": "peak memory over the strategy's timed runs, read as `uncached_peak_mib` is",
     "compile_s": "with `--compile`: the first call at this shape minus the median timed run",
-    "note": "why a strategy could not run here: the package missing (`pip install 'kvmagic[quantized]'`), no GPU, a "
-    "strategy the installed transformers lacks, a model whose layer types forbid it, or the error it raised in its "
-    "warm-up",
+    "note": "why a strategy could not run here: the package missing (`pip install 'kvmagic[quantized]'` or "
+    "`'kvmagic[press]'`), no GPU, a strategy the installed transformers (or kvpress) lacks, a model whose layer types "
+    "forbid it, or the error it raised in its warm-up; for one that ran, what its reader should know: a press on a "
+    "model kvpress has not tested, or one that held no less than the full cache (it masks positions instead of "
+    "freeing them)",
     "limit_tok_s": "`--limits`: the most decode tok/s the device allows this strategy (`off` from the uncached bound, "
-    "a full-precision cache from the cached one; none for a quantized cache, which moves fewer bytes)",
+    "a full-precision cache from the cached one; none for a quantized cache or a press, which move fewer bytes)",
     "of_limit": "`--limits`: bound seconds / measured seconds for this strategy",
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from kvmagic.core.compression import parse_press
 from kvmagic.core.frontier import layout
 from kvmagic.core.limits import Limits, limits_note
 
@@ -46,10 +47,10 @@ def limit_values(pair: Pair, limits: Limits | None) -> dict[str, float]:
 
 def strategy_limit_values(m: Measurement | None, limits: Limits | None) -> dict[str, float]:
     """A strategy row's bound tok/s and the share of it measured: ``off`` is bound as the uncached strategy, a
-    cache of full-precision keys and values as the cached one. A quantized cache moves fewer bytes than the
-    bound counts, so it has none."""
+    cache of full-precision keys and values as the cached one. A quantized cache and a press (which drops
+    positions) move fewer bytes than the bound counts, so they have none."""
     kind = None if m is None else layout(m.strategy).kind
-    if limits is None or m is None or kind == "quantized":
+    if limits is None or m is None or kind == "quantized" or parse_press(m.strategy) is not None:
         return dict.fromkeys(STRATEGY_LIMIT_COLUMNS, math.nan)
     bound = limits.uncached if kind == "none" else limits.cached
     return {"limit_tok_s": m.config.batch * bound.decode_tok_s, "of_limit": bound.reached(m.median_s)}

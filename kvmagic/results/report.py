@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.compression import parse_press
 from kvmagic.core.config import Config
 from kvmagic.core.spec import PAIR_COLUMNS, REFERENCE
 from kvmagic.results.limits_table import (
@@ -43,7 +44,7 @@ PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_sp
 # With a cache comparison: one row per (prompt_tokens, new_tokens, batch, strategy), each against the "off" runs.
 STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
-    "kv_cache_mib", "cache_tokens", "peak_mib", "compile_s", "note",
+    "kv_cache_mib", "kv_promised_mib", "cache_tokens", "peak_mib", "compile_s", "note",
 )  # fmt: skip
 
 
@@ -86,9 +87,11 @@ def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
 
 def strategy_row(
     config: Config, name: str, m: Measurement | None, reference: Measurement | None, note: str = "",
-    kv_position_bytes: int | None = None,
+    kv_position_bytes: int | None = None, full_bytes: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """One strategy's line of a cache comparison; a strategy with no runs here is its ``note`` alone."""
+    """One strategy's line of a cache comparison; a strategy with no runs here is its ``note`` alone, and one
+    that ran notes what its reader should know (``note``, and a press that held no less than ``full_bytes``,
+    the full cache's)."""
     values: dict[str, Any] = {**config._asdict(), "strategy": name}
     if m is None:
         empty = dict.fromkeys(STRATEGY_COLUMNS[4:], math.nan)
@@ -106,10 +109,33 @@ def strategy_row(
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
         "cache_tokens": math.nan if m.kv_bytes is None or position is None else m.kv_bytes / position,
+        "kv_promised_mib": _promised_mib(name, config, position),
         "peak_mib": summary["peak_mib"],
         "compile_s": summary["compile_s"],
-        "note": "",
+        "note": "; ".join(text for text in (note, _masked(name, m, config, full_bytes)) if text),
     }
+
+
+def _promised_mib(name: str, config: Config, position: int | None) -> float:
+    """What a press's ratio promises the cache holds at the end, in full precision; NaN for other strategies."""
+    press = parse_press(name)
+    if press is None or position is None:
+        return math.nan
+    return position * press.promised_positions(config.prompt_tokens, config.new_tokens) / MIB
+
+
+def _masked(name: str, m: Measurement, config: Config, full_bytes: int | None) -> str:
+    """A press that dropped prompt positions yet held as many bytes as the full cache hides them from attention
+    (kvpress's head-wise masks) instead of freeing them: say so, or its bytes read as a broken promise."""
+    press = parse_press(name)
+    if press is None or m.kv_bytes is None or not full_bytes or m.kv_bytes < full_bytes:
+        return ""
+    if press.kept(config.prompt_tokens) >= config.prompt_tokens:  # nothing to drop: the full cache is the promise
+        return ""
+    return (
+        f"holds {m.kv_bytes / MIB:.4g} MiB, no less than the full cache: {press.method} masks the positions it "
+        "drops (attention skips them) instead of freeing them"
+    )
 
 
 def table(result: BenchmarkResult) -> pd.DataFrame:
@@ -121,9 +147,11 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
         rows = []
         for config in result.configs:
             reference = result.measurement(REFERENCE, config)
+            full = _full_bytes(result, config, position)
             for name in result.strategies:
                 m = result.measurement(name, config)
-                found = strategy_row(config, name, m, reference, result.skipped.get(name, ""), position)
+                note = result.skipped.get(name, "") or result.remarks.get(name, "")
+                found = strategy_row(config, name, m, reference, note, position, full)
                 limits = matching(result, config)
                 rows.append({**found, **(strategy_limit_values(m, limits) if result.limits else {})})
         return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *(STRATEGY_LIMIT_COLUMNS if result.limits else ())])
@@ -137,6 +165,15 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
         values.update(zip(PREDICTED_COLUMNS, (p.uncached_s, p.cached_s, p.speedup, p.config in measured)))
         rows.append(values)
     return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
+
+
+def _full_bytes(result: BenchmarkResult, config: Config, position: int | None) -> int | None:
+    """The full cache's bytes at ``config``: the dynamic row's where it ran, else 2 x layers x KV heads x
+    head_dim x dtype bytes per cached position."""
+    dynamic = result.measurement("dynamic", config)
+    if dynamic is not None and dynamic.kv_bytes:
+        return dynamic.kv_bytes
+    return None if not position else config.batch * position * config.cached_positions
 
 
 def _limits(result: BenchmarkResult, pair: Pair) -> dict[str, float]:

@@ -30,7 +30,8 @@ class BenchmarkResult:
     """What ``%%kvbench`` found: a :class:`Measurement` per (configuration, strategy), the request, where it ran.
 
     ``strategies`` names every strategy asked for, in order (``off`` and ``dynamic`` for the plain run), and
-    ``skipped`` why some could not run here. ``metadata`` records the environment (versions, device,
+    ``skipped`` why some could not run here, ``remarks`` what to know of some that ran (a press on a model
+    kvpress has not tested). ``metadata`` records the environment (versions, device,
     dtype); ``facts`` what the run found out besides times. With ``predict``, ``predictions`` holds the cost
     model's figures for every configuration, including those left unmeasured by the budget.
     """
@@ -40,6 +41,7 @@ class BenchmarkResult:
     spec: BenchSpec = field(default_factory=BenchSpec)
     strategies: list[str] = field(default_factory=lambda: list(PAIR))
     skipped: dict[str, str] = field(default_factory=dict)
+    remarks: dict[str, str] = field(default_factory=dict)  # strategy -> what a reader of its rows should know
     metadata: dict[str, Any] = field(default_factory=dict)
     facts: RunFacts = field(default_factory=RunFacts)
     predictions: list[Prediction] = field(default_factory=list)

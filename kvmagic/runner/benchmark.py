@@ -97,6 +97,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
         spec=spec,
         strategies=[s.name for s in plan.strategies],
         skipped=dict(plan.skipped),
+        remarks=plan.remarks,
         metadata=environment(loaded),
         facts=_facts(plan, prompt, budget, stopped),
         predictions=list(budget.predictions),

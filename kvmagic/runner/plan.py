@@ -54,6 +54,11 @@ class Plan:
     strategies: list[Strategy]  # every strategy asked for, in order, runnable or not
     skipped: dict[str, str] = field(default_factory=dict)  # strategy -> why it did not run
 
+    @property
+    def remarks(self) -> dict[str, str]:
+        """Strategy -> what a reader of its rows should know though it runs (see ``Strategy.note``)."""
+        return {s.name: s.note for s in self.runnable if s.note}
+
     def attempt(self, strategy: Strategy, run: Callable[[], T]) -> T | None:
         """``run()``; a strategy whose run fails (not for memory) is skipped with the error as its reason.
 
