@@ -1,0 +1,177 @@
+"""Press strategies without kvpress: the name grammar, the reasons a row gives where kvpress cannot run, and
+what a press row promises and notes, against hand numbers. kvpress itself is exercised in test_press.py."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import math
+import re
+import types
+
+import pytest
+
+from kvmagic import run_benchmark
+from kvmagic.core.compression import PressName, expand_presses, parse_press
+from kvmagic.core.frontier import kv_bytes, layout
+from kvmagic.errors import KVMagicError
+from kvmagic.measure import capabilities, press
+from kvmagic.measure.strategies import parse_names, resolve
+from kvmagic.results.limits_table import strategy_limit_values
+from kvmagic.results.report import MIB, strategy_row
+from kvmagic.results.result import BenchmarkResult
+
+from .conftest import PROMPT
+from .records import timed
+from .shapes import SHAPE
+
+MISSING = "needs kvpress: pip install 'kvmagic[press]'"
+
+
+@pytest.fixture
+def without_kvpress(monkeypatch):
+    """The probe as it answers where kvpress is not installed (its spec not found)."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kvpress" else real(name, *a))
+    capabilities.press_reason.cache_clear()
+    yield
+    capabilities.press_reason.cache_clear()
+
+
+def test_a_sweep_of_ratios_is_one_strategy_per_ratio() -> None:
+    assert parse_names("dynamic,press:snapkv:0.25-0.75+0.25") == [
+        "off", "dynamic", "press:snapkv:0.25", "press:snapkv:0.5", "press:snapkv:0.75",
+    ]  # fmt: skip
+    assert [p.ratio for p in expand_presses("press:knorm:0.1-0.3+0.1")] == [0.1, 0.2, 0.3]  # no 0.30000000000000004
+    assert [p.ratio for p in expand_presses("press:knorm:0.2-0.5+0.2")] == [0.2, 0.4]  # runs while <= the end
+    assert parse_names("press:knorm:0.50,press:knorm:.5") == ["off", "press:knorm:0.5"]  # one spelling per ratio
+    assert parse_press("dynamic") is None and parse_press("press:tova:0") == PressName("tova", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("press", "'press' needs a method and a ratio: write press:METHOD:RATIO"),
+        ("press:snapkv", "'press:snapkv' needs a compression ratio: write press:snapkv:RATIO"),
+        ("press:snapkv:1", "the ratio 1 in 'press:snapkv:1' is not a share to drop: use 0 to below 1"),
+        ("press:snapkv:half", "cannot read the ratio 'half' in 'press:snapkv:half': write press:METHOD:RATIO"),
+        ("press:snapkv:0.75-0.25+0.25", "end below their start: write the smaller ratio first"),
+        ("press:snapkv:0.25-0.75+0", "never grow: add a step above 0"),
+        ("press:snapkv:0-0.99+0.001", "gives more than 100 ratios: use a coarser step"),
+    ],
+)
+def test_a_malformed_press_name_says_how_to_write_one(text: str, message: str) -> None:
+    with pytest.raises(KVMagicError, match=re.escape(message)) as caught:
+        parse_names(text)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_press_of_a_single_ratio_is_asked_for_by_name() -> None:
+    with pytest.raises(KVMagicError, match=re.escape("name one ratio, e.g. press:knorm:0.25")):
+        parse_press("press:knorm:0.25-0.5+0.25")
+
+
+def test_without_kvpress_the_probe_names_the_extra(tiny, without_kvpress) -> None:
+    assert capabilities.press_reason() == MISSING
+    assert parse_names("press:no_such_method:0.5") == ["off", "press:no_such_method:0.5"]  # cannot be listed here
+    assert resolve(tiny, "press:snapkv:0.5").reason == MISSING
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, cache="off,press:snapkv:0.5")
+    row = result.to_dataframe().set_index("strategy").loc["press:snapkv:0.5"]
+    assert row["note"] == MISSING and math.isnan(row["seconds"])
+
+
+def test_a_kvpress_that_fails_under_this_transformers_says_what_it_asks_for(tiny, monkeypatch) -> None:
+    """As kvpress 0.5.5 under transformers 5.24: it imports, then its hook reads an argument renamed since."""
+    real_spec, real_version = importlib.util.find_spec, importlib.metadata.version
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: types.SimpleNamespace() if name == "kvpress"
+                        else real_spec(name, *a))  # fmt: skip
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.5.5" if name == "kvpress" else real_version(name)
+    )
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: ["numpy>=2", "transformers<5.3,>=4.56.0"])
+
+    def renamed() -> int:
+        raise KeyError("past_key_values")
+
+    monkeypatch.setattr(capabilities, "_pressed_positions", renamed)
+    capabilities.press_reason.cache_clear()
+    try:
+        expected = (
+            f"kvpress 0.5.5 does not work with transformers {capabilities.transformers_version()} (KeyError: "
+            "'past_key_values'); it asks for transformers<5.3,>=4.56.0: pip install 'kvmagic[press]'"
+        )
+        assert capabilities.press_reason() == expected
+        assert resolve(tiny, "press:knorm:0.25").reason == expected
+        monkeypatch.setattr(capabilities, "_pressed_positions", lambda: 4)  # ran, and kept every position
+        capabilities.press_reason.cache_clear()
+        assert "(it kept 4 of 4 positions where it should keep 2)" in capabilities.press_reason()
+    finally:
+        capabilities.press_reason.cache_clear()
+
+
+def test_a_model_kvpress_cannot_hook_says_what_it_needs() -> None:
+    flat = types.SimpleNamespace(model=types.SimpleNamespace(layers=[types.SimpleNamespace(mlp=None)]))
+    assert press._model_reason(flat) == (
+        "kvpress cannot hook SimpleNamespace: it needs model.model.layers[i].self_attn (with layer_idx) and "
+        "model.model.rotary_emb"
+    )
+    attention = types.SimpleNamespace(self_attn=types.SimpleNamespace(layer_idx=0))
+    hooked = types.SimpleNamespace(model=types.SimpleNamespace(layers=[attention], rotary_emb=None))
+    assert press._model_reason(hooked) == ""
+
+
+@pytest.mark.parametrize(
+    ("cls", "method"),
+    [("SnapKVPress", "snapkv"), ("StreamingLLMPress", "streaming_llm"), ("KnormPress", "knorm"), ("ThinKPress", "think"),
+     ("ExpectedAttentionPress", "expected_attention"), ("CriticalAdaKVPress", "critical_adakv"), ("KVzipPress", "kvzip"),
+     ("TOVAPress", "tova"), ("QFilterPress", "qfilter"), ("EntropyGatedChunkKVPress", "entropy_gated_chunkkv")],
+)  # fmt: skip
+def test_a_method_is_named_from_its_class(cls: str, method: str) -> None:
+    assert press.method_name(cls) == method
+
+
+def test_a_press_row_sets_its_promise_beside_what_it_held() -> None:
+    """P = 100, N = 4, 16 bytes a position: the ratio 0.25 keeps int(100 x 0.75) = 75 prompt positions + 3 new."""
+    config, position = (100, 4, 1), 16
+    held = timed(config, "press:knorm:0.25", [0.1], kv_bytes=78 * 16)
+    row = strategy_row(held.config, held.strategy, held, None, "", position, full_bytes=103 * 16)
+    assert row["kv_promised_mib"] == 78 * 16 / MIB and row["kv_cache_mib"] == 78 * 16 / MIB and row["note"] == ""
+    dynamic = timed(config, "dynamic", [0.1], kv_bytes=103 * 16)
+    assert math.isnan(strategy_row(dynamic.config, "dynamic", dynamic, None, "", position)["kv_promised_mib"])
+
+
+def test_a_press_that_held_the_full_cache_is_said_to_mask() -> None:
+    config, position, full = (100, 4, 2), 16, 2 * 103 * 16
+    masked = timed(config, "press:lukv:0.5", [0.1], kv_bytes=full)
+    row = strategy_row(masked.config, masked.strategy, masked, None, "kvpress has not tested X", position, full)
+    assert row["kv_promised_mib"] == 2 * 16 * (50 + 3) / MIB
+    assert row["note"] == (
+        f"kvpress has not tested X; holds {full / MIB:.4g} MiB, no less than the full cache: lukv masks the "
+        "positions it drops (attention skips them) instead of freeing them"
+    )
+    nothing_dropped = timed(config, "press:lukv:0", [0.1], kv_bytes=full)
+    assert (
+        strategy_row(nothing_dropped.config, nothing_dropped.strategy, nothing_dropped, None, "", 16, full)["note"]
+        == ""
+    )
+
+
+def test_the_frontier_counts_a_press_whole_at_the_prefill_and_cut_after() -> None:
+    """SHAPE: 16 bytes a position and layer; its second layer holds a window of 3. P = 10, N = 3."""
+    pruned, whole = layout("press:knorm:0.5", pruned=0.5), layout("press:knorm:0.5")
+    assert pruned.kind == whole.kind == "dynamic"
+    assert kv_bytes(SHAPE, pruned, 10, prompt_tokens=10) == (10 + 3) * 16  # the prefill: every prompt position
+    assert kv_bytes(SHAPE, pruned, 12, prompt_tokens=10) == (7 + 3) * 16  # 5 kept + 2 new; the window holds 3
+    assert kv_bytes(SHAPE, whole, 12, prompt_tokens=10) == (12 + 3) * 16  # masked: counted whole
+
+
+def test_a_press_has_no_bound_of_a_full_cache() -> None:
+    limits = types.SimpleNamespace(cached=types.SimpleNamespace(decode_tok_s=10.0, reached=lambda s: 0.5))
+    row = strategy_limit_values(timed((8, 2, 1), "press:knorm:0.5", [0.1]), limits)  # type: ignore[arg-type]
+    assert all(math.isnan(value) for value in row.values())
+    assert strategy_limit_values(timed((8, 2, 1), "dynamic", [0.1]), limits)["of_limit"] == 0.5  # type: ignore[arg-type]
+
+
+def test_remarks_survive_a_file() -> None:
+    result = BenchmarkResult("m", [timed((8, 2, 1), "off", [0.1])], remarks={"press:knorm:0.5": "kvpress has not"})
+    assert BenchmarkResult.from_json(result.to_json()).remarks == {"press:knorm:0.5": "kvpress has not"}
