@@ -158,10 +158,11 @@ def compile_criteria() -> CompileCriteria:
     config = GenerationConfig()
     config.disable_compile = False
     kept = os.environ.get("TOKENIZERS_PARALLELISM")  # transformers sets it when it decides to compile
+    probed = _probe_config(attn_implementation="sdpa")  # 5.2 asks whether the model's attention is flash
 
     def decides(kind: str, fullgraph: bool = True) -> bool:
         model = types.SimpleNamespace(
-            device=types.SimpleNamespace(type=kind), _can_compile_fullgraph=fullgraph, config=_probe_config()
+            device=types.SimpleNamespace(type=kind), _can_compile_fullgraph=fullgraph, config=probed
         )
         kwargs = {"cache": cache, "past_key_values": cache}  # 5.24 reads the first, 4.55 and 5.17 the second
         return bool(GenerationMixin._valid_auto_compile_criteria(model, kwargs, config))  # type: ignore[arg-type]
