@@ -6,11 +6,20 @@
 # torch is pinned to the CPU build that installs in seconds.
 # `make test FLOORS=1` tests the lowest versions pyproject.toml declares instead (.ci/floors.py pins
 # them), in .venv/floors; its torch floor exists on PyPI only as a CUDA build (about 3 GB to install).
+# `make test PRESS=1` adds the press extra (kvpress) in .venv/press-tf$(TRANSFORMERS), with a transformers
+# kvpress accepts (5.2.0 unless TRANSFORMERS says), and fails the press tests rather than skip them.
 
 PYTHON ?= python3
+PRESS ?=
+ifeq ($(PRESS),1)
+TRANSFORMERS ?= 5.2.0
+else
 TRANSFORMERS ?= 5
+endif
 TORCH ?= 2.13.0
 FLOORS ?=
+comma := ,
+EXTRAS := test,check$(if $(filter 1,$(PRESS)),$(comma)press)
 
 ifeq ($(TRANSFORMERS),5)
 TRANSFORMERS_SPEC := transformers>=5,<6
@@ -21,6 +30,9 @@ endif
 ifeq ($(FLOORS),1)
 VENV := .venv/floors
 PINS := $(VENV)/floors.txt
+else ifeq ($(PRESS),1)
+VENV := .venv/press-tf$(TRANSFORMERS)
+PINS := $(VENV)/pins.txt
 else
 VENV := .venv/tf$(TRANSFORMERS)
 PINS := $(VENV)/pins.txt
@@ -36,14 +48,14 @@ ifeq ($(FLOORS),1)
 else
 	printf '%s\n' "torch==$(TORCH)" "$(TRANSFORMERS_SPEC)" > $(PINS)
 endif
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PINS) -e ".[test,check]"
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PINS) -e ".[$(EXTRAS)]"
 	touch $@
 
 demo: $(STAMP)
 	KVMAGIC_MODEL=tiny $(VENV)/bin/ipython --colors=nocolor examples/kvbench.ipy
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(if $(filter 1,$(PRESS)),KVMAGIC_PRESS=required) $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 test-floors:
 	$(MAKE) test FLOORS=1
