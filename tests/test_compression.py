@@ -14,12 +14,15 @@ import pytest
 from kvmagic import run_benchmark
 from kvmagic.core.compression import PressName, expand_presses, parse_press
 from kvmagic.core.frontier import kv_bytes, layout
+from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
 from kvmagic.measure.strategies import parse_names, resolve
 from kvmagic.results.limits_table import strategy_limit_values
+from kvmagic.results.records import RunFacts
 from kvmagic.results.report import MIB, strategy_row
 from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.shown import WIDTH
 
 from .conftest import PROMPT
 from .records import timed
@@ -175,3 +178,16 @@ def test_a_press_has_no_bound_of_a_full_cache() -> None:
 def test_remarks_survive_a_file() -> None:
     result = BenchmarkResult("m", [timed((8, 2, 1), "off", [0.1])], remarks={"press:knorm:0.5": "kvpress has not"})
     assert BenchmarkResult.from_json(result.to_json()).remarks == {"press:knorm:0.5": "kvpress has not"}
+
+
+def test_a_press_promise_is_data_beside_its_bytes_and_the_short_table_keeps_to_100_columns() -> None:
+    """P = 8, N = 2, 1 KiB a position: knorm at 0.5 keeps 4 + 1 positions of the dynamic cache's 9."""
+    names = ["off", "dynamic", "press:knorm:0.5"]
+    held = {"off": 0, "dynamic": 9 * 1024, "press:knorm:0.5": 5 * 1024}
+    rows = [timed((8, 2, 1), name, [0.2 if name == "off" else 0.1], kv_bytes=held[name]) for name in names]
+    facts = RunFacts(kv_position_bytes=1024)
+    result = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(names)), strategies=names, facts=facts)
+    frame = result.to_dataframe().set_index("strategy")
+    assert frame.loc["press:knorm:0.5", ["kv_cache_mib", "kv_promised_mib"]].tolist() == [5 / 1024, 5 / 1024]
+    assert frame.loc["press:knorm:0.5", "cache_tokens"] == 5 and frame.loc["press:knorm:0.5", "note"] == ""
+    assert max(map(len, str(result).splitlines())) <= WIDTH

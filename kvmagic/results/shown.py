@@ -33,11 +33,10 @@ SHOWN_COLUMNS = (
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "speedup_change",
-    "significant", "kv_cache_mib", "kv_promised_mib", "peak_mib", "note",
+    "significant", "kv_cache_mib", "peak_mib", "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH.
-_LEAST_NEEDED = ("peak_mib", "kv_promised_mib", "tok_s", "kv_cache_mib")
-_WHERE_SET = ("kv_promised_mib",)  # shown only where some row has a value (a press's)
+_LEAST_NEEDED = ("peak_mib", "tok_s", "kv_cache_mib")
 
 
 def _missing(value: Any) -> bool:
@@ -101,8 +100,6 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             speedups = _speedups(frame)
             cells[INTERVAL_HEADER if any("[" in cell for cell in speedups) else name] = speedups
         elif name == "batch" and not _batched(frame):
-            continue
-        elif name in _WHERE_SET and (name not in frame.columns or all(map(_missing, frame[name]))):
             continue
         elif name in frame.columns:
             shape: Callable[[Any], str] = {"speedup_change": _change, "predicted_speedup": _ratio}.get(name, _figure)
