@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 
 import pytest
 
 from kvmagic import load_model, run_benchmark
+from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main
 from kvmagic.measure import capabilities, press
 from kvmagic.measure.frontier_probe import check_fit
-from kvmagic.measure.strategies import resolve
+from kvmagic.measure.strategies import parse_names, resolve
 from kvmagic.model.random_weights import shipped_config
 
 SMOL = "HuggingFaceTB/SmolLM2-135M"
@@ -129,6 +131,12 @@ def test_every_exported_press_builds_from_a_ratio_or_says_why_not() -> None:
     assert reasons["think"].startswith("ThinKPress takes no compression_ratio (it takes key_channel_compression_ratio")
     assert reasons["kvzip"].startswith("KVzipPress replaces kvpress's context with its own")
     assert all("\n" not in reason for reason in reasons.values())
+
+
+def test_an_unknown_method_is_refused_by_name_and_a_row_says_so_from_the_api(llama) -> None:
+    with pytest.raises(KVMagicError, match=re.escape("no method 'snpkv' in 'press:snpkv:0.5': use one of cap, ")):
+        parse_names("dynamic,press:snpkv:0.5")
+    assert resolve(llama, "press:snpkv:0.5").reason.startswith("kvpress has no method 'snpkv'")
 
 
 @pytest.mark.parametrize("flag", ["--frontier", "--limits"])

@@ -72,7 +72,7 @@ def method_reason(press: type) -> str:
     required = [p for p, v in parameters.items() if v.default is inspect.Parameter.empty and p != "compression_ratio"]
     if required:
         return f"{name} needs {', '.join(required)} beside a ratio"
-    if press.__call__ is not BasePress.__call__:  # type: ignore[comparison-overlap, unused-ignore]
+    if press.__call__ is not BasePress.__call__:
         return (
             f"{name} replaces kvpress's context with its own, made for kvpress's pipeline (prefill the context, "
             "compress, then answer): not for a generate inside it"
@@ -92,7 +92,9 @@ def plan_press(model: Any, press: PressName) -> PressPlan:
     a model whose attention layers its hooks can reach. The caller has checked kvpress works here."""
     import kvpress
 
-    cls = methods()[press.method]
+    cls = methods().get(press.method)
+    if cls is None:  # parse_names refuses it first; resolve() called alone comes here
+        return PressPlan(f"kvpress has no method {press.method!r}: docs/strategies.md lists those a ratio builds")
     reason = method_reason(cls) or _model_reason(model)
     if reason:
         return PressPlan(reason)
