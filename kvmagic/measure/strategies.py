@@ -50,7 +50,6 @@ KNOWN = (
     "offloaded",
     "offloaded_static",
     *(f"{QUANTIZED}:{b}" for b in QUANTIZED_SPELLINGS),
-    f"{PRESS}:METHOD:RATIO",
 )
 
 
@@ -285,4 +284,4 @@ def _layer_types(loaded: LoadedModel) -> list[str]:
 
 
 def _choices() -> str:
-    return ", ".join(KNOWN)
+    return ", ".join((*KNOWN, f"{PRESS}:METHOD:RATIO"))
