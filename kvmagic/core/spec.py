@@ -52,6 +52,8 @@ class BenchSpec:
     batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
     limits: bool = False  # probe the hardware and set each row against the bound it allows
     frontier: str | None = None  # "predict": how far memory reaches per strategy; "check": and run at it
+    quality: bool = True  # with cache: each strategy's logits against the full cache's, teacher-forced (untimed)
+    quality_text: str | None = None  # with cache: judge quality along this text instead of the greedy tokens
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -69,10 +71,19 @@ class BenchSpec:
     @property
     def rounds(self) -> int:
         """Timed rounds per configuration the budget counts (``auto`` at the fewest pairs its interval can stop
-        at), plus the hooked one of ``steps``."""
+        at), plus the hooked one of ``steps`` and the teacher-forced one that reads quality."""
         from kvmagic.core.sequential import first_stop
 
-        return (first_stop() if self.repeat == "auto" else self.repeat) + (1 if self.steps else 0)
+        return (
+            (first_stop() if self.repeat == "auto" else self.repeat)
+            + (1 if self.steps else 0)
+            + (1 if self.judged else 0)
+        )
+
+    @property
+    def judged(self) -> bool:
+        """Whether each strategy's quality is read: a comparison of strategies, unless told not to."""
+        return self.cache is not None and self.quality
 
     def recorded(self) -> dict[str, Any]:
         """The request as a result's metadata records it (what a comparison with a baseline reads)."""
@@ -84,6 +95,7 @@ class BenchSpec:
             record["max_seconds"] = self.max_seconds
         if self.cache is not None:
             record["kv_bits"] = self.kv_bits
+            record["quality"] = "off" if not self.quality else "text" if self.quality_text else "greedy"
         return record
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,6 +120,13 @@ def _check_across(spec: BenchSpec) -> None:
             raise KVMagicError(
                 f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{cache}}", name, "cache"
             )
+    if spec.quality_text is not None and spec.cache is None:
+        raise KVMagicError(
+            "{quality_text} judges cache strategies: add e.g. {cache} dynamic,quantized:quanto", "quality_text", "cache"
+        )
+    if spec.quality_text is not None and not spec.quality:
+        raise KVMagicError("{quality_text} needs {quality}: drop {quality_text}, or turn {quality} back on",
+                           "quality_text", "quality")  # fmt: skip
     if spec.chat and spec.prompt_tokens is not None:
         raise KVMagicError(
             "{prompt_tokens} sets the plain prompt's length; {chat} would wrap it: drop one of them",
@@ -185,6 +204,12 @@ def _frontier(name: str, value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _text(name: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise KVMagicError(f"{{{name}}} must be a text to judge quality along, got {value!r}", name)
+    return value
+
+
 def _bits(name: str, value: Any) -> int | None:
     """A count that may be left to someone else (None): a quantized cache's width, torch's threads."""
     return None if value is None else _count(name, value, 1)
@@ -208,5 +233,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "batch": _lengths,
     "limits": _flag,
     "frontier": _frontier,
+    "quality": _flag,
+    "quality_text": _text,
 }
 _NAMES: Sequence[str] = tuple(_CHECKS)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from kvmagic.core.lengths import LENGTH_FORMS
 from kvmagic.core.spec import FRONTIER_MODES, BenchSpec, check_field
 from kvmagic.errors import KVMagicError
-from kvmagic.frontends.values import at_least_one, frontier_mode, lengths, repeat_count, whole_number
+from kvmagic.frontends.values import at_least_one, frontier_mode, lengths, read_text, repeat_count, whole_number
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 from kvmagic.model.random_weights import SHIPPED
 
@@ -191,6 +191,13 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, or any other "
            "cache_implementation the installed transformers has; comma-separated.", "cache", metavar="LIST",
            examples=("off,dynamic,static", "dynamic,quantized:fp8")),
+    Option(("--quality",), "With --cache, after the timed runs: one untimed run per strategy, teacher-forced along "
+           "the full cache's (dynamic's) greedy tokens, sets its next-token distributions against the full "
+           "cache's: top1_agreement, kl_nats, ppl_ratio (--no-quality: not).", "quality", _default("quality"),
+           action=argparse.BooleanOptionalAction, configurable=True, examples=("",)),
+    Option(("--quality-text",), "With --cache: judge quality along the text in FILE, forced after the prompt, "
+           "instead of the full cache's greedy tokens.", "quality_text", metavar="FILE",
+           examples=("continuation.txt",)),
     Option(("--kv-bits",), "Bits per value of a quantized:quanto (2, 4) or quantized:hqq (1, 2, 3, 4, 8) cache.",
            "kv_bits", type=whole_number, examples=("4",)),
     Option(("--compile",), "With --cache, add static+compile: the static cache under torch.compile (where "
@@ -262,6 +269,8 @@ def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> Bench
     values = {name: resolved(args, configured, name) for name in _SPEC_FIELDS if name in vars(args)}
     if getattr(args, "plot", False):
         values["steps"] = True
+    if values.get("quality_text") is not None:
+        values["quality_text"] = read_text(values["quality_text"], "the text of {quality_text}", "quality_text")
     return BenchSpec.of(**values)
 
 

@@ -10,7 +10,17 @@ from kvmagic.core.lengths import parse_lengths
 from kvmagic.core.spec import FRONTIER_MODES
 from kvmagic.errors import KVMagicError
 
-__all__ = ["at_least_one", "frontier_mode", "lengths", "prompt_apart", "repeat_count", "whole_number"]
+__all__ = ["at_least_one", "frontier_mode", "lengths", "prompt_apart", "read_text", "repeat_count", "whole_number"]
+
+
+def read_text(path: str, what: str, *params: str) -> str:
+    """The UTF-8 text of the file at ``path``; ``what`` (a template naming ``params``) says whose it is."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise KVMagicError(f"cannot read {what} from {path!r}: {reason}", *params) from None
 
 
 def whole_number(text: str) -> int:

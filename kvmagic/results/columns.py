@@ -67,6 +67,13 @@ MEANINGS: dict[str, str] = {
     "tok_s": _TOK_S + ", from the timed runs and a one-token run",
     "first_mismatch": "where the strategy's tokens first differed from the reference's: "
     "`position: 'expected' (id) vs 'actual' (id)`; quantized caches usually differ",
+    "top1_agreement": "the share of steps whose most likely next token is the full cache's (`dynamic`'s), both "
+    "teacher-forced along the same tokens (the full cache's greedy continuation, or `--quality-text`) after the timed "
+    "runs; 1 for a lossless strategy (docs/strategies.md)",
+    "kl_nats": "the mean KL divergence per step of the strategy's next-token distribution from the full cache's, "
+    "KL(full || strategy), in nats, on the same forced steps; 0 for a lossless strategy",
+    "ppl_ratio": "the perplexity of the forced continuation under the strategy over its perplexity under the full "
+    "cache; above 1, the strategy finds the text less likely; 1 for a lossless strategy",
     "cache_tokens": "positions the returned cache has room for, in full-precision keys and values: a static cache's "
     "length (sized for this row), fewer than it holds for a quantized one",
     "peak_mib": "peak memory over the strategy's timed runs, read as `uncached_peak_mib` is",

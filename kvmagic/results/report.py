@@ -43,7 +43,7 @@ PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_sp
 # With a cache comparison: one row per (prompt_tokens, new_tokens, batch, strategy), each against the "off" runs.
 STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
-    "kv_cache_mib", "cache_tokens", "peak_mib", "compile_s", "note",
+    "top1_agreement", "kl_nats", "ppl_ratio", "kv_cache_mib", "cache_tokens", "peak_mib", "compile_s", "note",
 )  # fmt: skip
 
 
@@ -102,6 +102,7 @@ def strategy_row(
         "speedup": math.nan if reference is None else reference.median_s / summary["s"],
         "identical": m.identical,
         "first_mismatch": "" if m.mismatch is None else short_mismatch(m.mismatch),
+        **_quality(m),
         "kv_cache_mib": summary["kv_cache_mib"],
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
@@ -110,6 +111,13 @@ def strategy_row(
         "compile_s": summary["compile_s"],
         "note": "",
     }
+
+
+def _quality(m: Measurement) -> dict[str, float]:
+    q = m.quality
+    if q is None:
+        return dict.fromkeys(("top1_agreement", "kl_nats", "ppl_ratio"), math.nan)
+    return {"top1_agreement": q.top1_agreement, "kl_nats": q.kl_nats, "ppl_ratio": q.ppl_ratio}
 
 
 def table(result: BenchmarkResult) -> pd.DataFrame:

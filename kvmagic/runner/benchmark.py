@@ -177,7 +177,7 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[list[M
             first = _first_calls(plan, inputs, new_tokens)
             yield measure_rounds(
                 loaded, inputs, new_tokens=new_tokens, strategies=plan.runnable, stop=stop, steps=spec.steps,
-                on_run=on_run, first_calls=first,
+                on_run=on_run, first_calls=first, judge=plan.judge,
             )  # fmt: skip
             if not timed:
                 bar.update(weight)

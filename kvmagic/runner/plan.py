@@ -24,7 +24,8 @@ from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import predicted_kv_nbytes
 from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, strategies
 from kvmagic.results.records import Prediction
-from kvmagic.runner.prompt import check_positions, prompt_inputs
+from kvmagic.runner.judge import Judge
+from kvmagic.runner.prompt import check_positions, prompt_inputs, text_ids
 from kvmagic.runner.rounds import first_call
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class Plan:
     configs: list[Config]
     strategies: list[Strategy]  # every strategy asked for, in order, runnable or not
     skipped: dict[str, str] = field(default_factory=dict)  # strategy -> why it did not run
+    judge: Judge | None = None  # a comparison of strategies: how each one's quality is read
 
     def attempt(self, strategy: Strategy, run: Callable[[], T]) -> T | None:
         """``run()``; a strategy whose run fails (not for memory) is skipped with the error as its reason.
@@ -94,11 +96,15 @@ def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
         chosen = strategies(loaded, parse_names(spec.cache), kv_bits=spec.kv_bits, compile=spec.compile)
     inputs, natural_tokens = prompt_inputs(loaded, prompt, spec)
     configs = configurations(list(inputs), spec.new_tokens, spec.batch)
+    forced = None if spec.quality_text is None else text_ids(loaded, spec.quality_text)
     for prompt_tokens, new_tokens, _ in configs:
         check_positions(loaded, prompt_tokens, new_tokens)
         check_positions(loaded, prompt_tokens, spec.warmup_tokens, "warmup_tokens")
+        if forced is not None:
+            check_positions(loaded, prompt_tokens, len(forced), "quality_text")
     skipped = {s.name: s.reason for s in chosen if s.reason}
-    return Plan(loaded, spec, inputs, natural_tokens, configs, chosen, skipped)
+    judge = Judge(forced) if spec.judged else None
+    return Plan(loaded, spec, inputs, natural_tokens, configs, chosen, skipped, judge)
 
 
 def plan_budget(plan: Plan) -> Budget:

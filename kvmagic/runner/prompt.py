@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["batched", "check_positions", "encode_prompt", "prompt_inputs", "stretch_prompt"]
+__all__ = ["batched", "check_positions", "encode_prompt", "prompt_inputs", "stretch_prompt", "text_ids"]
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
@@ -57,6 +57,14 @@ def prompt_inputs(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> tuple[di
     return {n: stretch_prompt(loaded, prompt, n) for n in spec.prompt_tokens}, natural_tokens
 
 
+def text_ids(loaded: LoadedModel, text: str) -> tuple[int, ...]:
+    """A text to follow after the prompt (``quality_text``), as ids: no special tokens, the text alone."""
+    ids = tuple(loaded.tokenizer(text, add_special_tokens=False, return_token_type_ids=False)["input_ids"])
+    if not ids:
+        raise KVMagicError("{quality_text} holds no tokens: give a text to judge quality along", "quality_text")
+    return ids
+
+
 def batched(inputs: BatchEncoding, batch: int) -> BatchEncoding:
     """The same ids in every row: each sequence must then generate the same tokens, which is checked."""
     if batch == 1:
@@ -70,10 +78,11 @@ def check_positions(loaded: LoadedModel, prompt_tokens: int, tokens: int, what: 
     """Refuse a run whose prompt plus ``tokens`` generated passes the positions the model has."""
     limit = loaded.max_positions
     if limit is not None and prompt_tokens + tokens > limit:
-        kind = "warm-up " if what == "warmup_tokens" else "new "
+        kind = {"warmup_tokens": "warm-up ", "quality_text": "forced "}.get(what, "new ")
+        fix = "the" if what == "quality_text" else "lower"  # a text is shortened, a count lowered
         raise KVMagicError(
             f"the prompt ({_tokens(prompt_tokens)}) plus {_tokens(tokens, kind)} exceeds the "
-            f"{limit} positions {loaded.name!r} supports: shorten the prompt or lower {{{what}}}",
+            f"{limit} positions {loaded.name!r} supports: shorten the prompt or {fix} {{{what}}}",
             what,
         )
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from transformers import BatchEncoding, GenerationConfig
 
     from kvmagic.model.loading import LoadedModel
+    from kvmagic.runner.judge import Judge
 
 __all__ = ["first_call", "measure_rounds", "strategy_config", "warm_up"]
 
@@ -69,6 +70,7 @@ def measure_rounds(
     steps: bool = False,
     on_run: Callable[[float], object] | None = None,
     first_calls: Mapping[str, float] | None = None,
+    judge: Judge | None = None,
 ) -> list[Measurement]:
     """Time interleaved rounds (one run of each strategy per round) until ``stop`` says enough; a
     :class:`Measurement` per strategy, each checked against the first strategy's first run (the reference).
@@ -80,6 +82,7 @@ def measure_rounds(
     (per-step times, top-2 margins) comes only with ``steps``, or for the strategy whose run differed first,
     to say how close its choice was there. ``first_calls`` are the compiled strategies' untimed first
     calls, whose excess over the median run is their compile time. ``on_run`` hears each run's seconds.
+    ``judge``, in a comparison of strategies, reads each strategy's quality against the full cache's.
     """
     strategies = strategies or plain_pair(loaded)
     prompt_tokens = inputs["input_ids"].shape[-1]
@@ -92,6 +95,7 @@ def measure_rounds(
         if stop.done(len(rounds.seconds[strategies[0].name]), perf_counter() - started, rounds.seconds):
             break
     ttft = {s.name: first_call(loaded, inputs, 1, s) for s in strategies}
+    quality = judge(loaded, inputs, new_tokens, strategies) if judge is not None else {}
     found = [rounds.measurement(s.name, Config(prompt_tokens, new_tokens, rounds.batch), ttft) for s in strategies]
     profiled = set(configs) if steps else _first_to_differ(found)
     measured = []
@@ -103,7 +107,8 @@ def measure_rounds(
             mismatch = dataclasses.replace(mismatch, margin=margin_at(profile, ids, mismatch.position))
         compile_s = (first_calls or {}).get(m.strategy)
         extra = compile_s - m.median_s if compile_s is not None else m.compile_s
-        measured.append(dataclasses.replace(m, profile=profile, mismatch=mismatch, compile_s=extra))
+        judged = quality.get(m.strategy)
+        measured.append(dataclasses.replace(m, profile=profile, mismatch=mismatch, compile_s=extra, quality=judged))
     return measured
 
 
