@@ -18,16 +18,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kvmagic.errors import KVMagicError, one_line
+from kvmagic.frontends.baseline import finish, read_baseline
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
     add_arguments,
     bench_spec,
     defaults,
-    finish,
     flag,
     load_kwargs,
-    read_baseline,
     word_optional,
 )
 from kvmagic.frontends.usage import fitted

@@ -80,7 +80,7 @@ def _collector_paused() -> Iterator[None]:
 
 def timed_generate(
     model: PreTrainedModel,
-    inputs: Mapping[str, torch.Tensor],
+    inputs: Mapping[str, Any],
     config: GenerationConfig,
     devices: Iterable[torch.device],
     *,
@@ -173,7 +173,7 @@ class ProfiledRun:
 
 def profiled_generate(
     model: PreTrainedModel,
-    inputs: Mapping[str, torch.Tensor],
+    inputs: Mapping[str, Any],
     config: GenerationConfig,
     devices: Iterable[torch.device],
 ) -> ProfiledRun:

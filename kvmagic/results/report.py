@@ -20,6 +20,7 @@ from kvmagic.results.limits_table import (
     matching,
     strategy_limit_values,
 )
+from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -126,15 +127,7 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
 
     position = result.facts.kv_position_bytes
     if not result.plain:
-        rows = []
-        for config in result.configs:
-            reference = result.measurement(REFERENCE, config)
-            for name in result.strategies:
-                m = result.measurement(name, config)
-                found = strategy_row(config, name, m, reference, result.skipped.get(name, ""), position)
-                limits = matching(result, config)
-                rows.append({**found, **(strategy_limit_values(m, limits) if result.limits else {})})
-        return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *(STRATEGY_LIMIT_COLUMNS if result.limits else ())])
+        return _strategy_table(result)
     extra = list(LIMIT_COLUMNS) if result.limits else []
     measured = {pair.config: {**row(pair, position), **_limits(result, pair)} for pair in result.pairs()}
     if not result.predictions:
@@ -145,6 +138,23 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
         values.update(zip(PREDICTED_COLUMNS, (p.uncached_s, p.cached_s, p.speedup, p.config in measured)))
         rows.append(values)
     return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
+
+
+def _strategy_table(result: BenchmarkResult) -> pd.DataFrame:
+    """A comparison's table: a row per (configuration, strategy), its limit and prefix columns where asked for."""
+    import pandas as pd
+
+    position, reused = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None
+    rows = []
+    for config in result.configs:
+        reference, limits = result.measurement(REFERENCE, config), matching(result, config)
+        for name in result.strategies:
+            m = result.measurement(name, config)
+            found = strategy_row(config, name, m, reference, result.skipped.get(name, ""), position)
+            found.update(strategy_limit_values(m, limits) if result.limits else {})
+            rows.append({**found, **(prefix_values(result, m) if reused else {})})
+    extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))
+    return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
 
 
 def _limits(result: BenchmarkResult, pair: Pair) -> dict[str, float]:

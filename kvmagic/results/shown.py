@@ -34,11 +34,12 @@ SHOWN_COLUMNS = (
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "speedup_change",
-    "significant", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "note",
+    "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH.
 _LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "kv_cache_mib")
-_WHERE_READ = ("top1_agreement", "kl_nats")  # shown only where some row has its quality read (--no-quality: none)
+# Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
+_WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
 
 
 def _missing(value: Any) -> bool:
@@ -104,13 +105,14 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         elif _left_out(frame, name):
             continue
         elif name in frame.columns:
-            shape: Callable[[Any], str] = {"speedup_change": _change, "predicted_speedup": _ratio}.get(name, _figure)
+            ratios = {"speedup_change": _change, "predicted_speedup": _ratio, "warm_speedup": _ratio}
+            shape: Callable[[Any], str] = ratios.get(name, _figure)
             cells[name] = [shape(value) for value in frame[name]]
     return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
 
 
 def _left_out(frame: pd.DataFrame, name: str) -> bool:
-    """A column with nothing to say here: the batch where every row has one sequence, quality never read."""
+    """A column with nothing to say here: the batch where every row has one sequence, a figure no row has."""
     if name == "batch":
         return not _batched(frame)
     return name in _WHERE_READ and all(_missing(value) for value in frame.get(name, ()))

@@ -45,7 +45,7 @@ class Judge:
         full = next((s for s in strategies if s.name == FULL_CACHE), None) or resolve(loaded, FULL_CACHE)
         full_logits, forced = self._logits(loaded, first, new_tokens, full, self.text_ids)
         found = {}
-        for strategy in strategies:
+        for strategy in (s for s in strategies if not s.warm):  # a warm twin's tokens are checked against its cold self
             logits = full_logits if strategy is full else self._logits(loaded, first, new_tokens, strategy, forced)[0]
             found[strategy.name] = quality_of(steps_against(full_logits, logits, forced), self.along)
         return found
