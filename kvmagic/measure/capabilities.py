@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "cache_implementations", "compile_criteria",
-    "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
+    "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "cache_implementations", "cache_keyword",
+    "compile_criteria", "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
     "quantized_backend_reason", "quantized_backends", "returned_cache_field", "sliding_window_windows_every_layer",
     "static_cache_needs_fullgraph", "static_cache_state", "summary", "transformers_version",
 ]  # fmt: skip
@@ -125,6 +125,12 @@ def returned_cache_field() -> str:
 
     fields = {f.name for f in dataclasses.fields(GenerateDecoderOnlyOutput)}
     return "cache" if "cache" in fields else "past_key_values"
+
+
+def cache_keyword(model: Any) -> str:
+    """How ``generate`` takes a cache to start from: ``cache`` where the model's forward is written for it
+    (transformers 5.24 warns on the old name), else ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
 
 
 @functools.cache

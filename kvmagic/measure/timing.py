@@ -20,17 +20,26 @@ from kvmagic.measure.capabilities import generate_takes_use_model_defaults, retu
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel
 
-__all__ = ["ProfiledRun", "StepTimer", "TopTwo", "profiled_generate", "returned_cache", "timed_generate"]
+__all__ = [
+    "ProfiledRun",
+    "StepTimer",
+    "TopTwo",
+    "generate_kwargs",
+    "model_defaults",
+    "profiled_generate",
+    "returned_cache",
+    "timed_generate",
+]
 
 
-def _generate_kwargs() -> dict[str, bool]:
+def generate_kwargs() -> dict[str, bool]:
     """transformers 4.50-4.57 overwrite config values that equal the global defaults with the model's
-    own (undoing "temperature off") unless told not to; 5.x has no such switch (see :func:`_as_model_defaults`)."""
+    own (undoing "temperature off") unless told not to; 5.x has no such switch (see :func:`model_defaults`)."""
     return {"use_model_defaults": False} if generate_takes_use_model_defaults() else {}
 
 
 @contextmanager
-def _as_model_defaults(model: Any, config: GenerationConfig) -> Iterator[None]:
+def model_defaults(model: Any, config: GenerationConfig) -> Iterator[None]:
     """Make ``config`` the model's defaults for one call, then put the model's own back.
 
     transformers 5 fills every setting the passed config leaves at None from the model's own
@@ -71,7 +80,7 @@ def _collector_paused() -> Iterator[None]:
 
 def timed_generate(
     model: PreTrainedModel,
-    inputs: Mapping[str, torch.Tensor],
+    inputs: Mapping[str, Any],
     config: GenerationConfig,
     devices: Iterable[torch.device],
     *,
@@ -84,8 +93,8 @@ def timed_generate(
     before the region and read after it (the output is a ``GenerateOutput`` when the config asks
     for ``return_dict_in_generate``, with the cache it built).
     """
-    devices, extra = tuple(devices), _generate_kwargs()  # worked out before the timed region
-    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused():
+    devices, extra = tuple(devices), generate_kwargs()  # worked out before the timed region
+    with torch.inference_mode(), model_defaults(model, config), _collector_paused():
         if peak is not None:
             peak.start()
         synchronize(devices)
@@ -164,7 +173,7 @@ class ProfiledRun:
 
 def profiled_generate(
     model: PreTrainedModel,
-    inputs: Mapping[str, torch.Tensor],
+    inputs: Mapping[str, Any],
     config: GenerationConfig,
     devices: Iterable[torch.device],
 ) -> ProfiledRun:
@@ -172,11 +181,11 @@ def profiled_generate(
 
     The hooks cost time, so the headline times never come from here (see :func:`timed_generate`).
     """
-    devices, extra = tuple(devices), _generate_kwargs()
+    devices, extra = tuple(devices), generate_kwargs()
     config = copy.deepcopy(config)
     config.return_dict_in_generate = True
     timer, tops = StepTimer(devices), TopTwo()
-    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused(), track_peak(devices) as peak:
+    with torch.inference_mode(), model_defaults(model, config), _collector_paused(), track_peak(devices) as peak:
         synchronize(devices)
         start = perf_counter()
         output = model.generate(  # type: ignore[operator]  # as above

@@ -21,6 +21,7 @@ from kvmagic.results.limits_table import (
     matching,
     strategy_limit_values,
 )
+from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +45,8 @@ PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_sp
 # With a cache comparison: one row per (prompt_tokens, new_tokens, batch, strategy), each against the "off" runs.
 STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
-    "kv_cache_mib", "kv_promised_mib", "cache_tokens", "peak_mib", "compile_s", "note",
+    "top1_agreement", "kl_nats", "ppl_ratio", "kv_cache_mib", "kv_promised_mib", "cache_tokens", "peak_mib",
+    "compile_s", "note",
 )  # fmt: skip
 
 
@@ -105,6 +107,7 @@ def strategy_row(
         "speedup": math.nan if reference is None else reference.median_s / summary["s"],
         "identical": m.identical,
         "first_mismatch": "" if m.mismatch is None else short_mismatch(m.mismatch),
+        **_quality(m),
         "kv_cache_mib": summary["kv_cache_mib"],
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
@@ -138,23 +141,20 @@ def _masked(name: str, m: Measurement, config: Config, full_bytes: int | None) -
     )
 
 
+def _quality(m: Measurement) -> dict[str, float]:
+    q = m.quality
+    if q is None:
+        return dict.fromkeys(("top1_agreement", "kl_nats", "ppl_ratio"), math.nan)
+    return {"top1_agreement": q.top1_agreement, "kl_nats": q.kl_nats, "ppl_ratio": q.ppl_ratio}
+
+
 def table(result: BenchmarkResult) -> pd.DataFrame:
     """The result's table: one row per configuration (per strategy, in a cache comparison)."""
     import pandas as pd
 
     position = result.facts.kv_position_bytes
     if not result.plain:
-        rows = []
-        for config in result.configs:
-            reference = result.measurement(REFERENCE, config)
-            full = _full_bytes(result, config, position)
-            for name in result.strategies:
-                m = result.measurement(name, config)
-                note = result.skipped.get(name, "") or result.remarks.get(name, "")
-                found = strategy_row(config, name, m, reference, note, position, full)
-                limits = matching(result, config)
-                rows.append({**found, **(strategy_limit_values(m, limits) if result.limits else {})})
-        return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *(STRATEGY_LIMIT_COLUMNS if result.limits else ())])
+        return _strategy_table(result)
     extra = list(LIMIT_COLUMNS) if result.limits else []
     measured = {pair.config: {**row(pair, position), **_limits(result, pair)} for pair in result.pairs()}
     if not result.predictions:
@@ -174,6 +174,25 @@ def _full_bytes(result: BenchmarkResult, config: Config, position: int | None) -
     if dynamic is not None and dynamic.kv_bytes:
         return dynamic.kv_bytes
     return None if not position else config.batch * position * config.cached_positions
+
+
+def _strategy_table(result: BenchmarkResult) -> pd.DataFrame:
+    """A comparison's table: a row per (configuration, strategy), its limit and prefix columns where asked for."""
+    import pandas as pd
+
+    position, reused = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None
+    rows = []
+    for config in result.configs:
+        reference, limits = result.measurement(REFERENCE, config), matching(result, config)
+        full = _full_bytes(result, config, position)
+        for name in result.strategies:
+            m = result.measurement(name, config)
+            note = result.skipped.get(name, "") or result.remarks.get(name, "")
+            found = strategy_row(config, name, m, reference, note, position, full)
+            found.update(strategy_limit_values(m, limits) if result.limits else {})
+            rows.append({**found, **(prefix_values(result, m) if reused else {})})
+    extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))
+    return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
 
 
 def _limits(result: BenchmarkResult, pair: Pair) -> dict[str, float]:
