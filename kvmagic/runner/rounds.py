@@ -201,7 +201,9 @@ def _quiet_peak(devices: tuple[torch.device, ...]) -> PeakMemory | None:
     return None if peak.host and peak.sample else peak
 
 
-def _profile(loaded: LoadedModel, inputs: Mapping[str, Any], config: GenerationConfig, strategy: Strategy) -> StepProfile:
+def _profile(
+    loaded: LoadedModel, inputs: Mapping[str, Any], config: GenerationConfig, strategy: Strategy
+) -> StepProfile:
     prompt_tokens = inputs["input_ids"].shape[-1]
     with strategy.around(loaded.model):
         run = profiled_generate(loaded.model, inputs, config, loaded.devices)
