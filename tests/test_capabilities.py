@@ -15,7 +15,8 @@ from transformers.generation import configuration_utils
 from kvmagic import run_benchmark
 from kvmagic.measure import capabilities
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.strategies import reset_static_cache_state, resolve
+from kvmagic.measure.static_cache import reset_static_cache_state, static_cache_state
+from kvmagic.measure.strategies import resolve
 from kvmagic.model.tiny import tiny_dir
 from kvmagic.runner.prompt import encode_prompt
 
@@ -105,10 +106,10 @@ def test_the_static_state_names_are_what_a_static_run_leaves_on_the_model(tiny) 
     _generate(tiny, cache_implementation="static")
     try:
         left = {name for name in set(vars(tiny.model)) - before if "cache" in name}
-        assert left == set(capabilities.static_cache_state())
+        assert left == set(static_cache_state())
     finally:
         reset_static_cache_state(tiny.model)
-    assert not set(capabilities.static_cache_state()) & set(vars(tiny.model))
+    assert not set(static_cache_state()) & set(vars(tiny.model))
 
 
 def test_every_cache_implementation_found_is_one_the_config_accepts() -> None:

@@ -21,17 +21,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvmagic.measure.static_cache import static_cache_state
+
 __all__ = [
     "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "cache_implementations", "cache_keyword",
     "compile_criteria", "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
     "quantized_backend_reason", "quantized_backends", "returned_cache_field", "sliding_window_windows_every_layer",
-    "static_cache_needs_fullgraph", "static_cache_state", "summary", "transformers_version",
+    "static_cache_needs_fullgraph", "summary", "transformers_version",
 ]  # fmt: skip
 
 # A backend as users write it -> the spellings a transformers line may use for it (4.55 wrote "HQQ").
 QUANTIZED_SPELLINGS = {"quanto": ("quanto",), "hqq": ("hqq", "HQQ"), "fp8": ("fp8",)}
 _DEVICE_KINDS = ("cuda", "xpu", "mps", "npu", "hpu", "neuron", "tpu", "cpu")
-_STATE_PATTERN = re.compile(r"self\.(_\w*cache\w*)\s*[:=][^=]")  # an attribute generate keeps on the model
 
 
 @dataclass(frozen=True)
@@ -182,15 +183,6 @@ def compile_criteria() -> CompileCriteria:
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = kept
     return CompileCriteria(devices, needs_fullgraph)
-
-
-@functools.cache
-def static_cache_state() -> tuple[str, ...]:
-    """The attributes ``generate`` keeps on the model between calls about its static cache, read from its source
-    (4.55: the cache itself, ``_cache``; 5.x: the longest length so far, ``_previous_max_cache_length``)."""
-    from transformers.generation import utils
-
-    return tuple(sorted(set(_STATE_PATTERN.findall(inspect.getsource(utils)))))
 
 
 @functools.cache

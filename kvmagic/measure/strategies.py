@@ -33,7 +33,6 @@ __all__ = [
     "Strategy",
     "parse_names",
     "plain_pair",
-    "reset_static_cache_state",
     "resolve",
     "strategies",
 ]
@@ -83,7 +82,7 @@ class Strategy:
     @property
     def static(self) -> bool:
         """Whether transformers keeps this strategy's cache on the model between calls (see
-        :func:`reset_static_cache_state`)."""
+        :func:`~kvmagic.measure.static_cache.reset_static_cache_state`)."""
         return self.settings.get("cache_implementation") in _STATIC
 
 
@@ -262,22 +261,6 @@ def _compile_reason(loaded: LoadedModel) -> str:
             "a model that spans both: not compiled"
         )
     return ""
-
-
-def reset_static_cache_state(model: Any) -> None:
-    """Forget the static cache transformers keeps on the model between ``generate`` calls.
-
-    transformers 4.55 keeps the cache itself (``model._cache``) and reuses it for any later call it
-    fits that asks for its class or a parent of it: once ``offloaded_static`` has run (an
-    ``OffloadedStaticCache`` is a ``StaticCache``), ``static`` silently runs on the offloaded cache.
-    transformers 5 keeps the longest length so far (``_previous_max_cache_length``) and sizes every
-    later static cache to at least that. Either way a short run would hold the cache of an earlier
-    long one. Call it before each configuration and strategy; a compiled forward stays (it belongs
-    to ``torch.compile``'s own cache, keyed by shape).
-    """
-    for name in capabilities.static_cache_state():
-        if name in vars(model):
-            delattr(model, name)
 
 
 def _compile_config() -> Any:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core.quality import FULL_CACHE, Quality, quality_of
 from kvmagic.measure.forcing import forced_logits, steps_against
-from kvmagic.measure.strategies import Strategy, reset_static_cache_state, resolve
+from kvmagic.measure.static_cache import reset_static_cache_state
+from kvmagic.measure.strategies import Strategy, resolve
 from kvmagic.runner.rounds import strategy_config
 
 if TYPE_CHECKING:
