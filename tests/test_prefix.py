@@ -3,16 +3,20 @@ starts, and the table sets them against their cold selves."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from kvmagic import BenchmarkResult, run_benchmark
 from kvmagic.errors import KVMagicError
+from kvmagic.measure.strategies import resolve
 from kvmagic.runner import prefix as prefix_module
 from kvmagic.runner import rounds as rounds_module
-from kvmagic.runner.prompt import split_prompt
+from kvmagic.runner.prompt import encode_prompt, split_prompt
 
 from .conftest import PROMPT, raises_usage
 
@@ -102,6 +106,32 @@ def test_only_a_cache_that_grows_and_copies_gets_a_warm_twin(tiny, monkeypatch) 
         "with it"
     }
     assert [m.strategy for m in result.measurements] == ["off", "dynamic"]
+
+
+def test_the_prefix_cache_is_built_inside_its_strategys_context(tiny, monkeypatch) -> None:
+    """As every generate of a strategy: the untimed run that builds a warm twin's prefix cache enters the context of
+    the strategy it twins (a press's hooks, were one to get a twin), and leaves it after."""
+    inside = []
+
+    @contextmanager
+    def marked(model):
+        inside.append(True)
+        yield
+        inside.append(False)
+
+    real = prefix_module.timed_generate
+
+    def recording(model, inputs, config, devices, **kwargs):  # type: ignore[no-untyped-def]
+        handed.append(inside[-1:] == [True])
+        return real(model, inputs, config, devices, **kwargs)
+
+    handed: list[bool] = []
+    monkeypatch.setattr(prefix_module, "timed_generate", recording)
+    cold = dataclasses.replace(resolve(tiny, "dynamic"), wrap=marked)
+    plan = SimpleNamespace(loaded=tiny)
+    head = {key: value[:, :4] for key, value in encode_prompt(tiny, PROMPT).items()}
+    cache = prefix_module._built(plan, head, cold)
+    assert handed == [True] and inside == [True, False] and cache.get_seq_length() == 4
 
 
 def test_a_batch_reuses_a_prefix_per_sequence_and_quality_leaves_the_twin_to_its_cold_self(tiny) -> None:

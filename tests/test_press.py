@@ -1,5 +1,6 @@
-"""kvpress's methods as strategies, run for real: the bytes they hold, every generate under the press, a masking
-method's note, and --frontier and --limits beside press rows.
+"""kvpress's methods as strategies, run for real: the bytes they hold, every generate under the press (the
+teacher-forced one that reads quality too), a masking method's note, and --frontier
+and --limits beside press rows.
 
 They need the ``press`` extra (``pip install 'kvmagic[press]'``) and skip without it, except where
 ``KVMAGIC_PRESS=required`` (the CI leg that installs it): there a kvpress that is missing or does not work
@@ -23,6 +24,7 @@ from kvmagic.measure import capabilities, press
 from kvmagic.measure.frontier_probe import check_fit
 from kvmagic.measure.strategies import parse_names, resolve
 from kvmagic.model.random_weights import shipped_config
+from kvmagic.runner import judge as judge_module
 
 SMOL = "HuggingFaceTB/SmolLM2-135M"
 PROMPT = "The KV cache stores each token's keys and values so that later steps need not compute them again. " * 2
@@ -70,8 +72,10 @@ def test_each_method_holds_the_share_of_the_prompt_its_ratio_keeps(llama) -> Non
 
 
 def test_every_generate_of_a_press_strategy_runs_under_the_press(llama, monkeypatch) -> None:
-    """Warm-up, the budget's two-token runs, timed runs, time to first token, the hooked run and the frontier's
-    check: each cached generate finds kvpress's hooks on the model, each uncached one none."""
+    """Warm-up, the budget's two-token runs, timed runs, time to first token, the hooked run, the teacher-forced
+    run that reads quality and the frontier's check: each cached generate of the press finds kvpress's hooks on
+    the model, each uncached one none; the one unhooked cached run is the full cache's, which quality is read
+    against."""
     model, calls = llama.model, Counter()
     real = model.generate
 
@@ -83,13 +87,35 @@ def test_every_generate_of_a_press_strategy_runs_under_the_press(llama, monkeypa
     monkeypatch.setattr(model, "generate", recording)
     run_benchmark(llama, PROMPT, new_tokens=3, warmup_tokens=1, repeat=2, steps=True, max_seconds=60,
                   cache="off,press:knorm:0.5")  # fmt: skip
-    # 3 budget rounds + 1 warm-up + 2 timed + 1 first token + 1 hooked, for each strategy
-    assert calls == {(False, False): 8, (True, True): 8}
+    # 3 budget rounds + 1 warm-up + 2 timed + 1 first token + 1 hooked + 1 forced, for each strategy
+    assert calls == {(False, False): 9, (True, True): 9, (True, False): 1}
     strategy = resolve(llama, "press:knorm:0.5")
     ids = llama.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
     check_fit(llama, strategy, ids, 3, budget_bytes=1e12, predicted_bytes=1.0)
-    assert calls[(True, True)] == 10 and calls[(True, False)] == 0  # its first-use run and the check itself
+    assert calls[(True, True)] == 11 and calls[(True, False)] == 1  # its first-use run and the check itself
     assert not any(layer.self_attn._forward_hooks for layer in model.model.layers)  # and none left behind
+
+
+def test_a_press_is_judged_with_its_compression_and_the_full_cache_stays_exact(llama, monkeypatch) -> None:
+    """The teacher-forced runs that read quality go through each strategy's context too: snapkv's run is hooked
+    and its logits move off the full cache's, the full cache's own run is not hooked and scores exactly 1/0/1."""
+    model, forced = llama.model, Counter()
+    real = judge_module.forced_logits
+
+    def recording(*args, **kwargs):
+        hooked = any(layer.self_attn._forward_hooks for layer in model.model.layers)
+        forced[(args[2].use_cache, hooked)] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(judge_module, "forced_logits", recording)
+    result = run_benchmark(llama, PROMPT, new_tokens=6, warmup_tokens=0, cache="dynamic,press:snapkv:0.5")
+    assert forced == {(False, False): 1, (True, False): 1, (True, True): 1}  # off, dynamic, the press
+    judged = {m.strategy: m.quality for m in result.measurements}
+    full, pressed = judged["dynamic"], judged["press:snapkv:0.5"]
+    assert full is not None and (full.top1_agreement, full.kl_nats, full.ppl_ratio) == (1.0, 0.0, 1.0)
+    assert pressed is not None and pressed.steps == 6 and pressed.kl_nats > 0 and pressed.ppl_ratio != 1.0
+    rows = result.to_dataframe().set_index("strategy")
+    assert rows.loc["press:snapkv:0.5", "kl_nats"] == pressed.kl_nats > 0
 
 
 def test_a_method_that_masks_positions_gets_its_note(llama, monkeypatch) -> None:

@@ -62,4 +62,5 @@ class Judge:
         if strategy.static:
             reset_static_cache_state(loaded.model)  # sized for this run, not held over from another strategy
         config = strategy_config(loaded, new_tokens if ids is None else len(ids), strategy)
-        return forced_logits(loaded.model, inputs, config, loaded.devices, ids)
+        with strategy.around(loaded.model):  # a press compresses the forced run's prefill as it does a timed one's
+            return forced_logits(loaded.model, inputs, config, loaded.devices, ids)

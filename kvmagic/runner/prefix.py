@@ -70,8 +70,7 @@ def build_prefix(plan: Plan, inputs: BatchEncoding, tokens: int) -> Prefix:
 def _built(plan: Plan, head: Mapping[str, torch.Tensor], strategy: Strategy) -> Any:
     """The cache ``strategy`` builds over the prefix alone: one untimed generate of one token (whose own keys
     and values are never computed, so the cache holds exactly the prefix)."""
-    loaded = plan.loaded
-    output, _ = timed_generate(
-        loaded.model, head, strategy_config(loaded, 1, strategy, keep_cache=True), loaded.devices
-    )
+    loaded, config = plan.loaded, strategy_config(plan.loaded, 1, strategy, keep_cache=True)
+    with strategy.around(loaded.model):
+        output, _ = timed_generate(loaded.model, head, config, loaded.devices)
     return returned_cache(output)
