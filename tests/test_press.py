@@ -1,5 +1,5 @@
 """kvpress's methods as strategies, run for real: the bytes they hold, every generate under the press (the
-teacher-forced one that reads quality too), a masking method's note, and --frontier
+teacher-forced one that reads quality too), the trade-off plot's curves, a masking method's note, and --frontier
 and --limits beside press rows.
 
 They need the ``press`` extra (``pip install 'kvmagic[press]'``) and skip without it, except where
@@ -116,6 +116,22 @@ def test_a_press_is_judged_with_its_compression_and_the_full_cache_stays_exact(l
     assert pressed is not None and pressed.steps == 6 and pressed.kl_nats > 0 and pressed.ppl_ratio != 1.0
     rows = result.to_dataframe().set_index("strategy")
     assert rows.loc["press:snapkv:0.5", "kl_nats"] == pressed.kl_nats > 0
+
+
+def test_the_trade_off_plot_draws_a_curve_per_press_method_over_its_ratios(llama) -> None:
+    cache = "dynamic,press:snapkv:0.25-0.75+0.25,press:knorm:0.25-0.5+0.25"
+    result = run_benchmark(llama, PROMPT, new_tokens=4, warmup_tokens=0, cache=cache)
+    memory = result.plot().axes[2]  # the second row's first panel: KL against the KV bytes held
+    lines = {line.get_label(): line for line in memory.get_lines() if not line.get_label().startswith("_")}
+    assert set(lines) == {"full cache (dynamic)", "press:snapkv", "press:knorm"}  # off holds no cache to trade
+    rows = result.to_dataframe().set_index("strategy")
+    for method, ratios in (("snapkv", (0.25, 0.5, 0.75)), ("knorm", (0.25, 0.5))):
+        names = [f"press:{method}:{ratio:g}" for ratio in ratios]
+        held = sorted(rows.loc[names, "kv_cache_mib"])  # a higher ratio holds less: the curve runs by the bytes
+        assert list(lines[f"press:{method}"].get_xdata()) == held
+        by_bytes = sorted(names, key=lambda name: rows.loc[name, "kv_cache_mib"])
+        assert list(lines[f"press:{method}"].get_ydata()) == [rows.loc[name, "kl_nats"] for name in by_bytes]
+    assert sorted(text.get_text() for text in memory.texts) == ["0.25", "0.25", "0.5", "0.5", "0.75"]
 
 
 def test_a_method_that_masks_positions_gets_its_note(llama, monkeypatch) -> None:
