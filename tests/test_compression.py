@@ -8,6 +8,7 @@ import importlib.util
 import math
 import re
 import types
+from contextlib import contextmanager
 
 import pytest
 
@@ -29,6 +30,10 @@ from .records import timed
 from .shapes import SHAPE
 
 MISSING = "needs kvpress: pip install 'kvmagic[press]'"
+NO_PREFILL = (
+    "kvpress compresses only at a prefill, and the rest of a prompt after a reused prefix is not one: its cache "
+    "would stay whole"
+)
 
 
 @pytest.fixture
@@ -191,3 +196,33 @@ def test_a_press_promise_is_data_beside_its_bytes_and_the_short_table_keeps_to_1
     assert frame.loc["press:knorm:0.5", ["kv_cache_mib", "kv_promised_mib"]].tolist() == [5 / 1024, 5 / 1024]
     assert frame.loc["press:knorm:0.5", "cache_tokens"] == 5 and frame.loc["press:knorm:0.5", "note"] == ""
     assert max(map(len, str(result).splitlines())) <= WIDTH
+
+
+def test_a_press_gets_a_warm_twin_that_says_why_it_cannot_run(tiny, monkeypatch) -> None:
+    """With kvpress's probe faked to pass and its press to a context that counts its entries: the press runs cold,
+    its twin does not (a reused prefix leaves no prefill to compress), the full cache's twin runs."""
+    entered = []
+
+    @contextmanager
+    def counted(model):
+        entered.append(model)
+        yield
+
+    monkeypatch.setattr(capabilities, "press_reason", lambda: "")
+    monkeypatch.setattr(press, "methods", lambda: {"snapkv": object})
+    monkeypatch.setattr(press, "plan_press", lambda model, name: press.PressPlan(around=counted))
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4, cache="dynamic,press:snapkv:0.5",
+                           quality=False)  # fmt: skip
+    assert result.strategies == ["off", "dynamic", "press:snapkv:0.5", "dynamic+prefix", "press:snapkv:0.5+prefix"]
+    assert result.skipped == {"press:snapkv:0.5+prefix": NO_PREFILL}
+    assert [m.strategy for m in result.measurements] == ["off", "dynamic", "press:snapkv:0.5", "dynamic+prefix"]
+    assert entered and all(model is tiny.model for model in entered)
+    row = result.to_dataframe().set_index("strategy").loc["press:snapkv:0.5+prefix"]
+    assert row["note"] == NO_PREFILL and math.isnan(row["seconds"])
+    assert f"] {NO_PREFILL[:60]}" in str(result) and max(map(len, str(result).splitlines())) <= WIDTH
+
+
+def test_without_kvpress_a_press_twin_still_says_a_prefix_is_never_compressed(tiny, without_kvpress) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4, cache="press:knorm:0.5",
+                           quality=False)  # fmt: skip
+    assert result.skipped == {"press:knorm:0.5": MISSING, "press:knorm:0.5+prefix": NO_PREFILL}

@@ -151,8 +151,12 @@ def strategies(
 
 def warm_twin(strategy: Strategy) -> Strategy:
     """``strategy`` started from the cache of the prompt's prefix, which the runner builds with ``strategy`` itself
-    and passes in (so ``generate`` is told no cache implementation of its own)."""
+    and passes in (so ``generate`` is told no cache implementation of its own); a static cache and a press get
+    one that says why it cannot run."""
     name = strategy.name + PREFIX_SUFFIX
+    if parse_press(strategy.name) is not None:
+        return Strategy(name, reason="kvpress compresses only at a prefill, and the rest of a prompt after a reused "
+                        "prefix is not one: its cache would stay whole")  # fmt: skip
     if strategy.reason:
         return Strategy(name, reason=strategy.reason)
     if strategy.static or strategy.compiled:
