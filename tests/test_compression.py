@@ -3,6 +3,7 @@ what a press row promises and notes, against hand numbers. kvpress itself is exe
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import math
@@ -15,12 +16,13 @@ import pytest
 from kvmagic import run_benchmark
 from kvmagic.core.compression import PressName, expand_presses, parse_press
 from kvmagic.core.frontier import kv_bytes, layout
+from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
 from kvmagic.measure.strategies import parse_names, resolve
 from kvmagic.results.limits_table import strategy_limit_values
-from kvmagic.results.records import RunFacts
+from kvmagic.results.records import Mismatch, RunFacts
 from kvmagic.results.report import MIB, strategy_row
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import WIDTH
@@ -226,3 +228,29 @@ def test_without_kvpress_a_press_twin_still_says_a_prefix_is_never_compressed(ti
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4, cache="press:knorm:0.5",
                            quality=False)  # fmt: skip
     assert result.skipped == {"press:knorm:0.5": MISSING, "press:knorm:0.5+prefix": NO_PREFILL}
+
+
+def test_quality_keeps_its_column_beside_long_press_names_and_their_footnotes() -> None:
+    """Names as long as streaming_llm's, a mismatch and a remark on every press row: the least needed columns go,
+    identical before kl_nats (each differing row keeps its footnote), and the bytes held stay."""
+    names = ["off", "dynamic", "press:streaming_llm:0.25", "press:streaming_llm:0.5"]
+    flip = Mismatch(run=0, position=1, expected_id=58, actual_id=153, expected_token="2", actual_token="x")
+    rows = [
+        timed((68, 8, 1), name, [0.05 if name == "off" else 0.03], kv_bytes=1024 * (0 if name == "off" else 75 - i),
+              ttft_s=0.01, quality=Quality(8, 1.0, 0.0267 * max(i - 1, 0), 1.0),
+              **({"mismatch": flip} if name.startswith("press") else {}))
+        for i, name in enumerate(names)
+    ]  # fmt: skip
+    remarks = dict.fromkeys(names[2:], "kvpress has not tested Exaone4ForCausalLM (only Llama, Mistral, Phi3)")
+    result = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(names)), strategies=names, remarks=remarks)
+    lines = str(result).splitlines()
+    assert lines[0].split() == [
+        "prompt_tokens", "new_tokens", "strategy", "seconds", "speedup", "kl_nats", "kv_cache_mib", "note",
+    ]  # fmt: skip
+    assert lines[3].split()[-4:] == ["0.0267", "0.07129", "[1]", "[2]"]
+    assert "[1] differs from off at position 1: '2' (id 58) vs 'x' (id 153)" in lines
+    assert max(map(len, lines)) <= WIDTH
+    result.remarks = {}
+    result.measurements = [dataclasses.replace(m, mismatch=None) for m in result.measurements]
+    header = str(result).splitlines()[0].split()  # no footnotes, no note column: room for identical again
+    assert header[5:] == ["identical", "kl_nats", "kv_cache_mib"]

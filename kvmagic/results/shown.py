@@ -38,6 +38,9 @@ SHOWN_STRATEGY_COLUMNS = (
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH.
 _LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "kv_cache_mib")
+# Where quality was read, `identical` goes before `kl_nats`: each row whose tokens differed keeps its footnote, and
+# KL says how far they moved (a press's long names would otherwise leave quality no room beside the bytes held).
+_LEAST_NEEDED_JUDGED = ("peak_mib", "tok_s", "top1_agreement", "identical", "kl_nats", "kv_cache_mib")
 # Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
 _WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
 
@@ -131,7 +134,7 @@ def _lines(cells: pd.DataFrame) -> list[str]:
 def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, list[str]]:
     """The shown columns of ``frame`` (a result's or a comparison's table) as text cells, and their footnotes."""
     cells, footnotes = _cells(frame)
-    for name in _LEAST_NEEDED:
+    for name in _LEAST_NEEDED_JUDGED if "kl_nats" in cells.columns and footnotes else _LEAST_NEEDED:
         if max(map(len, _lines(cells))) <= width:
             break
         cells = cells.drop(columns=[name], errors="ignore")
