@@ -36,6 +36,7 @@ __all__ = [
     "static_cache_needs_fullgraph",
     "static_cache_state",
     "summary",
+    "tensor_parallel_keyword",
     "transformers_version",
 ]
 
@@ -136,6 +137,18 @@ def returned_cache_field() -> str:
 
     fields = {f.name for f in dataclasses.fields(GenerateDecoderOnlyOutput)}
     return "cache" if "cache" in fields else "past_key_values"
+
+
+@functools.cache
+def tensor_parallel_keyword() -> str:
+    """How ``from_pretrained`` is asked for the model's own tensor-parallel plan: ``distributed_config`` (a
+    ``DistributedConfig`` that takes ``tp_plan``, where passing ``tp_plan`` itself is deprecated) or ``tp_plan``."""
+    import transformers
+
+    config = getattr(transformers, "DistributedConfig", None)
+    if config is not None and "tp_plan" in inspect.signature(config).parameters:
+        return "distributed_config"
+    return "tp_plan"
 
 
 @functools.cache
@@ -249,6 +262,7 @@ def summary() -> dict[str, Any]:
         "dtype_keyword": dtype_keyword(),
         "generate_takes_use_model_defaults": generate_takes_use_model_defaults(),
         "returned_cache_field": returned_cache_field(),
+        "tensor_parallel_keyword": tensor_parallel_keyword(),
         "accelerator_functions": sorted(accelerator_functions()),
         "cache_implementations": list(cache_implementations()),
         "compile_devices": list(criteria.devices),

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from kvmagic.measure.distributed import World
+
 __all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "resolve_dtype"]
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
@@ -36,6 +38,7 @@ class LoadedModel:
     load_seconds: float = 0.0
     random_weights: bool = False  # built from its config with seeded random weights: real timings, meaningless text
     stand_in_tokenizer: str | None = None  # the model whose tokenizer stands in for a missing one (``tiny``)
+    world: World | None = None  # split over the ranks of a tensor-parallel run: this rank's place among them
 
     @property
     def dtype(self) -> torch.dtype:
@@ -74,9 +77,10 @@ class LoadedModel:
         if self.random_weights:
             tokenizer = f", {self.stand_in_tokenizer}'s tokenizer" if self.stand_in_tokenizer else ""
             built = f"RANDOM weights (real shape and timings, meaningless text){tokenizer}, built"
+        split = f" split over {self.world.size} ranks ({self.world.backend})," if self.world else ""
         return (
             f"{self.name}{revision}: {type(self.model).__name__}, {_count(self.num_parameters)} parameters, "
-            f"{dtype} on {devices}, {built} in {self.load_seconds:.2f} s"
+            f"{dtype} on {devices},{split} {built} in {self.load_seconds:.2f} s"
         )
 
     def __repr__(self) -> str:
@@ -134,6 +138,7 @@ def load_model(
     trust_remote_code: bool = False,
     random_weights: bool = False,
     before_weights: Callable[[], None] | None = None,
+    tp: bool = False,
 ) -> LoadedModel:
     """Load ``name`` (a hub id, a local directory, or ``"tiny"``) with its tokenizer.
 
@@ -141,14 +146,22 @@ def load_model(
     :class:`KVMagicError` messages that name the cause. ``before_weights`` runs once the
     tokenizer has loaded (so the name is good) and before the weights take memory: the place
     to free a previous model. ``random_weights`` builds the model from its config instead
-    (:mod:`kvmagic.model.random_weights`), with no download.
+    (:mod:`kvmagic.model.random_weights`), with no download. ``tp`` splits it over the ranks torchrun
+    started, by its own plan, in place of ``device_map`` (:mod:`kvmagic.model.parallel`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch_dtype = resolve_dtype(dtype, device_map)
+    torch_dtype = resolve_dtype(dtype, None if tp else device_map)
+    options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
+    if tp:
+        from kvmagic.model.parallel import split_model
+
+        start, source = time.perf_counter(), None if random_weights else _source(name, revision, gguf_file)
+        options["gguf_file"] = gguf_file
+        split = split_model(name, source, {dtype_keyword(): torch_dtype}, options, before_weights)
+        return LoadedModel(*split[:2], name, revision, time.perf_counter() - start, random_weights, *split[2:])
     _check_device_map(device_map)
     if random_weights:
-        options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
         return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
     source = _source(name, revision, gguf_file)
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}

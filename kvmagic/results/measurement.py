@@ -14,7 +14,7 @@ from kvmagic.core import stats
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.sequential import auto_interval
-from kvmagic.results.records import Mismatch, StepProfile
+from kvmagic.results.records import Mismatch, Ranks, StepProfile
 
 __all__ = ["MIN_REPEAT_FOR_SPREAD", "Measurement", "Pair"]
 
@@ -37,6 +37,7 @@ class Measurement:
     peak_source: str = ""  # where peak_bytes comes from (see kvmagic.measure.accelerator.PeakMemory.source)
     compile_s: float = math.nan  # a compiled strategy: its first call's extra seconds
     profile: StepProfile | None = None  # its hooked run (steps), or the one that explains a mismatch
+    ranks: Ranks | None = None  # split over the ranks of a tensor-parallel run: what each rank's runs left
 
     @property
     def median_s(self) -> float:

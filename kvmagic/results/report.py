@@ -20,6 +20,7 @@ from kvmagic.results.limits_table import (
     matching,
     strategy_limit_values,
 )
+from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -127,8 +128,12 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
                 limits = matching(result, config)
                 rows.append({**found, **(strategy_limit_values(m, limits) if result.limits else {})})
         return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *(STRATEGY_LIMIT_COLUMNS if result.limits else ())])
-    extra = list(LIMIT_COLUMNS) if result.limits else []
-    measured = {pair.config: {**row(pair, position), **_limits(result, pair)} for pair in result.pairs()}
+    divided = split(result)
+    extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]
+    measured = {
+        pair.config: {**row(pair, position), **_limits(result, pair), **(split_values(pair) if divided else {})}
+        for pair in result.pairs()
+    }
     if not result.predictions:
         return pd.DataFrame(list(measured.values()), columns=[*COLUMNS, *extra])
     rows = []

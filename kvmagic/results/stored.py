@@ -19,7 +19,7 @@ from kvmagic.core.limits import Hardware, Limits, StrategyLimit
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Mismatch, Prediction, RunFacts, StepProfile
+from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, StepProfile
 from kvmagic.results.serialize import floats_back, seconds_back
 
 if TYPE_CHECKING:
@@ -87,6 +87,8 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     values["mismatch"] = None if values.get("mismatch") is None else Mismatch(**values["mismatch"])
     profile = values.get("profile")
     values["profile"] = None if profile is None else StepProfile(**{k: floats_back(v) for k, v in profile.items()})
+    ranks = values.get("ranks")
+    values["ranks"] = None if ranks is None else Ranks(**{k: floats_back(v) for k, v in ranks.items()})
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)
