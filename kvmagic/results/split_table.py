@@ -58,10 +58,10 @@ def split_notes(result: BenchmarkResult) -> list[str]:
         return []
     meta = result.metadata
     devices = ", ".join(dict.fromkeys(str(d).split(" (")[0] for d in meta.get("rank_devices", [])))
-    how = f"{meta.get('backend', '?')}, {devices}"
-    found = [
-        f"split over {meta.get('world_size', '?')} ranks by tensor parallelism ({how}); times are the slowest rank's"
-    ]
+    how = f"{meta.get('world_size', '?')} ranks by tensor parallelism ({meta.get('backend', '?')}, {devices})"
+    agree = all(m.ranks.agree for m in result.measurements if m.ranks is not None)
+    same = "; every rank generated the same tokens" if agree else ""
+    found = [f"split over {how}; times are the slowest rank's{same}"]
     pairs = result.pairs() if result.plain else []
     if pairs:
         pair = max(pairs, key=lambda p: (p.config.prompt_tokens + p.config.new_tokens, p.config.batch))
