@@ -28,7 +28,7 @@ FACTS = {
         quantized_backends={"quanto": "quanto", "hqq": "HQQ"}, dtype_keyword="torch_dtype",
         generate_takes_use_model_defaults=True, returned_cache_field="past_key_values", compile_devices=["cuda"],
         compile_needs_fullgraph=True, static_cache_state=["_cache"], static_cache_needs_fullgraph=True,
-        dynamic_cache_windows=False, sliding_window_windows_every_layer=True,
+        dynamic_cache_windows=False, sliding_window_windows_every_layer=True, tensor_parallel_keyword="tp_plan",
     ),
     "5.17.0": dict(
         quantized_backends={"quanto": "quanto", "hqq": "hqq"}, dtype_keyword="dtype",
@@ -41,6 +41,7 @@ FACTS = {
         generate_takes_use_model_defaults=False, returned_cache_field="cache", compile_devices=COMPILE_5,
         compile_needs_fullgraph=False, static_cache_state=["_previous_max_cache_length"],
         static_cache_needs_fullgraph=False, dynamic_cache_windows=True, sliding_window_windows_every_layer=False,
+        tensor_parallel_keyword="distributed_config",
     ),
 }  # fmt: skip
 

@@ -40,12 +40,18 @@ def test_two_ranks_print_one_table_with_the_same_tokens_on_both(tmp_path: Path) 
     run = torchrun("-m", "tiny", "--tp", *SHORT, "--save", "run.json", PROMPT, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert [line.split()[:3] for line in lines if "prompt_tokens" in line] == [["prompt_tokens", "new_tokens", "uncached_s"]]
+    assert [line.split()[:3] for line in lines if "prompt_tokens" in line] == [
+        ["prompt_tokens", "new_tokens", "uncached_s"]
+    ]
     assert lines[1].split()[-2] == "True"  # identical
     assert run.stderr.count("split over 2 ranks (gloo)") == 1  # the summary, from rank 0 alone
     assert "every rank generated the same tokens" in said(run.stdout)
     result = BenchmarkResult.read_json(tmp_path / "run.json")  # written once, by rank 0
-    assert (result.metadata["world_size"], result.metadata["backend"], len(result.metadata["rank_devices"])) == (2, "gloo", 2)
+    assert (result.metadata["world_size"], result.metadata["backend"], len(result.metadata["rank_devices"])) == (
+        2,
+        "gloo",
+        2,
+    )
     off, dynamic = result.measurements
     for m in (off, dynamic):
         assert m.ranks is not None and m.ranks.agree and len(set(m.ranks.tokens)) == 1 and len(m.ranks.tokens) == 2
@@ -100,10 +106,8 @@ def test_a_model_without_a_plan_is_refused_by_every_rank_in_one_line(tmp_path: P
 def test_heads_the_ranks_do_not_divide_are_refused_in_one_line() -> None:
     run = torchrun("-m", "tiny", "--tp", "-n", "2", "hi", ranks=3)
     assert run.returncode != 0 and run.stdout == ""
-    assert errors(run) == [
-        "kvbench: error: 'tiny' has 8 attention heads and 2 KV heads, which 3 ranks cannot share equally under --tp: "
-        "use 2 ranks"
-    ], run.stderr
+    said_ = "'tiny' has 8 attention heads and 2 KV heads, which 3 ranks cannot share equally under --tp: use 2 ranks"
+    assert errors(run) == [f"kvbench: error: {said_}"], run.stderr
 
 
 @pytest.mark.parametrize("option", ["--predict", "--device-map cpu"])

@@ -147,6 +147,7 @@ def error_line(error: KVMagicError) -> str:
 def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     from kvmagic.frontends.split import check_split_request
     from kvmagic.model.loading import load_model
+    from kvmagic.model.parallel import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
 
     split = join_ranks(args, argv) is not None
@@ -157,7 +158,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     spec = bench_spec(args, configured)
     if split:
         check_split_request(spec, device_map=args.device_map)
-    loaded = load_model(**load_kwargs(args, configured), tp=split)
+    kwargs = load_kwargs(args, configured)
+    loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
     _say(loaded.summary(), args)
     result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
     report_result(result)

@@ -53,9 +53,18 @@ def launch_cell(
     if own is None and args.tp_model is None:
         raise KVMagicError("no model loaded: run %kvload MODEL first, or name the model with {tp_model}", "tp_model")
     keys = ("dtype", "attn_implementation")
-    load = dict(loaded_with) if own else {"name": args.tp_model, **{key: configured[key] for key in keys}}
+    load = _load_of(own, loaded_with) if own else {"name": args.tp_model, **{key: configured[key] for key in keys}}
     config = own.model.config if own else None
     return launch_request(args.tp, load, spec, prompt, config=config, quiet=bool(args.quiet))
+
+
+def _load_of(loaded: LoadedModel, loaded_with: Mapping[str, Any]) -> dict[str, Any]:
+    """How ``loaded`` was loaded: the keywords ``%kvload`` passed, else (a model handed over in Python) what it
+    says of itself."""
+    if loaded_with.get("name") == loaded.name:
+        return dict(loaded_with)
+    dtype = str(loaded.dtype).removeprefix("torch.")
+    return {"name": loaded.name, "revision": loaded.revision, "random_weights": loaded.random_weights, "dtype": dtype}
 
 
 def launch_request(

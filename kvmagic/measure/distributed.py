@@ -84,7 +84,9 @@ def world() -> World | None:
 def join() -> World:
     """Join the ranks torchrun started (once per process), on the backend of this machine's accelerator."""
     if not launched():
-        raise KVMagicError("{tp} needs the ranks torchrun starts: run torchrun --nproc-per-node N -m kvmagic", "tp")
+        raise KVMagicError(
+            "a split model needs the ranks torchrun starts: run this under torchrun, one rank per device"
+        )
     found = world()
     if found is not None:
         return found

@@ -138,7 +138,6 @@ def load_model(
     trust_remote_code: bool = False,
     random_weights: bool = False,
     before_weights: Callable[[], None] | None = None,
-    tp: bool = False,
 ) -> LoadedModel:
     """Load ``name`` (a hub id, a local directory, or ``"tiny"``) with its tokenizer.
 
@@ -146,22 +145,15 @@ def load_model(
     :class:`KVMagicError` messages that name the cause. ``before_weights`` runs once the
     tokenizer has loaded (so the name is good) and before the weights take memory: the place
     to free a previous model. ``random_weights`` builds the model from its config instead
-    (:mod:`kvmagic.model.random_weights`), with no download. ``tp`` splits it over the ranks torchrun
-    started, by its own plan, in place of ``device_map`` (:mod:`kvmagic.model.parallel`).
+    (:mod:`kvmagic.model.random_weights`), with no download. Split over the ranks torchrun started:
+    :func:`kvmagic.model.parallel.load_split_model`.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch_dtype = resolve_dtype(dtype, None if tp else device_map)
-    options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
-    if tp:
-        from kvmagic.model.parallel import split_model
-
-        start, source = time.perf_counter(), None if random_weights else _source(name, revision, gguf_file)
-        options["gguf_file"] = gguf_file
-        split = split_model(name, source, {dtype_keyword(): torch_dtype}, options, before_weights)
-        return LoadedModel(*split[:2], name, revision, time.perf_counter() - start, random_weights, *split[2:])
+    torch_dtype = resolve_dtype(dtype, device_map)
     _check_device_map(device_map)
     if random_weights:
+        options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
         return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
     source = _source(name, revision, gguf_file)
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}

@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,12 +22,19 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.capabilities import tensor_parallel_keyword
 from kvmagic.measure.distributed import World, barrier, join
+from kvmagic.model.loading import DEFAULT_MODEL
+from kvmagic.model.tiny import TINY_NAME
 
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["check_split", "load_split", "random_source", "readable_config", "shard_tied_head", "split_model"]
+    from kvmagic.model.loading import LoadedModel
+
+__all__ = [
+    "check_split", "load_split", "load_split_model", "random_source", "readable_config", "shard_tied_head",
+    "split_model",
+]  # fmt: skip
 
 
 def check_split(name: str, config: PretrainedConfig, ranks: int) -> None:
@@ -64,6 +72,38 @@ def readable_config(name: str, *, revision: str | None = None, trust_remote_code
                            trust_remote_code=trust_remote_code)  # fmt: skip
     except (KVMagicError, OSError, ValueError):
         return None
+
+
+def load_split_model(
+    name: str = DEFAULT_MODEL,
+    *,
+    dtype: str = "auto",
+    device_map: object = None,
+    revision: str | None = None,
+    gguf_file: str | None = None,
+    attn_implementation: str | None = None,
+    trust_remote_code: bool = False,
+    random_weights: bool = False,
+    before_weights: Callable[[], None] | None = None,
+) -> LoadedModel:
+    """:func:`~kvmagic.model.loading.load_model` for a process torchrun started: ``name`` split over its ranks,
+    each rank on its own device (which ``device_map`` cannot choose: give None)."""
+    from kvmagic.measure.capabilities import dtype_keyword
+    from kvmagic.model import loading
+
+    if device_map is not None:
+        raise KVMagicError(
+            "{device_map} places a whole model; split, each rank places its share: drop it", "device_map"
+        )
+    if random_weights and name == TINY_NAME:
+        raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
+    start, source = time.perf_counter(), None if random_weights else loading._source(name, revision, gguf_file)
+    options = dict(revision=revision, gguf_file=gguf_file, attn_implementation=attn_implementation,
+                   trust_remote_code=trust_remote_code)  # fmt: skip
+    dtypes = {dtype_keyword(): loading.resolve_dtype(dtype, None)}
+    model, tokenizer, stand_in, world = split_model(name, source, dtypes, options, before_weights)
+    seconds = time.perf_counter() - start
+    return loading.LoadedModel(model, tokenizer, name, revision, seconds, random_weights, stand_in, world)
 
 
 def split_model(
