@@ -146,6 +146,7 @@ def error_line(error: KVMagicError) -> str:
 
 def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     from kvmagic.frontends.split import check_split_request
+    from kvmagic.measure.distributed import leave
     from kvmagic.model.loading import load_model
     from kvmagic.model.parallel import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
@@ -169,7 +170,10 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it
         for note in shown.notes():
             _say(note, args)
-    return _gate(shown, thresholds)
+    status = _gate(shown, thresholds)
+    if split:
+        leave()
+    return status
 
 
 def _fail_on(args: argparse.Namespace) -> tuple[Threshold, ...]:

@@ -31,6 +31,7 @@ __all__ = [
     "from_first",
     "join",
     "launched",
+    "leave",
     "lockstep",
     "slowest",
     "world",
@@ -100,6 +101,16 @@ def join() -> World:
     joined = world()
     assert joined is not None
     return joined
+
+
+def leave() -> None:
+    """Leave the process group once every rank is done: a rank that exits while another still tears its
+    connections down can make that one abort."""
+    if _initialized():
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def barrier() -> None:
