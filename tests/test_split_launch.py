@@ -122,6 +122,10 @@ def test_an_interrupted_launch_stops_every_process(tmp_path: Path) -> None:
         ),
         ("--tp 2 --frontier", r"^--frontier reads one device's free memory, not a model split by --tp: drop one"),
         ("--tp 2 --cache off,static", r"^--cache compares strategies on one device .*--tp: drop one of them$"),
+        (
+            "--tp 1000 -m somewhere/unreadable",
+            r"^--tp 1000: this machine has \d+ (GPUs|CPU cores and no GPU), one per rank",
+        ),
         ("-m tiny", r"^-m names the model that --tp's ranks load: add --tp 2, or load the model here with %kvload$"),
     ],
 )

@@ -87,8 +87,21 @@ def launch_request(
         config = readable_config(name, revision=load.get("revision"), trust_remote_code=trusted)
     if config is not None:
         check_split(name, config, ranks)
+    _check_devices(ranks)
     words = [*load_words(load), *bench_words(spec), *(["-q"] if quiet else [])]
     return launch(ranks, words, prompt, echo=None if quiet else sys.stderr)
+
+
+def _check_devices(ranks: int) -> None:
+    """One rank per device: more ranks than this machine has GPUs (or, without one, CPU cores) only wait
+    on each other."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    have, kind = (gpus, "GPUs") if gpus else (os.cpu_count() or 1, "CPU cores and no GPU")
+    if ranks > have:
+        raise KVMagicError(f"{{tp}} {ranks}: this machine has {have} {kind}, one per rank: give {{tp}} {have} or fewer",
+                           "tp")  # fmt: skip
 
 
 def _importable() -> str:

@@ -82,7 +82,6 @@ def communication_run(
 ) -> CommunicationRun:
     """One ``generate`` under torch's profiler, after a barrier and between device synchronizations; what it
     spent in collectives on this rank."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     devices = tuple(devices)
@@ -90,19 +89,18 @@ def communication_run(
     if any(device.type == "cuda" for device in devices):
         activities.append(ProfilerActivity.CUDA)
     profiler = profile(activities=activities)
-    with torch.inference_mode():
-        barrier()
+    barrier()
+    with _quiet_stderr():
+        profiler.start()
+    try:
+        synchronize(devices)
+        start = perf_counter()
+        generate_once(model, inputs, config)
+        synchronize(devices)
+        seconds = perf_counter() - start
+    finally:
         with _quiet_stderr():
-            profiler.start()
-        try:
-            synchronize(devices)
-            start = perf_counter()
-            generate_once(model, inputs, config)
-            synchronize(devices)
-            seconds = perf_counter() - start
-        finally:
-            with _quiet_stderr():
-                profiler.stop()
+            profiler.stop()
     spans, ran = [], 0
     for event in profiler.events():
         if is_collective(event.name):

@@ -14,7 +14,7 @@ _PEAK = (
     "weights, cache, activations; not the allocator's reserve), plus the growth of resident memory of a mixed "
     "device map's CPU share; on CPU the peak resident memory of the whole Python process (weights included), "
     "from the kernel's high-water mark on Linux, empty where only a sampling thread could tell "
-    "(`Measurement.peak_source` names the source)"
+    "(`Measurement.peak_source` names the source); with `--tp`, the fullest rank's"
 )
 _TTFT = "time to first token: a one-token `generate` after the timed runs (prompt processing included)"
 _TOK_S = "decode speed: tokens after the first per second, `(new_tokens - 1) / (median time - time to first token)`"
