@@ -100,12 +100,13 @@ def test_a_killed_rank_is_named_and_every_process_stopped(shell: Any) -> None:
     assert watcher.left_running() == []
 
 
-def test_an_interrupted_launch_stops_every_process(tmp_path: Path) -> None:
+def test_an_interrupted_launch_stops_every_process(capsys) -> None:
     watcher = Watcher(lambda ranks: _thread.interrupt_main())
     watcher.start()
     with pytest.raises(KeyboardInterrupt):
         launch(2, ["-m", "tiny", *LONG.split()], PROMPT)
     assert watcher.left_running() == []
+    assert capsys.readouterr().err == "kvbench --tp 2: interrupted; torchrun and its 2 ranks were stopped\n"
 
 
 @pytest.mark.parametrize(

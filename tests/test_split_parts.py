@@ -187,3 +187,16 @@ def test_tp_without_torchrun_says_the_command_to_run(monkeypatch, capsys) -> Non
         "kvbench: error: --tp splits the model over the ranks torchrun starts, one per device: run it as torchrun "
         "--nproc-per-node N -m kvmagic -m tiny --tp -n 16 'The KV cache' (N: the number of devices)\n"
     )
+
+
+def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypatch) -> None:
+    from kvmagic import load_split_model
+
+    for name in distributed.LAUNCH_ENV:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(KVMagicError, match=r"^a split model needs the ranks torchrun starts: run this under torchrun"):
+        load_split_model("tiny")
+    with pytest.raises(KVMagicError, match=r"^device_map places a whole model; split, each rank places its share"):
+        load_split_model("tiny", device_map="cpu")
+    with pytest.raises(KVMagicError, match=r"^tiny already has seeded random weights: drop random_weights$"):
+        load_split_model("tiny", random_weights=True)

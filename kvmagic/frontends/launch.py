@@ -134,6 +134,12 @@ def launch(ranks: int, words: Sequence[str], prompt: str, *, echo: IO[str] | Non
                                        env=env, start_new_session=True, cwd=os.getcwd())  # fmt: skip
             try:
                 _follow(process, folder / "rank0.err", echo)
+            except KeyboardInterrupt:
+                stop(process, folder)
+                print(
+                    f"kvbench --tp {ranks}: interrupted; torchrun and its {ranks} ranks were stopped", file=sys.stderr
+                )
+                raise
             finally:
                 stop(process, folder)
         if process.returncode == 0 and (folder / RESULT).is_file():
