@@ -57,7 +57,11 @@ class LoadedModel:
 
     @property
     def num_parameters(self) -> int:
-        return self.model.num_parameters()
+        """Each parameter once: an output layer tied to the input embedding counts once, also where a split
+        gave it a share of its own (:func:`kvmagic.model.parallel.shard_tied_head`)."""
+        head = self.model.get_output_embeddings()
+        copy = head.weight.numel() if getattr(head, "kvmagic_tied_share", False) else 0
+        return int(self.model.num_parameters()) - copy
 
     @property
     def max_positions(self) -> int | None:

@@ -177,6 +177,7 @@ def shard_tied_head(model: PreTrainedModel) -> None:
         return
     split = distribute_tensor(head.weight.detach(), mesh, [Shard(0)])
     head.weight = torch.nn.Parameter(split, requires_grad=False)
+    head.kvmagic_tied_share = True  # still the embedding's values: counted once (LoadedModel.num_parameters)
 
 
 @contextmanager
