@@ -139,6 +139,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, tiny: Any) -> Iterator[Pat
     for option in BENCH_OPTIONS:
         for text in option.examples if option.dest == "compare" else ():
             baseline.save(text)
+        for text in option.examples if option.dest == "quality_text" else ():
+            Path(text).write_text(" and reads them back.", encoding="utf-8")
     yield path
     os.chdir(before)
 

@@ -125,6 +125,7 @@ def test_the_command_parses_any_line_or_exits_2_in_one_line(line: str) -> None:
 @given(argv=st.lists(st.one_of(*(_token(o, "cli") for o in (*LOAD_OPTIONS, *BENCH_OPTIONS) if "cli" in o.hosts),
                                JUNK, st.text(max_size=8)), max_size=6))  # fmt: skip
 @example(argv=["--device-map cpu", "--dtype \n"])  # argparse echoed the line break: two lines
+@example(argv=["--quality-text", "a\x00b"])  # a path open() refuses with a ValueError
 def test_the_command_takes_any_argument_list(argv: list[str]) -> None:
     """Arguments as a program passes them (no shell): a space or a quote inside one is part of it."""
     _command(argv)

@@ -15,6 +15,7 @@ from kvmagic.results.columns import FRONTIER_MEANINGS, MEANINGS
 from kvmagic.results.compare import COMPARE_COLUMNS
 from kvmagic.results.frontier_table import FRONTIER_COLUMNS
 from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
+from kvmagic.results.prefix_table import PREFIX_COLUMNS
 from kvmagic.results.report import COLUMNS, PREDICTED_COLUMNS, STRATEGY_COLUMNS
 from kvmagic.results.shown import SHOWN_COLUMNS, SHOWN_STRATEGY_COLUMNS
 from kvmagic.results.split_table import SPLIT_COLUMNS
@@ -149,6 +150,13 @@ def columns_page() -> str:
             "With `--limits` (`STRATEGY_LIMIT_COLUMNS`, kvmagic/results/limits_table.py):",
             "",
             *_column_rows(STRATEGY_LIMIT_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
+            "",
+            (
+                "With `--prefix` (`PREFIX_COLUMNS`, kvmagic/results/prefix_table.py; `--prefix` alone compares `off`, "
+                "`dynamic` and `dynamic+prefix` in this table):"
+            ),
+            "",
+            *_column_rows(PREFIX_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
             "",
             "## Beside a baseline: `--compare` (`COMPARE_COLUMNS`, kvmagic/results/compare.py)",
             "",

@@ -75,7 +75,7 @@ class CacheLayout:
 def layout(name: str, *, kv_bits: int | None = None, windowed_dynamic: bool = True) -> CacheLayout:
     """The layout of a ``--cache`` strategy name. transformers 4.55's dynamic cache keeps sliding layers
     whole (``windowed_dynamic=False``); 5.x windows them."""
-    base = name.removesuffix("+compile")
+    base = name.removesuffix("+prefix").removesuffix("+compile")  # a warm twin holds what its cold self holds
     if base == "off":
         return CacheLayout(name, "none")
     if base.startswith("quantized:"):

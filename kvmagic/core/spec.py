@@ -17,13 +17,14 @@ from typing import Any, Literal
 from kvmagic.core.lengths import parse_lengths
 from kvmagic.errors import KVMagicError
 
-__all__ = ["MIN_AUTO_PAIRS", "PAIR", "PAIR_COLUMNS", "REFERENCE", "BenchSpec", "Repeat", "check_field"]
+__all__ = ["MIN_AUTO_PAIRS", "PAIR", "PAIR_COLUMNS", "REFERENCE", "SPLIT", "BenchSpec", "Repeat", "check_field"]
 
 REFERENCE = "off"  # the strategy every other one is measured against
 PAIR = (REFERENCE, "dynamic")  # the plain run: the cache off and on
 PAIR_COLUMNS = {"off": "uncached", "dynamic": "cached"}  # how the plain run's table and notes name them
 FRONTIER_MODES = ("predict", "check")
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
+SPLIT = "split"  # prefix: the prompt's line ``---`` splits the shared prefix from the rest
 Repeat = int | Literal["auto"]
 
 
@@ -52,6 +53,9 @@ class BenchSpec:
     batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
     limits: bool = False  # probe the hardware and set each row against the bound it allows
     frontier: str | None = None  # "predict": how far memory reaches per strategy; "check": and run at it
+    quality: bool = True  # with cache: each strategy's logits against the full cache's, teacher-forced (untimed)
+    quality_text: str | None = None  # with cache: judge quality along this text instead of the greedy tokens
+    prefix: int | str | None = None  # tokens of the prompt whose cache is built once and reused (or SPLIT)
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -69,10 +73,24 @@ class BenchSpec:
     @property
     def rounds(self) -> int:
         """Timed rounds per configuration the budget counts (``auto`` at the fewest pairs its interval can stop
-        at), plus the hooked one of ``steps``."""
+        at), plus the hooked one of ``steps`` and the teacher-forced one that reads quality."""
         from kvmagic.core.sequential import first_stop
 
-        return (first_stop() if self.repeat == "auto" else self.repeat) + (1 if self.steps else 0)
+        return (
+            (first_stop() if self.repeat == "auto" else self.repeat)
+            + (1 if self.steps else 0)
+            + (1 if self.judged else 0)
+        )
+
+    @property
+    def plain(self) -> bool:
+        """The cache off against on, side by side: no comparison of strategies (``cache``), no reused ``prefix``."""
+        return self.cache is None and self.prefix is None
+
+    @property
+    def judged(self) -> bool:
+        """Whether each strategy's quality is read: a comparison of strategies, unless told not to."""
+        return self.cache is not None and self.quality
 
     def recorded(self) -> dict[str, Any]:
         """The request as a result's metadata records it (what a comparison with a baseline reads)."""
@@ -84,6 +102,9 @@ class BenchSpec:
             record["max_seconds"] = self.max_seconds
         if self.cache is not None:
             record["kv_bits"] = self.kv_bits
+            record["quality"] = "off" if not self.quality else "text" if self.quality_text else "greedy"
+        if self.prefix is not None:
+            record["prefix"] = self.prefix
         return record
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +119,7 @@ class BenchSpec:
 def _check_across(spec: BenchSpec) -> None:
     """Refuse options that contradict each other, naming only those given; each message, spelled by a front
     end, fits one line of a 100-column terminal."""
+    _check_prefix(spec)
     if spec.cache is None and spec.kv_bits is not None:
         raise KVMagicError("{kv_bits} is the width of a quantized cache: add e.g. {cache} off,quantized:quanto",
                            "kv_bits", "cache")  # fmt: skip
@@ -108,12 +130,37 @@ def _check_across(spec: BenchSpec) -> None:
             raise KVMagicError(
                 f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{cache}}", name, "cache"
             )
+    if spec.quality_text is not None and spec.cache is None:
+        raise KVMagicError(
+            "{quality_text} judges cache strategies: add e.g. {cache} dynamic,quantized:quanto", "quality_text", "cache"
+        )
+    if spec.quality_text is not None and not spec.quality:
+        raise KVMagicError("{quality_text} needs {quality}: drop {quality_text}, or turn {quality} back on",
+                           "quality_text", "quality")  # fmt: skip
     if spec.chat and spec.prompt_tokens is not None:
         raise KVMagicError(
             "{prompt_tokens} sets the plain prompt's length; {chat} would wrap it: drop one of them",
             "prompt_tokens",
             "chat",
         )
+
+
+def _check_prefix(spec: BenchSpec) -> None:
+    if spec.prefix is None:
+        return
+    for name, given, word in (("predict", spec.predict, ""), ("repeat", spec.repeat == "auto", " auto")):
+        if given:
+            raise KVMagicError(
+                f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{prefix}}", name, "prefix"
+            )
+    if spec.prefix == SPLIT:
+        for name, what in (("chat", "would wrap the prompt"), ("prompt_tokens", "would stretch the prompt")):
+            if getattr(spec, name) not in (None, False):
+                raise KVMagicError(
+                    f"{{prefix}} {SPLIT} cuts the prompt at its line ---; {{{name}}} {what}: give {{prefix}} a "
+                    "number of tokens instead",
+                    "prefix", name,
+                )  # fmt: skip
 
 
 def check_field(name: str, value: Any) -> Any:
@@ -185,6 +232,20 @@ def _frontier(name: str, value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _text(name: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise KVMagicError(f"{{{name}}} must be a text to judge quality along, got {value!r}", name)
+    return value
+
+
+def _prefix(name: str, value: Any) -> int | str | None:
+    if isinstance(value, str) and value.strip().lower() == SPLIT:
+        return SPLIT
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise KVMagicError(f"{{{name}}} must be a number of tokens >= 1 or {SPLIT!r}, got {value!r}", name)
+
+
 def _bits(name: str, value: Any) -> int | None:
     """A count that may be left to someone else (None): a quantized cache's width, torch's threads."""
     return None if value is None else _count(name, value, 1)
@@ -208,5 +269,8 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "batch": _lengths,
     "limits": _flag,
     "frontier": _frontier,
+    "quality": _flag,
+    "quality_text": _text,
+    "prefix": _prefix,
 }
 _NAMES: Sequence[str] = tuple(_CHECKS)

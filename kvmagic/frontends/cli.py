@@ -18,21 +18,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kvmagic.errors import KVMagicError, one_line
+from kvmagic.frontends.baseline import finish, read_baseline
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
     add_arguments,
     bench_spec,
     defaults,
-    finish,
     flag,
     load_kwargs,
-    read_baseline,
     word_optional,
 )
 from kvmagic.frontends.ranked import join_ranks, quiet_rank, report_error, report_result
 from kvmagic.frontends.usage import fitted
-from kvmagic.frontends.values import prompt_apart
+from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
     from kvmagic.results.compare import Comparison
@@ -77,12 +76,7 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     if args.prompt is not None:
         prompt: str = args.prompt
     elif args.prompt_file not in (None, "-"):
-        try:
-            with open(args.prompt_file, encoding="utf-8") as file:
-                prompt = file.read()
-        except (OSError, UnicodeDecodeError) as error:
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-            raise KVMagicError(f"cannot read the prompt from {args.prompt_file!r}: {reason}") from None
+        prompt = read_text(args.prompt_file, "the prompt")
     elif args.prompt_file is None and stdin.isatty():
         raise KVMagicError("no prompt: give it as an argument, with --prompt-file FILE, or on stdin")
     else:

@@ -13,16 +13,15 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode, Union, validate
 
 from kvmagic.errors import KVMagicError, one_line
+from kvmagic.frontends.baseline import finish, read_baseline
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
     Option,
     bench_spec,
     configurable,
-    finish,
     flag,
     load_kwargs,
-    read_baseline,
     resolved,
     word_optional,
 )

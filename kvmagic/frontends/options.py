@@ -14,17 +14,22 @@ import builtins
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from kvmagic.core.lengths import LENGTH_FORMS
 from kvmagic.core.spec import FRONTIER_MODES, BenchSpec, check_field
 from kvmagic.errors import KVMagicError
-from kvmagic.frontends.values import at_least_one, frontier_mode, lengths, repeat_count, whole_number
+from kvmagic.frontends.values import (
+    at_least_one,
+    frontier_mode,
+    lengths,
+    prefix_length,
+    read_text,
+    repeat_count,
+    whole_number,
+)
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 from kvmagic.model.random_weights import SHIPPED
-
-if TYPE_CHECKING:
-    from kvmagic.results.result import BenchmarkResult
 
 __all__ = [
     "BENCH_OPTIONS",
@@ -35,10 +40,8 @@ __all__ = [
     "bench_spec",
     "configurable",
     "defaults",
-    "finish",
     "flag",
     "load_kwargs",
-    "read_baseline",
     "resolved",
     "word_optional",
 ]
@@ -191,6 +194,18 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, or any other "
            "cache_implementation the installed transformers has; comma-separated.", "cache", metavar="LIST",
            examples=("off,dynamic,static", "dynamic,quantized:fp8")),
+    Option(("--quality",), "With --cache, after the timed runs: one untimed run per strategy, teacher-forced along "
+           "the full cache's (dynamic's) greedy tokens, sets its next-token distributions against the full "
+           "cache's: top1_agreement, kl_nats, ppl_ratio (--no-quality: not).", "quality", _default("quality"),
+           action=argparse.BooleanOptionalAction, configurable=True, examples=("",)),
+    Option(("--quality-text",), "With --cache: judge quality along the text in FILE, forced after the prompt, "
+           "instead of the full cache's greedy tokens.", "quality_text", metavar="FILE",
+           examples=("continuation.txt",)),
+    Option(("--prefix",), "Reuse the cache of the prompt's first N tokens (split: the text before the prompt's line "
+           "---), as a chat keeps a system prompt's: beside each strategy that caches, its warm twin (dynamic+prefix) "
+           "starts every run from a copy of that cache, built once, untimed; the table adds time to first token "
+           "and total time warm against cold.", "prefix", type=prefix_length, metavar="N|split",
+           examples=("4", "split")),
     Option(("--kv-bits",), "Bits per value of a quantized:quanto (2, 4) or quantized:hqq (1, 2, 3, 4, 8) cache.",
            "kv_bits", type=whole_number, examples=("4",)),
     Option(("--compile",), "With --cache, add static+compile: the static cache under torch.compile (where "
@@ -271,30 +286,6 @@ def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> Bench
     values = {name: resolved(args, configured, name) for name in _SPEC_FIELDS if name in vars(args)}
     if getattr(args, "plot", False):
         values["steps"] = True
+    if values.get("quality_text") is not None:
+        values["quality_text"] = read_text(values["quality_text"], "the text of {quality_text}", "quality_text")
     return BenchSpec.of(**values)
-
-
-def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
-    """Check the output name and read the baseline before the benchmark, not after a long run."""
-    from kvmagic.results.result import BenchmarkResult
-    from kvmagic.results.serialize import export_format
-
-    if args.save:
-        export_format(args.save)
-    if not args.compare:
-        return None
-    baseline = BenchmarkResult.read_json(args.compare)
-    if not baseline.measurements:
-        raise KVMagicError(f"{args.compare!r} holds no measured rows to compare with: save a finished run")
-    return baseline
-
-
-def finish(args: argparse.Namespace, result: BenchmarkResult, baseline: BenchmarkResult | None) -> Any:
-    """Save the result if asked; return what to show: the result, or its comparison with the baseline."""
-    if args.save:
-        result.save(args.save)
-    if baseline is None:
-        return result
-    from kvmagic.results.compare import compare
-
-    return compare(result, baseline)

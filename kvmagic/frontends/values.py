@@ -7,10 +7,29 @@ import difflib
 from collections.abc import Collection, Sequence
 
 from kvmagic.core.lengths import parse_lengths
-from kvmagic.core.spec import FRONTIER_MODES
+from kvmagic.core.spec import FRONTIER_MODES, SPLIT
 from kvmagic.errors import KVMagicError
 
-__all__ = ["at_least_one", "frontier_mode", "lengths", "prompt_apart", "repeat_count", "whole_number"]
+__all__ = [
+    "at_least_one",
+    "frontier_mode",
+    "lengths",
+    "prefix_length",
+    "prompt_apart",
+    "read_text",
+    "repeat_count",
+    "whole_number",
+]
+
+
+def read_text(path: str, what: str, *params: str) -> str:
+    """The UTF-8 text of the file at ``path``; ``what`` (a template naming ``params``) says whose it is."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError, ValueError) as error:  # ValueError: a NUL in the path
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise KVMagicError(f"cannot read {what} from {path!r}: {reason}", *params) from None
 
 
 def whole_number(text: str) -> int:
@@ -37,6 +56,16 @@ def frontier_mode(text: str) -> str:
 def repeat_count(text: str) -> int | str:
     """A whole number of pairs, or ``auto``: as many as the speed-up's interval needs."""
     return "auto" if text.strip().lower() == "auto" else whole_number(text)
+
+
+def prefix_length(text: str) -> int | str:
+    """A number of the prompt's first tokens, or ``split``: the prompt's line ``---`` splits them off."""
+    if text.strip().lower() == SPLIT:
+        return SPLIT
+    try:
+        return at_least_one(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 1 or {SPLIT!r}, got {text!r}") from None
 
 
 def lengths(text: str) -> list[int]:

@@ -25,6 +25,7 @@ __all__ = [
     "CompileCriteria",
     "accelerator_functions",
     "cache_implementations",
+    "cache_keyword",
     "compile_criteria",
     "dtype_keyword",
     "dynamic_cache_windows",
@@ -137,6 +138,12 @@ def returned_cache_field() -> str:
 
     fields = {f.name for f in dataclasses.fields(GenerateDecoderOnlyOutput)}
     return "cache" if "cache" in fields else "past_key_values"
+
+
+def cache_keyword(model: Any) -> str:
+    """How ``generate`` takes a cache to start from: ``cache`` where the model's forward is written for it
+    (transformers 5.24 warns on the old name), else ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
 
 
 @functools.cache

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPILE_SUFFIX",
     "KNOWN",
+    "PREFIX_SUFFIX",
     "REFERENCE",
     "Strategy",
     "parse_names",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 COMPILE_SUFFIX = "+compile"
+PREFIX_SUFFIX = "+prefix"  # a strategy's warm twin: it starts from the cache of the prompt's shared prefix
 QUANTIZED = "quantized"
 _PACKAGES = {"quanto": "optimum-quanto", "hqq": "hqq"}  # backend -> the pip package it needs; fp8 needs none
 _BACKEND_MODULES = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
@@ -59,6 +61,7 @@ class Strategy:
     settings: Mapping[str, Any] = field(default_factory=dict)  # generation-config attribute -> value
     reason: str = ""  # why it cannot run here; empty when it can
     compiled: bool = False
+    warm: str = ""  # a warm twin: the strategy whose cache of the prompt's prefix it starts from
 
     @property
     def caches(self) -> bool:
@@ -96,10 +99,16 @@ def parse_names(text: str | Sequence[str]) -> list[str]:
 
 
 def strategies(
-    loaded: LoadedModel, names: Sequence[str], *, kv_bits: int | None = None, compile: bool = False
+    loaded: LoadedModel,
+    names: Sequence[str],
+    *,
+    kv_bits: int | None = None,
+    compile: bool = False,
+    prefix: bool = False,
 ) -> list[Strategy]:
     """Resolve each name for this model and the installed transformers; ``compile`` adds a compiled
-    twin of each static cache named (``static+compile``) beside the plain one."""
+    twin of each static cache named (``static+compile``) beside the plain one, ``prefix`` a warm twin
+    of each strategy that caches (``dynamic+prefix``), after all of them."""
     if kv_bits is not None:
         _check_bits(names, kv_bits)
     wanted = list(names)
@@ -110,7 +119,21 @@ def strategies(
                 "{compile} compiles a static cache: add static to {cache} (e.g. off,dynamic,static)", "compile", "cache"
             )
         wanted += [n + COMPILE_SUFFIX for n in plain]
-    return [resolve(loaded, name, kv_bits=kv_bits) for name in dict.fromkeys(wanted)]
+    found = [resolve(loaded, name, kv_bits=kv_bits) for name in dict.fromkeys(wanted)]
+    return found + [warm_twin(s) for s in found if s.caches] if prefix else found
+
+
+def warm_twin(strategy: Strategy) -> Strategy:
+    """``strategy`` started from the cache of the prompt's prefix, which the runner builds with ``strategy`` itself
+    and passes in (so ``generate`` is told no cache implementation of its own)."""
+    name = strategy.name + PREFIX_SUFFIX
+    if strategy.reason:
+        return Strategy(name, reason=strategy.reason)
+    if strategy.static or strategy.compiled:
+        return Strategy(name, reason="a reused prefix needs a cache that grows: a static one is sized by the call "
+                        "that builds it")  # fmt: skip
+    settings = {k: v for k, v in strategy.settings.items() if k != "cache_config"}
+    return Strategy(name, {**settings, "cache_implementation": None}, warm=strategy.name)
 
 
 def resolve(loaded: LoadedModel, name: str, *, kv_bits: int | None = None) -> Strategy:

@@ -22,18 +22,26 @@ if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel
 
 __all__ = [
-    "ProfiledRun", "StepTimer", "TopTwo", "generate_once", "profiled_generate", "returned_cache", "timed_generate",
-]  # fmt: skip
+    "ProfiledRun",
+    "StepTimer",
+    "TopTwo",
+    "generate_kwargs",
+    "generate_once",
+    "model_defaults",
+    "profiled_generate",
+    "returned_cache",
+    "timed_generate",
+]
 
 
-def _generate_kwargs() -> dict[str, bool]:
+def generate_kwargs() -> dict[str, bool]:
     """transformers 4.50-4.57 overwrite config values that equal the global defaults with the model's
-    own (undoing "temperature off") unless told not to; 5.x has no such switch (see :func:`_as_model_defaults`)."""
+    own (undoing "temperature off") unless told not to; 5.x has no such switch (see :func:`model_defaults`)."""
     return {"use_model_defaults": False} if generate_takes_use_model_defaults() else {}
 
 
 @contextmanager
-def _as_model_defaults(model: Any, config: GenerationConfig) -> Iterator[None]:
+def model_defaults(model: Any, config: GenerationConfig) -> Iterator[None]:
     """Make ``config`` the model's defaults for one call, then put the model's own back.
 
     transformers 5 fills every setting the passed config leaves at None from the model's own
@@ -74,7 +82,7 @@ def _collector_paused() -> Iterator[None]:
 
 def timed_generate(
     model: PreTrainedModel,
-    inputs: Mapping[str, torch.Tensor],
+    inputs: Mapping[str, Any],
     config: GenerationConfig,
     devices: Iterable[torch.device],
     *,
@@ -89,8 +97,8 @@ def timed_generate(
     every rank starts together (a barrier before the region) and the run counts as long as its slowest
     rank's, reduced after the region.
     """
-    devices, extra = tuple(devices), _generate_kwargs()  # worked out before the timed region
-    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused():
+    devices, extra = tuple(devices), generate_kwargs()  # worked out before the timed region
+    with torch.inference_mode(), model_defaults(model, config), _collector_paused():
         barrier()
         if peak is not None:
             peak.start()
@@ -107,8 +115,8 @@ def timed_generate(
 def generate_once(model: PreTrainedModel, inputs: Mapping[str, torch.Tensor], config: GenerationConfig) -> Any:
     """One ``generate`` as a timed run makes it (the config as the model's defaults, the collector quiet),
     for a caller that watches it some other way."""
-    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused():
-        return model.generate(**inputs, generation_config=config, **_generate_kwargs())  # type: ignore[operator]  # as above
+    with torch.inference_mode(), model_defaults(model, config), _collector_paused():
+        return model.generate(**inputs, generation_config=config, **generate_kwargs())  # type: ignore[operator]  # as above
 
 
 def returned_cache(output: Any) -> Any:
@@ -177,7 +185,7 @@ class ProfiledRun:
 
 def profiled_generate(
     model: PreTrainedModel,
-    inputs: Mapping[str, torch.Tensor],
+    inputs: Mapping[str, Any],
     config: GenerationConfig,
     devices: Iterable[torch.device],
 ) -> ProfiledRun:
@@ -185,11 +193,11 @@ def profiled_generate(
 
     The hooks cost time, so the headline times never come from here (see :func:`timed_generate`).
     """
-    devices, extra = tuple(devices), _generate_kwargs()
+    devices, extra = tuple(devices), generate_kwargs()
     config = copy.deepcopy(config)
     config.return_dict_in_generate = True
     timer, tops = StepTimer(devices), TopTwo()
-    with torch.inference_mode(), _as_model_defaults(model, config), _collector_paused(), track_peak(devices) as peak:
+    with torch.inference_mode(), model_defaults(model, config), _collector_paused(), track_peak(devices) as peak:
         barrier()
         synchronize(devices)
         start = perf_counter()

@@ -77,6 +77,20 @@ MEANINGS: dict[str, str] = {
     "tok_s": _TOK_S + ", from the timed runs and a one-token run",
     "first_mismatch": "where the strategy's tokens first differed from the reference's: "
     "`position: 'expected' (id) vs 'actual' (id)`; quantized caches usually differ",
+    "top1_agreement": "the share of steps whose most likely next token is the full cache's (`dynamic`'s), both "
+    "teacher-forced along the same tokens (the full cache's greedy continuation, or `--quality-text`) after the timed "
+    "runs; 1 for a lossless strategy (docs/strategies.md)",
+    "kl_nats": "the mean KL divergence per step of the strategy's next-token distribution from the full cache's, "
+    "KL(full || strategy), in nats, on the same forced steps; 0 for a lossless strategy",
+    "ppl_ratio": "the perplexity of the forced continuation under the strategy over its perplexity under the full "
+    "cache; above 1, the strategy finds the text less likely; 1 for a lossless strategy",
+    "reused_tokens": "`--prefix`: the prompt's first tokens whose cache a warm twin (`NAME+prefix`) starts each run "
+    "from (a copy of one built once, untimed); 0 for a strategy that starts cold",
+    "warm_speedup": "`--prefix`: the cold strategy's median seconds over its warm twin's (`dynamic` over "
+    "`dynamic+prefix`): what keeping the prefix's cache saves",
+    "warm_ttft_speedup": "`--prefix`: the same for the time to first token, where the saving shows most",
+    "same_as_cold": "`--prefix`: whether the warm twin's first run generated the same tokens as its cold self's first "
+    "run",
     "cache_tokens": "positions the returned cache has room for, in full-precision keys and values: a static cache's "
     "length (sized for this row), fewer than it holds for a quantized one",
     "peak_mib": "peak memory over the strategy's timed runs, read as `uncached_peak_mib` is",
@@ -85,7 +99,8 @@ MEANINGS: dict[str, str] = {
     "strategy the installed transformers lacks, a model whose layer types forbid it, or the error it raised in its "
     "warm-up",
     "limit_tok_s": "`--limits`: the most decode tok/s the device allows this strategy (`off` from the uncached bound, "
-    "a full-precision cache from the cached one; none for a quantized cache, which moves fewer bytes)",
+    "a full-precision cache from the cached one; none for a quantized cache, which moves fewer bytes, nor for a "
+    "warm twin, which skips its prefix)",
     "of_limit": "`--limits`: bound seconds / measured seconds for this strategy",
 }
 

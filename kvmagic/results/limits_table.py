@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core.frontier import layout
 from kvmagic.core.limits import Limits, limits_note
+from kvmagic.measure.strategies import PREFIX_SUFFIX
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
@@ -47,9 +48,10 @@ def limit_values(pair: Pair, limits: Limits | None) -> dict[str, float]:
 def strategy_limit_values(m: Measurement | None, limits: Limits | None) -> dict[str, float]:
     """A strategy row's bound tok/s and the share of it measured: ``off`` is bound as the uncached strategy, a
     cache of full-precision keys and values as the cached one. A quantized cache moves fewer bytes than the
-    bound counts, so it has none."""
+    bound counts, and a warm twin computes less than the bound counts (not its prompt's prefix): neither has one."""
     kind = None if m is None else layout(m.strategy).kind
-    if limits is None or m is None or kind == "quantized":
+    warm = m is not None and m.strategy.endswith(PREFIX_SUFFIX)  # it skips the prefix the bound counts
+    if limits is None or m is None or kind == "quantized" or warm:
         return dict.fromkeys(STRATEGY_LIMIT_COLUMNS, math.nan)
     bound = limits.uncached if kind == "none" else limits.cached
     return {"limit_tok_s": m.config.batch * bound.decode_tok_s, "of_limit": bound.reached(m.median_s)}

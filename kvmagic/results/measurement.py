@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kvmagic.core import stats
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import speedup_interval
+from kvmagic.core.quality import Quality
 from kvmagic.core.sequential import auto_interval
 from kvmagic.results.records import Mismatch, Ranks, StepProfile
 
@@ -37,6 +38,7 @@ class Measurement:
     peak_source: str = ""  # where peak_bytes comes from (see kvmagic.measure.accelerator.PeakMemory.source)
     compile_s: float = math.nan  # a compiled strategy: its first call's extra seconds
     profile: StepProfile | None = None  # its hooked run (steps), or the one that explains a mismatch
+    quality: Quality | None = None  # a comparison of strategies: its logits against the full cache's, teacher-forced
     ranks: Ranks | None = None  # split over the ranks of a tensor-parallel run: what each rank's runs left
 
     @property

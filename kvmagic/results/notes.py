@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
+from kvmagic.core.quality import FULL_CACHE
 from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.limits_table import limits_notes
+from kvmagic.results.prefix_table import prefix_notes
 from kvmagic.results.split_table import split_notes
 
 if TYPE_CHECKING:
@@ -22,7 +24,7 @@ NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half p
 def notes(result: BenchmarkResult) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
     found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *limits_notes(result)]
-    found += frontier_notes(result) + split_notes(result)
+    found += frontier_notes(result) + _quality_notes(result) + prefix_notes(result) + split_notes(result)
     shipped = result.facts.model_generation_settings
     if shipped:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
@@ -57,6 +59,20 @@ def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str
         if mismatch.margin < NEAR_TIE:
             text += " (a near tie: rounding in float16/bfloat16 can flip it)"
     return text
+
+
+def _quality_notes(result: BenchmarkResult) -> list[str]:
+    judged = [m.quality for m in result.measurements if m.quality is not None]
+    if not judged:
+        return []
+    along = "a given text" if judged[0].along == "text" else f"the full cache's ({FULL_CACHE}'s) greedy tokens"
+    said = (
+        f"quality: each strategy ran once more, untimed, teacher-forced along {along}; top1_agreement, kl_nats and "
+        f"ppl_ratio set its next-token distributions against {FULL_CACHE}'s at every step"
+    )
+    if result.metadata.get("random_weights"):
+        said += "; with random weights these show how far a cache moves the logits, not what a trained model loses"
+    return [said]
 
 
 def _sweep_notes(result: BenchmarkResult) -> list[str]:

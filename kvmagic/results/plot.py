@@ -1,4 +1,4 @@
-"""The sweep as a picture: time and speed-up against length, per-step latency against position.
+"""The sweep as a picture: time and speed-up against length, per-step latency against position, quality's cost.
 
 Every strategy gets its line (the plain run's two as uncached and cached), every strategy but the reference
 its speed-up. Built on a bare matplotlib ``Figure`` (no pyplot): no global figure state, no backend needed,
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kvmagic.core.config import Config
 from kvmagic.core.spec import REFERENCE
 from kvmagic.errors import KVMagicError
+from kvmagic.results.tradeoff import draw_tradeoff, judged_config
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -28,7 +29,8 @@ _STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
 
 
 def plot_result(result: BenchmarkResult) -> Figure:
-    """Two panels (time, speed-up against length), three when per-step times exist.
+    """Two panels (time, speed-up against length), three when per-step times exist; below them, where the
+    strategies' quality was read, the trade-off (:mod:`kvmagic.results.tradeoff`).
 
     The x axis is the generated length when that varies (one line per prompt length), else the
     prompt length. When the batch varies, the batch is the x axis of the first two panels instead:
@@ -40,8 +42,15 @@ def plot_result(result: BenchmarkResult) -> Figure:
     if not configs:
         raise KVMagicError("nothing to plot: the benchmark finished no configuration")
     stepped = [c for c in configs if all(m.profile for m in result.measurements if m.config == c)]
-    figure = Figure(figsize=(5.2 * (3 if stepped else 2), 4.2), layout="constrained")
-    axes = figure.subplots(1, 3 if stepped else 2)
+    judged = judged_config(result)
+    rows, columns = (2 if judged else 1), (3 if stepped else 2)
+    figure = Figure(figsize=(5.2 * columns, 4.2 * rows), layout="constrained")
+    grid = figure.subplots(rows, columns, squeeze=False)
+    axes = grid[0]
+    if judged is not None:
+        draw_tradeoff(grid[1][0], grid[1][1], result, judged)
+        for spare in grid[1][2:]:
+            spare.set_axis_off()
     if len({c.batch for c in configs}) > 1:
         _draw_batches(axes[0], axes[1], result)
     else:

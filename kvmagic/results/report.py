@@ -20,6 +20,7 @@ from kvmagic.results.limits_table import (
     matching,
     strategy_limit_values,
 )
+from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
 from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_sp
 # With a cache comparison: one row per (prompt_tokens, new_tokens, batch, strategy), each against the "off" runs.
 STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
-    "kv_cache_mib", "cache_tokens", "peak_mib", "compile_s", "note",
+    "top1_agreement", "kl_nats", "ppl_ratio", "kv_cache_mib", "cache_tokens", "peak_mib", "compile_s", "note",
 )  # fmt: skip
 
 
@@ -103,6 +104,7 @@ def strategy_row(
         "speedup": math.nan if reference is None else reference.median_s / summary["s"],
         "identical": m.identical,
         "first_mismatch": "" if m.mismatch is None else short_mismatch(m.mismatch),
+        **_quality(m),
         "kv_cache_mib": summary["kv_cache_mib"],
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
@@ -113,21 +115,20 @@ def strategy_row(
     }
 
 
+def _quality(m: Measurement) -> dict[str, float]:
+    q = m.quality
+    if q is None:
+        return dict.fromkeys(("top1_agreement", "kl_nats", "ppl_ratio"), math.nan)
+    return {"top1_agreement": q.top1_agreement, "kl_nats": q.kl_nats, "ppl_ratio": q.ppl_ratio}
+
+
 def table(result: BenchmarkResult) -> pd.DataFrame:
     """The result's table: one row per configuration (per strategy, in a cache comparison)."""
     import pandas as pd
 
     position = result.facts.kv_position_bytes
     if not result.plain:
-        rows = []
-        for config in result.configs:
-            reference = result.measurement(REFERENCE, config)
-            for name in result.strategies:
-                m = result.measurement(name, config)
-                found = strategy_row(config, name, m, reference, result.skipped.get(name, ""), position)
-                limits = matching(result, config)
-                rows.append({**found, **(strategy_limit_values(m, limits) if result.limits else {})})
-        return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *(STRATEGY_LIMIT_COLUMNS if result.limits else ())])
+        return _strategy_table(result)
     divided = split(result)
     extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]
     measured = {
@@ -142,6 +143,23 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
         values.update(zip(PREDICTED_COLUMNS, (p.uncached_s, p.cached_s, p.speedup, p.config in measured)))
         rows.append(values)
     return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
+
+
+def _strategy_table(result: BenchmarkResult) -> pd.DataFrame:
+    """A comparison's table: a row per (configuration, strategy), its limit and prefix columns where asked for."""
+    import pandas as pd
+
+    position, reused = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None
+    rows = []
+    for config in result.configs:
+        reference, limits = result.measurement(REFERENCE, config), matching(result, config)
+        for name in result.strategies:
+            m = result.measurement(name, config)
+            found = strategy_row(config, name, m, reference, result.skipped.get(name, ""), position)
+            found.update(strategy_limit_values(m, limits) if result.limits else {})
+            rows.append({**found, **(prefix_values(result, m) if reused else {})})
+    extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))
+    return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
 
 
 def _limits(result: BenchmarkResult, pair: Pair) -> dict[str, float]:

@@ -56,7 +56,7 @@ class BenchmarkResult:
     @property
     def plain(self) -> bool:
         """The cache off against on, shown side by side, rather than a comparison of strategies."""
-        return self.spec.cache is None
+        return self.spec.plain
 
     @property
     def configs(self) -> list[Config]:

@@ -3,10 +3,11 @@
 :func:`~kvmagic.results.report.table` is the data, every column; this is a view of it, for the
 magic's output, the command's ``table`` format and ``print(result)``. Twenty columns of full-precision
 floats elide the speed-up in a terminal, so the view keeps the sizes, the two times, the speed-up
-(its interval in the same cell, where there is one), whether the tokens matched and the KV cache's
-size, and writes numbers to 4 significant digits (ratios to 3). Where a row would still pass
-:data:`WIDTH`, the least needed columns go first. A cache comparison's long texts (where the tokens
-first differed, why a strategy could not run) become numbered footnotes under the table.
+(its interval in the same cell, where there is one), whether the tokens matched, a comparison's quality
+where it was read, and the KV cache's size, and writes numbers to 4 significant digits (ratios to 3).
+Where a row would still pass :data:`WIDTH`, the least needed columns go first. A cache comparison's
+long texts (where the tokens first differed, why a strategy could not run) become numbered footnotes
+under the table.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ SHOWN_COLUMNS = (
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "speedup_change",
-    "significant", "kv_cache_mib", "peak_mib", "note",
+    "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH.
-_LEAST_NEEDED = ("peak_mib", "tok_s", "kv_cache_mib")
+_LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "kv_cache_mib")
+# Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
+_WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
 
 
 def _missing(value: Any) -> bool:
@@ -99,12 +102,20 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         elif name == "speedup":
             speedups = _speedups(frame)
             cells[INTERVAL_HEADER if any("[" in cell for cell in speedups) else name] = speedups
-        elif name == "batch" and not _batched(frame):
+        elif _left_out(frame, name):
             continue
         elif name in frame.columns:
-            shape: Callable[[Any], str] = {"speedup_change": _change, "predicted_speedup": _ratio}.get(name, _figure)
+            ratios = {"speedup_change": _change, "predicted_speedup": _ratio, "warm_speedup": _ratio}
+            shape: Callable[[Any], str] = ratios.get(name, _figure)
             cells[name] = [shape(value) for value in frame[name]]
     return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
+
+
+def _left_out(frame: pd.DataFrame, name: str) -> bool:
+    """A column with nothing to say here: the batch where every row has one sequence, a figure no row has."""
+    if name == "batch":
+        return not _batched(frame)
+    return name in _WHERE_READ and all(_missing(value) for value in frame.get(name, ()))
 
 
 def _batched(frame: pd.DataFrame) -> bool:

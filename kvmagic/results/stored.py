@@ -16,6 +16,7 @@ from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.limits import Hardware, Limits, StrategyLimit
+from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
@@ -87,6 +88,8 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     values["mismatch"] = None if values.get("mismatch") is None else Mismatch(**values["mismatch"])
     profile = values.get("profile")
     values["profile"] = None if profile is None else StepProfile(**{k: floats_back(v) for k, v in profile.items()})
+    quality = values.get("quality")
+    values["quality"] = None if quality is None else Quality(**_numbers(quality))
     ranks = values.get("ranks")
     values["ranks"] = None if ranks is None else Ranks(**{k: floats_back(v) for k, v in ranks.items()})
     for name in ("ttft_s", "compile_s"):

@@ -30,6 +30,7 @@ from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.frontier_run import memory_frontier
 from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
+from kvmagic.runner.prefix import build_prefix
 from kvmagic.runner.prompt import batched
 from kvmagic.runner.ranks import put_together
 from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
@@ -119,6 +120,7 @@ def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
     return RunFacts(
         prompt_sha256=hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
         natural_prompt_tokens=plan.natural_tokens,
+        prefix_tokens=plan.prefix_tokens,
         prompt_stretched=spec.prompt_tokens is not None and any(n != plan.natural_tokens for n in plan.inputs),
         configurations=len(plan.configs),
         estimated_s=budget.estimate_s,
@@ -140,7 +142,7 @@ def _warm(plan: Plan, prompt_tokens: int) -> None:
     token (a backend builds its kernels on first use), and one that fails here is skipped with the
     error as its reason instead of ending the run."""
     inputs, tokens = plan.inputs[prompt_tokens], plan.spec.warmup_tokens
-    if plan.spec.cache is None:
+    if plan.spec.plain:
         warm_up(plan.loaded, inputs, tokens, plan.runnable)
         return
     for strategy in plan.runnable:
@@ -179,10 +181,11 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[list[M
                 _warm(plan, prompt_tokens)
                 warmed.add(prompt_tokens)
             inputs = batched(plan.inputs[prompt_tokens], batch)
+            prefix = build_prefix(plan, inputs, plan.prefix_tokens) if plan.prefix_tokens else None
             first = _first_calls(plan, inputs, new_tokens)
             yield measure_rounds(
                 loaded, inputs, new_tokens=new_tokens, strategies=plan.runnable, stop=stop, steps=spec.steps,
-                on_run=on_run, first_calls=first,
+                on_run=on_run, first_calls=first, judge=plan.judge, prefix=prefix,
             )  # fmt: skip
             if not timed:
                 bar.update(weight)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from kvmagic.core.lengths import stretch_ids
+from kvmagic.core.spec import SPLIT
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
     from kvmagic.model.loading import LoadedModel
 
-__all__ = ["batched", "check_positions", "encode_prompt", "prompt_inputs", "stretch_prompt"]
+__all__ = ["batched", "check_positions", "encode_prompt", "prompt_inputs", "split_prompt", "stretch_prompt", "text_ids"]
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
@@ -48,13 +49,57 @@ def stretch_prompt(loaded: LoadedModel, prompt: str, tokens: int) -> BatchEncodi
     return BatchEncoding({"input_ids": [ids], "attention_mask": [[1] * len(ids)]}, tensor_type="pt").to(loaded.device)
 
 
-def prompt_inputs(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> tuple[dict[int, BatchEncoding], int]:
-    """The inputs of every prompt length the spec asks for, by length, and the prompt's own length."""
-    natural = encode_prompt(loaded, prompt, chat=spec.chat)
+def prompt_inputs(
+    loaded: LoadedModel, prompt: str, spec: BenchSpec
+) -> tuple[dict[int, BatchEncoding], int, int | None]:
+    """The inputs of every prompt length the spec asks for, by length, the prompt's own length, and how many of
+    its first tokens a reused prefix holds (``spec.prefix``; None without one)."""
+    prefix_tokens: int | str | None
+    if spec.prefix == SPLIT:
+        natural, prefix_tokens = split_prompt(loaded, prompt)
+    else:
+        natural, prefix_tokens = encode_prompt(loaded, prompt, chat=spec.chat), spec.prefix
     natural_tokens = natural["input_ids"].shape[-1]
-    if spec.prompt_tokens is None:
-        return {natural_tokens: natural}, natural_tokens
-    return {n: stretch_prompt(loaded, prompt, n) for n in spec.prompt_tokens}, natural_tokens
+    found = {natural_tokens: natural}
+    if spec.prompt_tokens is not None:
+        found = {n: stretch_prompt(loaded, prompt, n) for n in spec.prompt_tokens}
+    if isinstance(prefix_tokens, int) and prefix_tokens >= min(found):
+        raise KVMagicError(
+            f"{{prefix}} {prefix_tokens} leaves no token of the {min(found)}-token prompt after it: give fewer "
+            "tokens than the prompt has",
+            "prefix",
+        )
+    return found, natural_tokens, prefix_tokens if isinstance(prefix_tokens, int) else None
+
+
+def split_prompt(loaded: LoadedModel, prompt: str) -> tuple[BatchEncoding, int]:
+    """The prompt without its line ``---``, as ids, and how many of them come before it: the text before the line
+    tokenized as a prompt is, the text after it appended without special tokens (so the split falls exactly
+    there, whatever the tokenizer would merge across it)."""
+    from transformers import BatchEncoding
+
+    lines = prompt.splitlines(keepends=True)
+    at = next((i for i, line in enumerate(lines) if line.strip() == "---"), None)
+    if at is None or not "".join(lines[:at]).strip() or not "".join(lines[at + 1 :]).strip():
+        raise KVMagicError(
+            f"{{prefix}} {SPLIT} needs a line --- between the shared prefix and the rest of the prompt, with "
+            "text on both sides: add one, or give {prefix} a number of tokens",
+            "prefix",
+        )
+    tokenizer = loaded.tokenizer
+    head = tokenizer("".join(lines[:at]), return_token_type_ids=False)["input_ids"]
+    rest = tokenizer("".join(lines[at + 1 :]), add_special_tokens=False, return_token_type_ids=False)["input_ids"]
+    ids = [*head, *rest]
+    encoded = BatchEncoding({"input_ids": [ids], "attention_mask": [[1] * len(ids)]}, tensor_type="pt")
+    return encoded.to(loaded.device), len(head)
+
+
+def text_ids(loaded: LoadedModel, text: str) -> tuple[int, ...]:
+    """A text to follow after the prompt (``quality_text``), as ids: no special tokens, the text alone."""
+    ids = tuple(loaded.tokenizer(text, add_special_tokens=False, return_token_type_ids=False)["input_ids"])
+    if not ids:
+        raise KVMagicError("{quality_text} holds no tokens: give a text to judge quality along", "quality_text")
+    return ids
 
 
 def batched(inputs: BatchEncoding, batch: int) -> BatchEncoding:
@@ -70,10 +115,11 @@ def check_positions(loaded: LoadedModel, prompt_tokens: int, tokens: int, what: 
     """Refuse a run whose prompt plus ``tokens`` generated passes the positions the model has."""
     limit = loaded.max_positions
     if limit is not None and prompt_tokens + tokens > limit:
-        kind = "warm-up " if what == "warmup_tokens" else "new "
+        kind = {"warmup_tokens": "warm-up ", "quality_text": "forced "}.get(what, "new ")
+        fix = "the" if what == "quality_text" else "lower"  # a text is shortened, a count lowered
         raise KVMagicError(
             f"the prompt ({_tokens(prompt_tokens)}) plus {_tokens(tokens, kind)} exceeds the "
-            f"{limit} positions {loaded.name!r} supports: shorten the prompt or lower {{{what}}}",
+            f"{limit} positions {loaded.name!r} supports: shorten the prompt or {fix} {{{what}}}",
             what,
         )
 

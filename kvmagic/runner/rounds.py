@@ -6,7 +6,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.config import Config
 from kvmagic.core.stop import FixedRounds, StopRule
@@ -26,10 +26,13 @@ if TYPE_CHECKING:
     from transformers import BatchEncoding, GenerationConfig
 
     from kvmagic.model.loading import LoadedModel
+    from kvmagic.runner.judge import Judge
+    from kvmagic.runner.prefix import Prefix
 
 __all__ = ["first_call", "measure_rounds", "strategy_config", "warm_up"]
 
 _ONE_ROUND = FixedRounds(1)
+_Given = Callable[[Strategy, Mapping[str, Any]], Mapping[str, Any]]
 
 
 def strategy_config(
@@ -55,7 +58,7 @@ def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int, strategies:
         timed_generate(loaded.model, inputs, strategy_config(loaded, tokens, strategy), loaded.devices)
 
 
-def first_call(loaded: LoadedModel, inputs: BatchEncoding, new_tokens: int, strategy: Strategy) -> float:
+def first_call(loaded: LoadedModel, inputs: Mapping[str, Any], new_tokens: int, strategy: Strategy) -> float:
     """Seconds of one untimed run of ``strategy`` at this configuration's exact shape (a compile's first call)."""
     config = strategy_config(loaded, new_tokens, strategy)
     return timed_generate(loaded.model, inputs, config, loaded.devices)[1]
@@ -71,6 +74,8 @@ def measure_rounds(
     steps: bool = False,
     on_run: Callable[[float], object] | None = None,
     first_calls: Mapping[str, float] | None = None,
+    judge: Judge | None = None,
+    prefix: Prefix | None = None,
 ) -> list[Measurement]:
     """Time interleaved rounds (one run of each strategy per round) until ``stop`` says enough; a
     :class:`Measurement` per strategy, each checked against the first strategy's first run (the reference).
@@ -82,18 +87,22 @@ def measure_rounds(
     (per-step times, top-2 margins) comes only with ``steps``, or for the strategy whose run differed first,
     to say how close its choice was there. ``first_calls`` are the compiled strategies' untimed first
     calls, whose excess over the median run is their compile time. ``on_run`` hears each run's seconds.
+    ``judge``, in a comparison of strategies, reads each strategy's quality against the full cache's;
+    ``prefix`` holds the warm twins' prefix caches, a copy of which each of their runs starts from.
     """
     strategies = strategies or plain_pair(loaded)
     prompt_tokens = inputs["input_ids"].shape[-1]
     configs = {s.name: strategy_config(loaded, new_tokens, s, keep_cache=True) for s in strategies}
-    rounds = _Rounds(loaded, inputs, prompt_tokens, on_run)
+    given: _Given = prefix.inputs if prefix is not None else _as_given
+    rounds = _Rounds(loaded, inputs, prompt_tokens, on_run, given)
     started = perf_counter()
     while True:
         for strategy in strategies:
             rounds.run(strategy, configs[strategy.name])
         if stop.done(len(rounds.seconds[strategies[0].name]), perf_counter() - started, rounds.seconds):
             break
-    ttft = {s.name: first_call(loaded, inputs, 1, s) for s in strategies}
+    ttft = {s.name: first_call(loaded, given(s, inputs), 1, s) for s in strategies}
+    quality = judge(loaded, inputs, new_tokens, strategies) if judge is not None else {}
     found = [rounds.measurement(s.name, Config(prompt_tokens, new_tokens, rounds.batch), ttft) for s in strategies]
     if loaded.world is not None:  # split over ranks: each rank's cache, communication and tokens
         views = {m.strategy: rank_view(loaded, inputs, configs[m.strategy], rounds.generated[m.strategy], m.kv_bytes,
@@ -102,15 +111,25 @@ def measure_rounds(
     profiled = set(configs) if steps else from_first(_first_to_differ(found))  # every rank profiles alike
     measured = []
     for m in found:
-        profile = _profile(loaded, inputs, configs[m.strategy], prompt_tokens) if m.strategy in profiled else None
+        strategy = next(s for s in strategies if s.name == m.strategy)
+        profiled_run = m.strategy in profiled
+        profile = (
+            _profile(loaded, given(strategy, inputs), configs[m.strategy], prompt_tokens) if profiled_run else None
+        )
         mismatch = m.mismatch
         if mismatch is not None and profile is not None:
             ids = rounds.generated[m.strategy][mismatch.run][mismatch.sequence]
             mismatch = dataclasses.replace(mismatch, margin=margin_at(profile, ids, mismatch.position))
         compile_s = (first_calls or {}).get(m.strategy)
         extra = compile_s - m.median_s if compile_s is not None else m.compile_s
-        measured.append(dataclasses.replace(m, profile=profile, mismatch=mismatch, compile_s=extra))
+        judged = quality.get(m.strategy)
+        measured.append(dataclasses.replace(m, profile=profile, mismatch=mismatch, compile_s=extra, quality=judged))
     return measured
+
+
+def _as_given(strategy: Strategy, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The inputs as they are: no strategy here starts from a prefix's cache."""
+    return inputs
 
 
 def _first_to_differ(found: Sequence[Measurement]) -> set[str]:
@@ -123,9 +142,15 @@ class _Rounds:
     """The timed runs so far, per strategy in the order they ran, and what each strategy's runs left behind."""
 
     def __init__(
-        self, loaded: LoadedModel, inputs: BatchEncoding, prompt_tokens: int, on_run: Callable[[float], object] | None
+        self,
+        loaded: LoadedModel,
+        inputs: BatchEncoding,
+        prompt_tokens: int,
+        on_run: Callable[[float], object] | None,
+        given: _Given,
     ) -> None:
         self.loaded, self.inputs, self.prompt_tokens, self.on_run = loaded, inputs, prompt_tokens, on_run
+        self.given = given  # what generate gets for a strategy: the inputs, and a warm twin's prefix cache
         self.devices = loaded.devices  # once: reading it walks every parameter
         self.batch = int(inputs["input_ids"].shape[0])
         self.seconds: dict[str, list[float]] = {}
@@ -141,8 +166,8 @@ class _Rounds:
         if strategy.static and self._holder not in (None, name):
             reset_static_cache_state(loaded.model)  # one static strategy must not run on another's cache
         self._holder = name if strategy.static else self._holder
-        peak = _quiet_peak(self.devices)
-        output, elapsed = timed_generate(loaded.model, self.inputs, config, self.devices, peak=peak)
+        given, peak = self.given(strategy, self.inputs), _quiet_peak(self.devices)
+        output, elapsed = timed_generate(loaded.model, given, config, self.devices, peak=peak)
         cache = returned_cache(output)
         self.kv_bytes[name] = 0 if cache is None else cache_nbytes(cache)
         if peak is not None:
@@ -181,7 +206,9 @@ def _quiet_peak(devices: tuple[torch.device, ...]) -> PeakMemory | None:
     return None if peak.host and peak.sample else peak
 
 
-def _profile(loaded: LoadedModel, inputs: BatchEncoding, config: GenerationConfig, prompt_tokens: int) -> StepProfile:
+def _profile(
+    loaded: LoadedModel, inputs: Mapping[str, Any], config: GenerationConfig, prompt_tokens: int
+) -> StepProfile:
     run = profiled_generate(loaded.model, inputs, config, loaded.devices)
     return StepProfile(
         step_s=tuple(run.step_seconds),

@@ -1,0 +1,78 @@
+"""A reused prefix beside its cold run (``prefix``): each warm twin's columns and the note that sums them up.
+
+A warm twin (``dynamic+prefix``) and its cold self (``dynamic``) ran the same configuration in the same
+rounds; the one started from the cache of the prompt's first tokens, the other from nothing. Everything
+here comes from those two measurements.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from kvmagic.measure.strategies import PREFIX_SUFFIX
+
+if TYPE_CHECKING:
+    from kvmagic.core.config import Config
+    from kvmagic.results.result import BenchmarkResult, Measurement
+
+__all__ = ["PREFIX_COLUMNS", "prefix_notes", "prefix_values"]
+
+PREFIX_COLUMNS = ("reused_tokens", "warm_speedup", "warm_ttft_speedup", "same_as_cold")
+
+
+def _cold(result: BenchmarkResult, m: Measurement) -> Measurement | None:
+    """The measurement of the strategy a warm twin twins, at its configuration."""
+    if not m.strategy.endswith(PREFIX_SUFFIX):
+        return None
+    return result.measurement(m.strategy.removesuffix(PREFIX_SUFFIX), m.config)
+
+
+def prefix_values(result: BenchmarkResult, m: Measurement | None) -> dict[str, Any]:
+    """A row's prefix columns: the tokens it reused (0 for a cold strategy), and for a warm twin how many times
+    faster than its cold self it ran (whole run, time to first token) and whether its first run generated its cold
+    self's first run's tokens."""
+    empty: dict[str, Any] = {"reused_tokens": math.nan, "warm_speedup": math.nan, "warm_ttft_speedup": math.nan}
+    empty["same_as_cold"] = None
+    if m is None:
+        return empty
+    cold = _cold(result, m)
+    if cold is None:
+        return {**empty, "reused_tokens": 0}
+    return {
+        "reused_tokens": result.facts.prefix_tokens,
+        "warm_speedup": cold.median_s / m.median_s,
+        "warm_ttft_speedup": cold.ttft_s / m.ttft_s if m.ttft_s > 0 else math.nan,
+        "same_as_cold": m.generated_ids == cold.generated_ids,
+    }
+
+
+def prefix_notes(result: BenchmarkResult) -> list[str]:
+    """Per configuration, what each warm twin saved against its cold self, in a sentence."""
+    tokens = result.facts.prefix_tokens
+    if tokens is None:
+        return []
+    found = []
+    for config in result.configs:
+        parts = [_saved(result, m) for m in result.measurements if m.config == config and _cold(result, m)]
+        if parts:
+            found.append(
+                f"{_where(result, config)}the prompt's first {tokens} tokens reused: each warm run starts from a copy "
+                f"of their cache, built once, untimed; {'; '.join(parts)}"
+            )
+    return found
+
+
+def _where(result: BenchmarkResult, config: Config) -> str:
+    return f"{config}: " if len(result.configs) > 1 else "prefix: "
+
+
+def _saved(result: BenchmarkResult, m: Measurement) -> str:
+    cold = _cold(result, m)
+    assert cold is not None
+    values = prefix_values(result, m)
+    same = "the same tokens" if values["same_as_cold"] else "other tokens than cold"
+    return (
+        f"{m.strategy} reached its first token in {m.ttft_s:.3g} s against {cold.ttft_s:.3g} s cold "
+        f"({values['warm_ttft_speedup']:.3g}x faster), the whole run {values['warm_speedup']:.3g}x faster, with {same}"
+    )

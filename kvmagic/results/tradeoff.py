@@ -1,0 +1,76 @@
+"""The trade-off at a glance: what each strategy keeps of the full cache's predictions, against what it holds and how
+fast it decodes.
+
+One point per strategy whose quality was read, at one configuration; the strategies of one method at several
+compression ratios (``press:snapkv:0.25``, ``press:snapkv:0.5``) join into that method's curve, and the full
+cache is marked. The y axis is ``kl_nats`` on a scale linear near 0 (the full cache scores exactly 0) and
+logarithmic above.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from kvmagic.core.quality import FULL_CACHE
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from kvmagic.core.config import Config
+    from kvmagic.results.result import BenchmarkResult, Measurement
+
+__all__ = ["draw_tradeoff", "judged_config", "method"]
+
+MIB = 2**20
+LINEAR_BELOW = 1e-6  # the KL below which the scale is linear: rounding of a lossless strategy sits there
+
+
+def method(name: str) -> tuple[str, float | None]:
+    """A strategy's method and compression ratio: ``press:snapkv:0.5`` -> (``press:snapkv``, 0.5); a name
+    without a trailing ratio is its own method."""
+    head, _, tail = name.rpartition(":")
+    try:
+        return (head, float(tail)) if head else (name, None)
+    except ValueError:
+        return name, None
+
+
+def judged_config(result: BenchmarkResult) -> Config | None:
+    """The longest configuration whose strategies' quality was read, or None."""
+    judged = [m.config for m in result.measurements if m.quality is not None]
+    return max(judged, key=lambda c: (c.prompt_tokens + c.new_tokens, c.batch)) if judged else None
+
+
+def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkResult, config: Config) -> None:
+    """KL against the KV cache's bytes, and against decode tok/s, at ``config``."""
+    curves: dict[str, list[Measurement]] = {}
+    for m in result.measurements:
+        if m.config == config and m.quality is not None and m.strategy != "off":  # off holds no cache to trade
+            curves.setdefault(method(m.strategy)[0], []).append(m)
+    for axis, figure, label in ((memory, _kv_mib, "KV cache (MiB)"), (speed, _tok_s, "decode tok/s")):
+        for name, found in curves.items():
+            found = sorted(found, key=figure)
+            kl = [m.quality.kl_nats if m.quality else math.nan for m in found]
+            if name == FULL_CACHE:
+                axis.plot([figure(m) for m in found], kl, "*", markersize=14, label=f"full cache ({FULL_CACHE})")
+            else:
+                axis.plot([figure(m) for m in found], kl, "o-", label=name)
+                for m, y in zip(found, kl):
+                    ratio = method(m.strategy)[1]
+                    if ratio is not None:
+                        axis.annotate(f"{ratio:g}", (figure(m), y), textcoords="offset points", xytext=(4, 4))
+        axis.set_yscale("symlog", linthresh=LINEAR_BELOW)
+        axis.set(xlabel=label, ylabel="KL from the full cache (nats per token)")
+        axis.legend()
+        axis.grid(alpha=0.3)
+    memory.set_title(f"Quality against memory ({config})")
+    speed.set_title(f"Quality against decode speed ({config})")
+
+
+def _kv_mib(m: Measurement) -> float:
+    return math.nan if m.kv_bytes is None else m.kv_bytes / MIB
+
+
+def _tok_s(m: Measurement) -> float:
+    return m.decode_tok_s

@@ -1,0 +1,136 @@
+"""A reused prefix: warm twins start every timed run from a fresh copy of the prefix's cache, made before the clock
+starts, and the table sets them against their cold selves."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from kvmagic import BenchmarkResult, run_benchmark
+from kvmagic.errors import KVMagicError
+from kvmagic.runner import prefix as prefix_module
+from kvmagic.runner import rounds as rounds_module
+from kvmagic.runner.prompt import split_prompt
+
+from .conftest import PROMPT, raises_usage
+
+SYSTEM = "You are a careful assistant. You answer in short sentences and never guess.\n"
+SPLIT_PROMPT = f"{SYSTEM}---\nWhat does the KV cache store?"
+
+
+def test_split_puts_the_prefix_tokens_first_and_drops_the_line(tiny) -> None:
+    inputs, tokens = split_prompt(tiny, SPLIT_PROMPT)
+    head = tiny.tokenizer(SYSTEM)["input_ids"]
+    rest = tiny.tokenizer("What does the KV cache store?", add_special_tokens=False)["input_ids"]
+    assert tokens == len(head) and inputs["input_ids"][0].tolist() == head + rest
+    assert inputs["attention_mask"].sum() == len(head) + len(rest)
+
+
+@pytest.mark.parametrize("prompt", ["no line here", "---\nonly after", f"{SYSTEM}---\n  \n"])
+def test_split_needs_a_line_with_text_on_both_sides(tiny, prompt: str) -> None:
+    with pytest.raises(KVMagicError, match=r"^prefix split needs a line --- between the shared prefix and the rest"):
+        run_benchmark(tiny, prompt, new_tokens=2, prefix="split")
+
+
+@pytest.fixture(scope="module")
+def warm(tiny) -> tuple[BenchmarkResult, list[tuple[str, Any]]]:
+    """A --prefix split run, with what every timed generate was handed."""
+    handed: list[tuple[str, Any]] = []
+    real = rounds_module.timed_generate
+
+    def recording(model, inputs, config, devices, *, peak=None):  # type: ignore[no-untyped-def]
+        passed = inputs.get("cache", inputs.get("past_key_values"))
+        if config.return_dict_in_generate:  # a timed run: the budget's probes and the one-token runs keep no cache
+            # the cache itself is kept, so that no later copy can take a freed one's id
+            handed.append(("warm" if passed is not None else "cold", passed and (passed, passed.get_seq_length())))
+        return real(model, inputs, config, devices, peak=peak)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rounds_module, "timed_generate", recording)
+        result = run_benchmark(tiny, SPLIT_PROMPT, new_tokens=4, warmup_tokens=0, repeat=3, prefix="split")
+    return result, handed
+
+
+def test_each_warm_run_gets_its_own_copy_of_the_prefix_cache_before_the_clock(tiny, warm) -> None:
+    result, handed = warm
+    assert result.strategies == ["off", "dynamic", "dynamic+prefix"]
+    tokens = result.facts.prefix_tokens
+    assert tokens == len(tiny.tokenizer(SYSTEM)["input_ids"])
+    caches = [cache for kind, cache in handed if kind == "warm"]
+    assert [kind for kind, _ in handed] == ["cold", "cold", "warm"] * 3  # off, dynamic, dynamic+prefix per round
+    # Handed over as an argument, each copy existed before timed_generate started its clock, holding the prefix
+    # alone; every run got its own (one run's generate grows its copy, which the next must not start from).
+    assert len({id(cache) for cache, _ in caches}) == 3
+    assert [held for _, held in caches] == [tokens] * 3
+
+
+def test_the_table_sets_the_warm_twin_against_its_cold_self(warm) -> None:
+    result, _ = warm
+    frame = result.to_dataframe().set_index("strategy")
+    cold, twin = result.measurement("dynamic"), result.measurement("dynamic+prefix")
+    assert cold is not None and twin is not None
+    assert frame.loc["dynamic+prefix", "reused_tokens"] == result.facts.prefix_tokens
+    assert frame.loc["dynamic", "reused_tokens"] == 0 and math.isnan(frame.loc["dynamic", "warm_speedup"])
+    assert frame.loc["dynamic+prefix", "warm_speedup"] == cold.median_s / twin.median_s
+    assert frame.loc["dynamic+prefix", "warm_ttft_speedup"] == cold.ttft_s / twin.ttft_s
+    assert bool(frame.loc["dynamic+prefix", "same_as_cold"]) and twin.identical
+    (note,) = [n for n in result.notes() if n.startswith("prefix: ")]
+    assert f"first {result.facts.prefix_tokens} tokens reused" in note and "with the same tokens" in note
+    assert "warm_speedup" in str(result).splitlines()[0]
+    again = BenchmarkResult.from_json(result.to_json())
+    assert again.facts.prefix_tokens == result.facts.prefix_tokens
+    assert again.to_dataframe().equals(result.to_dataframe())
+
+
+def test_only_a_cache_that_grows_and_copies_gets_a_warm_twin(tiny, monkeypatch) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4, cache="dynamic,static", quality=False)
+    assert result.strategies == ["off", "dynamic", "static", "dynamic+prefix", "static+prefix"]
+    assert result.skipped == {
+        "static+prefix": "a reused prefix needs a cache that grows: a static one is sized by the call that builds it"
+    }
+
+    class Uncopyable:
+        def __deepcopy__(self, memo: object) -> None:
+            raise RuntimeError("no copies")
+
+    monkeypatch.setattr(prefix_module, "_built", lambda *args: Uncopyable())
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4)
+    assert result.skipped == {
+        "dynamic+prefix": "its Uncopyable cannot be copied for each run (RuntimeError), so a prefix cannot be reused "
+        "with it"
+    }
+    assert [m.strategy for m in result.measurements] == ["off", "dynamic"]
+
+
+def test_a_batch_reuses_a_prefix_per_sequence_and_quality_leaves_the_twin_to_its_cold_self(tiny) -> None:
+    result = run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, batch=2, prefix=5, cache="off,dynamic")
+    twin = result.measurement("dynamic+prefix")
+    assert twin is not None and twin.identical and twin.quality is None
+    assert result.measurement("dynamic").quality is not None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"prefix": 400}, r"^prefix 400 leaves no token of the \d+-token prompt after it: give fewer tokens"),
+        ({"prefix": 0}, r"^prefix must be a number of tokens >= 1 or 'split', got 0$"),
+        ({"prefix": "split", "chat": True}, r"^prefix split cuts the prompt at its line ---; chat would wrap the"),
+        ({"prefix": "split", "prompt_tokens": 8}, r"^prefix split cuts the prompt at its line ---; prompt_tokens"),
+        ({"prefix": 4, "repeat": "auto"}, r"^repeat auto compares the cache off against on: drop it, or drop prefix$"),
+        ({"prefix": 4, "predict": True}, r"^predict compares the cache off against on: drop it, or drop prefix$"),
+    ],
+)
+def test_a_prefix_that_cannot_be_reused_is_refused(tiny, kwargs: dict, message: str) -> None:
+    with pytest.raises(KVMagicError, match=message):
+        run_benchmark(tiny, PROMPT, new_tokens=2, **kwargs)
+
+
+def test_the_magic_splits_a_cell_at_its_line(shell) -> None:
+    frame = shell.run_cell_magic("kvbench", "-n 2 -w 0 --prefix split", SPLIT_PROMPT)
+    assert list(frame["strategy"]) == ["off", "dynamic", "dynamic+prefix"]
+    with raises_usage(r"^%kvbench: --prefix: expected a number of tokens >= 1 or 'split', got 'x' \(see %kvbench\?"):
+        shell.run_cell_magic("kvbench", "-n 2 --prefix x", SPLIT_PROMPT)
+    with raises_usage("^--prefix split cuts the prompt at its line ---; --chat would wrap the prompt: give --prefix"):
+        shell.run_cell_magic("kvbench", "-n 2 --prefix split --chat", SPLIT_PROMPT)
