@@ -123,6 +123,9 @@ def test_an_interrupted_launch_stops_every_process(capsys) -> None:
         ),
         ("--tp 2 --frontier", r"^--frontier reads one device's free memory, not a model split by --tp: drop one"),
         ("--tp 2 --cache off,static", r"^--cache compares strategies on one device .*--tp: drop one of them$"),
+        ("--tp 2 --prefix 4", r"^--prefix compares warm twins with their cold strategies .*--tp: drop one of them$"),
+        ("--tp 2 --quality-text missing.txt", r"^--quality-text judges the strategies .*--tp: drop one of them$"),
+        ("--tp 2 --kv-bits 4", r"^--kv-bits sets the width of a quantized cache, .*--tp: drop one of them$"),
         (
             "--tp 1000 -m somewhere/unreadable",
             r"^--tp 1000: this machine has \d+ (GPUs|CPU cores and no GPU), one per rank",

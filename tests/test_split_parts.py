@@ -3,6 +3,7 @@ ranks' views put together, the columns and notes, torchrun's report read, and th
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -65,7 +66,8 @@ def test_what_counts_as_a_collective(name: str, collective: bool) -> None:
 @pytest.mark.parametrize(
     "changes",
     [{}, {"new_tokens": (2, 3), "repeat": "auto", "ci_target": 0.5, "auto_cap": 1.0}, {"prompt_tokens": (4, 8)},
-     {"chat": True, "steps": True, "threads": 1, "batch": (2,), "max_seconds": 0.0, "warmup_tokens": 0}],
+     {"chat": True, "steps": True, "threads": 1, "batch": (2,), "max_seconds": 0.0, "warmup_tokens": 0},
+     {"quality": False}],
 )  # fmt: skip
 def test_a_request_as_the_command_words_reads_back_the_same(changes: dict) -> None:
     spec = BenchSpec(**changes)
@@ -89,13 +91,31 @@ def test_a_split_is_checked_against_the_config() -> None:
         check_split("gpt2", gpt2, 2)
 
 
-@pytest.mark.parametrize("name", ["predict", "limits", "frontier", "cache"])
+ONE_DEVICE = {"predict": True, "limits": True, "frontier": "predict", "cache": "off,dynamic", "prefix": 4,
+              "quality_text": "continuation.txt", "kv_bits": 4, "compile": True}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(ONE_DEVICE))
 def test_options_of_one_device_are_refused_with_a_split(name: str) -> None:
-    value = {"predict": True, "limits": True, "frontier": "predict", "cache": "off,dynamic"}[name]
+    """Each as the parsed options have it (before the request's checks, which would advise adding --cache), and
+    each the request can hold alone as the request."""
     with pytest.raises(KVMagicError) as caught:
-        check_split_request(BenchSpec(**{name: value}))
+        check_split_request(argparse.Namespace(tp=True, **{name: ONE_DEVICE[name]}))
     assert caught.value.params == (name, "tp")
-    check_split_request(BenchSpec(steps=True, repeat="auto", batch=(2,)))  # these run split
+    if name not in ("quality_text", "kv_bits", "compile"):  # these three need a cache the request refuses without
+        with pytest.raises(KVMagicError) as caught:
+            check_split_request(BenchSpec(**{name: ONE_DEVICE[name]}))
+        assert caught.value.params == (name, "tp")
+    check_split_request(BenchSpec(steps=True, repeat="auto", batch=(2,), quality=False))  # these run split
+
+
+@pytest.mark.parametrize("option", ["--prefix 4", "--quality-text missing.txt", "--kv-bits 4", "--compile"])
+def test_the_command_refuses_a_comparisons_option_with_tp_naming_both(option: str, capsys) -> None:
+    """Not the request's own advice (add --cache), which --tp refuses in turn, nor a file --tp would not read."""
+    assert main(["-m", "tiny", "--tp", *option.split(), "-n", "2", "hi"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and said(err).count("\n") == 1 and "--cache" not in err, err
+    assert said(err).startswith(f"kvbench: error: {option.split()[0]} ") and "not a model split by --tp" in said(err)
 
 
 def test_torchruns_report_names_the_rank_and_its_signal(tmp_path: Path) -> None:

@@ -145,14 +145,14 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     from kvmagic.model.parallel import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
 
+    if args.tp:  # in or out of torchrun, before the request's own checks and any process group
+        check_split_request(args, device_map=args.device_map)
     split = join_ranks(args, argv) is not None
     thresholds = _fail_on(args)
     prompt = read_prompt(args, stdin)
     configured = defaults()
     baseline = read_baseline(args)
     spec = bench_spec(args, configured)
-    if split:
-        check_split_request(spec, device_map=args.device_map)
     kwargs = load_kwargs(args, configured)
     loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
     _say(loaded.summary(), args)

@@ -253,6 +253,7 @@ class KVMagics(Magics):
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand
         from kvmagic.frontends.launch import launch_cell
+        from kvmagic.frontends.split import check_split_request
         from kvmagic.runner.benchmark import run_benchmark
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
@@ -262,6 +263,8 @@ class KVMagics(Magics):
             check_name(args.var)
             prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
             baseline = read_baseline(args)
+            if args.tp is not None:  # before the request's own checks, whose advice a split cannot take
+                check_split_request(args)
             spec = bench_spec(args, configured)
             if args.tp is None and args.tp_model is None and self.loaded is not None:
                 result = run_benchmark(self.loaded, prompt.strip(), spec, progress=not args.quiet)
