@@ -40,6 +40,7 @@ from gpu_checks import (
 )
 from gpu_compile import strategy_checks
 from gpu_results import ON_CPU, ON_CUDA, Sizes
+from gpu_reuse import reuse_checks
 from gpu_session import Session, Step
 from gpu_speed import SEED_PROMPT, seed_experiment, speed
 
@@ -50,7 +51,8 @@ from kvmagic.model.loading import LoadedModel
 # benchmarks/README.md for how the H200 figures were estimated. A step starts only if its figure fits.
 ESTIMATES = {
     "load tiny": (10, 10), "tiny identity": (5, 3), "synchronize": (15, 0), "peak": (2, 2), "checkpoint": (5, 3),
-    "oom": (5, 4), "seed experiment": (30, 3), "seed identity": (5, 2), "speed": (30, 10), "strategies": (180, 25),
+    "oom": (5, 4), "seed experiment": (30, 3), "seed identity": (5, 2), "speed": (30, 10), "reuse": (20, 8),
+    "strategies": (180, 25),
     "pytest": (60, 0),
 }  # fmt: skip
 
@@ -88,6 +90,7 @@ def plan(models: Models, sizes: Sizes, cuda: bool, pytest_step: bool, left: Call
         ("seed identity", lambda: identity(f"same tokens cached or not: {seed_name}, {SEED_PROMPT}+{new}", seed(),
                                            SEED_PROMPT, new)),
         ("speed", lambda: speed(seed(), sizes, cuda)),
+        ("reuse", lambda: reuse_checks(seed(), sizes, cuda)),
         ("strategies", lambda: strategy_checks(tiny(), sizes, cuda)),
         ("pytest", lambda: gpu_tests(cuda, pytest_step, max(1.0, min(300.0, left())))),
     ]  # fmt: skip

@@ -31,13 +31,17 @@ NEEDS_CUDA = (
     "synchronize covers every model device, probe included", "seed experiment at its true size runs (a figure, not judged)",
     "compile_s on the compiled rows only", "compiles only in each length's first, untimed call", "pytest -m gpu",
 )  # fmt: skip
-SPEED = ("cached faster at 64+16 (tiny)", "speed-up rises from 4 to 16 new tokens at 64")  # reported, never judged
+SPEED = (  # reported, never judged
+    "cached faster at 64+16 (tiny)", "speed-up rises from 4 to 16 new tokens at 64",
+    "a reused prefix of 48 tokens makes the run faster (tiny, 64+16)",
+)  # fmt: skip
 MUST_PASS = (
     "tiny loads with dtype auto", "same tokens cached or not: tiny, seed prompt, 8 new", "peak memory source",
     "a checkpoint's cache_implementation stays out of the cached row", "garbage collector off in every generate",
     "OOM on the last configuration keeps finished rows", "model usable after OOM", "same tokens cached or not: tiny, 16+8",
     "only the +compile strategies compile", "every available strategy ran",
     "KV bytes = predicted (dynamic, first static)", "later static rows sized to their own length",
+    "quality: the full cache scores exactly 1/0/1 (tiny, 64+16)",
 )  # fmt: skip
 # The script as `python3 benchmarks/gpu_check.py --out DIR` runs it, then whether anything it imported pulled in
 # IPython (the GPU machine has none).
@@ -87,6 +91,8 @@ def test_what_needs_cuda_is_skipped_with_its_reason_and_speed_is_not_judged(dry_
     for name in SPEED:
         assert checks[name]["status"] == SKIP and "judged only on CUDA; dry run: " in checks[name]["figure"]
     assert "95% interval [" in checks[SPEED[0]]["figure"] and "over 3 pairs" in checks[SPEED[0]]["figure"]
+    assert "same tokens as cold: True" in checks[SPEED[2]]["figure"]
+    assert "dynamic: agreement 1, KL 0, ppl ratio 1" in checks[MUST_PASS[-1]]["figure"]
     unavailable = checks["strategies not available here"]["figure"]
     assert "quantized:fp8: " + capabilities.quantized_backend_reason("fp8") in unavailable or "fp8" not in unavailable
     rows = {r["strategy"] for r in checks["every available strategy ran"]["rows"]}
