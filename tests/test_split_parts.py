@@ -4,12 +4,14 @@ ranks' views put together, the columns and notes, torchrun's report read, and th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from kvmagic.core.config import Config
+from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import FixedRounds
 from kvmagic.errors import KVMagicError
@@ -173,6 +175,19 @@ def test_the_ranks_views_make_one_result_with_its_columns_and_note() -> None:
     back = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert [m.ranks for m in back.measurements] == [m.ranks for m in result.measurements]
     assert back.metadata["rank_devices"] == ["cpu (x)", "cpu (x)"]
+
+
+def test_a_result_file_keeps_the_ranks_beside_quality_and_the_prefix() -> None:
+    """What a launch reads back: a measurement's ranks and its quality, and the run's reused prefix, all kept."""
+    mib = 2**20
+    result = _result([(_ranks(0, 0.2), _ranks(3 * mib, 0.1)), (_ranks(0, 0.25), _ranks(3 * mib, 0.05))])
+    judged = dataclasses.replace(result.measurements[1], quality=Quality(4, 0.75, 0.125, 1.5))
+    result = dataclasses.replace(
+        result, measurements=[result.measurements[0], judged], facts=dataclasses.replace(result.facts, prefix_tokens=3)
+    )
+    back = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.measurements[1].quality == judged.quality and back.measurements[1].ranks == judged.ranks
+    assert back.measurements[0].quality is None and back.facts.prefix_tokens == 3
 
 
 def test_a_rank_with_other_tokens_is_named() -> None:
