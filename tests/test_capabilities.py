@@ -13,7 +13,7 @@ from transformers.cache_utils import Cache
 from transformers.generation import configuration_utils
 
 from kvmagic import run_benchmark
-from kvmagic.measure import capabilities
+from kvmagic.measure import capabilities, signatures
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.static_cache import reset_static_cache_state, static_cache_state
 from kvmagic.measure.strategies import resolve
@@ -29,7 +29,7 @@ FACTS = {
         quantized_backends={"quanto": "quanto", "hqq": "HQQ"}, dtype_keyword="torch_dtype",
         generate_takes_use_model_defaults=True, returned_cache_field="past_key_values", compile_devices=["cuda"],
         compile_needs_fullgraph=True, static_cache_state=["_cache"], static_cache_needs_fullgraph=True,
-        dynamic_cache_windows=False, sliding_window_windows_every_layer=True,
+        dynamic_cache_windows=False, sliding_window_windows_every_layer=True, tensor_parallel_keyword="tp_plan",
     ),
     "5.17.0": dict(
         quantized_backends={"quanto": "quanto", "hqq": "hqq"}, dtype_keyword="dtype",
@@ -42,6 +42,7 @@ FACTS = {
         generate_takes_use_model_defaults=False, returned_cache_field="cache", compile_devices=COMPILE_5,
         compile_needs_fullgraph=False, static_cache_state=["_previous_max_cache_length"],
         static_cache_needs_fullgraph=False, dynamic_cache_windows=True, sliding_window_windows_every_layer=False,
+        tensor_parallel_keyword="distributed_config",
     ),
 }  # fmt: skip
 
@@ -77,7 +78,7 @@ def test_a_backend_is_accepted_exactly_when_generate_takes_it(tiny, backend: str
 
 
 def test_loading_takes_the_dtype_keyword_found() -> None:
-    keyword = capabilities.dtype_keyword()
+    keyword = signatures.dtype_keyword()
     model = AutoModelForCausalLM.from_pretrained(tiny_dir(), **{keyword: torch.float16})
     assert model.dtype == torch.float16
     if keyword == "torch_dtype":
@@ -89,7 +90,7 @@ def test_use_model_defaults_is_passed_only_where_generate_takes_it(tiny) -> None
     config = greedy_config(tiny.model, tiny.tokenizer, 2, True)
     inputs = encode_prompt(tiny, PROMPT)
     with torch.inference_mode():
-        if capabilities.generate_takes_use_model_defaults():
+        if signatures.generate_takes_use_model_defaults():
             tiny.model.generate(**inputs, generation_config=config, use_model_defaults=False)
         else:
             with pytest.raises(ValueError, match="use_model_defaults"):
@@ -98,10 +99,11 @@ def test_use_model_defaults_is_passed_only_where_generate_takes_it(tiny) -> None
 
 def test_the_returned_cache_is_in_the_field_found(tiny) -> None:
     output = _generate(tiny, return_dict_in_generate=True)
-    assert isinstance(getattr(output, capabilities.returned_cache_field()), Cache)
+    assert isinstance(getattr(output, signatures.returned_cache_field()), Cache)
 
 
 def test_the_static_state_names_are_what_a_static_run_leaves_on_the_model(tiny) -> None:
+    reset_static_cache_state(tiny.model)  # from an earlier test's static run on the shared model
     before = set(vars(tiny.model))
     _generate(tiny, cache_implementation="static")
     try:

@@ -5,12 +5,15 @@ The cases come from the option table: each option's ``examples`` are the values 
 new option is covered without editing this file. ``KVMAGIC_PAIRS=all`` runs every pair (one CI leg);
 otherwise a sample fixed by :data:`SEED` runs, with the pairs that once failed. A pair refused for a reason
 one of its options has alone is judged by that option's own refusal. Runs stay short on tiny: the settings
-in :data:`SHORT` apply wherever a case does not set them.
+in :data:`SHORT` apply wherever a case does not set them. ``%%kvbench --tp N`` starts torchrun (seconds per
+start), so a case whose launch is the command an earlier case already ran (the options the kernel alone acts on:
+-o, -v, --save, --compare, ...) gets a copy of that command's result instead of starting it again.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 import os
 import random
@@ -146,7 +149,28 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, tiny: Any) -> Iterator[Pat
 
 
 @pytest.fixture(scope="module")
-def magic(tiny: Any, workdir: Path) -> Iterator[Any]:
+def launches() -> Iterator[None]:
+    """Each command a launch runs under torchrun runs once; a launch of the same ranks, words and prompt gets a copy
+    of its result. What a case does before launching (its refusals) and with the result stays its own."""
+    from kvmagic.frontends import launch as launching
+
+    real, ran = launching.launch, {}
+
+    def once(ranks: int, words: Any, prompt: str, *, echo: Any = None) -> BenchmarkResult:
+        key = (ranks, tuple(words), prompt)
+        TALLY["magic launches", "shared" if key in ran else "started"] += 1
+        if key not in ran:
+            ran[key] = real(ranks, words, prompt, echo=echo)
+        return copy.deepcopy(ran[key])
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(launching, "launch", once)
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def magic(tiny: Any, workdir: Path, launches: None) -> Iterator[Any]:
     """One shell for every case, tiny loaded, the short settings configured."""
     from IPython.core.interactiveshell import InteractiveShell
 

@@ -145,6 +145,10 @@ def test_a_batch_reuses_a_prefix_per_sequence_and_quality_leaves_the_twin_to_its
     ("kwargs", "message"),
     [
         ({"prefix": 400}, r"^prefix 400 leaves no token of the \d+-token prompt after it: give fewer tokens"),
+        (
+            {"prefix": 4, "prompt_tokens": (4, 8)},
+            r"^prefix 4 leaves no token of the 4-token prompt after it: give prefix fewer tokens, or prompt_tokens a",
+        ),
         ({"prefix": 0}, r"^prefix must be a number of tokens >= 1 or 'split', got 0$"),
         ({"prefix": "split", "chat": True}, r"^prefix split cuts the prompt at its line ---; chat would wrap the"),
         ({"prefix": "split", "prompt_tokens": 8}, r"^prefix split cuts the prompt at its line ---; prompt_tokens"),

@@ -18,6 +18,7 @@ from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
 from kvmagic.results.prefix_table import PREFIX_COLUMNS
 from kvmagic.results.report import COLUMNS, PREDICTED_COLUMNS, STRATEGY_COLUMNS
 from kvmagic.results.shown import SHOWN_COLUMNS, SHOWN_STRATEGY_COLUMNS
+from kvmagic.results.split_table import SPLIT_COLUMNS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REGENERATE = "make docs"
@@ -136,6 +137,11 @@ def columns_page() -> str:
             "With `--limits` (`LIMIT_COLUMNS`, kvmagic/results/limits_table.py):",
             "",
             *_column_rows(LIMIT_COLUMNS, MEANINGS, SHOWN_COLUMNS),
+            "",
+            "With `--tp`, a model split over ranks (`SPLIT_COLUMNS`, kvmagic/results/split_table.py;",
+            "[parallel.md](parallel.md)):",
+            "",
+            *_column_rows(SPLIT_COLUMNS, MEANINGS, SHOWN_COLUMNS),
             "",
             "## `--cache`: one row per configuration and strategy (`STRATEGY_COLUMNS`, kvmagic/results/report.py)",
             "",

@@ -29,6 +29,7 @@ from kvmagic.frontends.options import (
     load_kwargs,
     word_optional,
 )
+from kvmagic.frontends.ranked import join_ranks, quiet_rank, report_error, report_result
 from kvmagic.frontends.usage import fitted
 from kvmagic.frontends.values import prompt_apart, read_text
 
@@ -118,11 +119,14 @@ def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     """Run the command; returns the exit status."""
     cli = parser()
-    args = cli.parse_args(prompt_apart(sys.argv[1:] if argv is None else argv, word_optional("cli"), one_word=True))
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = cli.parse_args(prompt_apart(words, word_optional("cli"), one_word=True))
     try:
-        return _run(args, sys.stdin if stdin is None else stdin)
+        return _run(args, words, sys.stdin if stdin is None else stdin)
     except KVMagicError as error:
-        print(error_line(error), file=sys.stderr)
+        report_error(error)
+        if not (args.tp and quiet_rank()):  # every rank refuses alike; rank 0 says so
+            print(error_line(error), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -134,24 +138,36 @@ def error_line(error: KVMagicError) -> str:
     return _SAID + fitted(one_line(error.spelled(lambda name: flag(name, "cli"))), _SAID)
 
 
-def _run(args: argparse.Namespace, stdin: TextIO) -> int:
+def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
+    from kvmagic.frontends.split import check_split_request
+    from kvmagic.measure.distributed import leave
     from kvmagic.model.loading import load_model
+    from kvmagic.model.parallel import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
 
+    if args.tp:  # in or out of torchrun, before the request's own checks and any process group
+        check_split_request(args, device_map=args.device_map)
+    split = join_ranks(args, argv) is not None
     thresholds = _fail_on(args)
     prompt = read_prompt(args, stdin)
     configured = defaults()
     baseline = read_baseline(args)
-    loaded = load_model(**load_kwargs(args, configured))
+    spec = bench_spec(args, configured)
+    kwargs = load_kwargs(args, configured)
+    loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
     _say(loaded.summary(), args)
-    result = run_benchmark(loaded, prompt.strip(), bench_spec(args, configured), progress=not args.quiet)
+    result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
+    report_result(result)
     shown: Any = finish(args, result, baseline)
     if not args.quiet:
         sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
     if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it
         for note in shown.notes():
             _say(note, args)
-    return _gate(shown, thresholds)
+    status = _gate(shown, thresholds)
+    if split:
+        leave()
+    return status
 
 
 def _fail_on(args: argparse.Namespace) -> tuple[Threshold, ...]:

@@ -167,6 +167,7 @@ class KVMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self.loaded: LoadedModel | None = None
+        self.loaded_with: dict[str, Any] = {}  # the load_model keywords of the model loaded: what --tp's ranks load
 
     @validate(*_CONFIGURABLE)
     def _check_default(self, proposal: Any) -> Any:
@@ -196,7 +197,9 @@ class KVMagics(Magics):
         # The name only: holding the old model here would keep it in memory while the new weights load.
         previous = self.loaded.name if self.loaded is not None else None
         try:
-            self.loaded = load_model(**load_kwargs(args, self._configured()), before_weights=self.unload)
+            kwargs = load_kwargs(args, self._configured())
+            self.loaded = load_model(**kwargs, before_weights=self.unload)
+            self.loaded_with = kwargs
         except KVMagicError as error:
             usage = _usage_error(error)
             if previous is not None and self.loaded is None:  # it failed after the old model was released
@@ -246,9 +249,11 @@ class KVMagics(Magics):
         """
         args = _parse(self.kvbench, line, prompt_last=cell is None)
         cell = _prompt(args.prompt, cell)
-        if self.loaded is None:
+        if self.loaded is None and args.tp is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand
+        from kvmagic.frontends.launch import launch_cell
+        from kvmagic.frontends.split import check_split_request
         from kvmagic.runner.benchmark import run_benchmark
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
@@ -258,8 +263,13 @@ class KVMagics(Magics):
             check_name(args.var)
             prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
             baseline = read_baseline(args)
+            if args.tp is not None:  # before the request's own checks, whose advice a split cannot take
+                check_split_request(args)
             spec = bench_spec(args, configured)
-            result = run_benchmark(self.loaded, prompt.strip(), spec, progress=not args.quiet)
+            if args.tp is None and args.tp_model is None and self.loaded is not None:
+                result = run_benchmark(self.loaded, prompt.strip(), spec, progress=not args.quiet)
+            else:  # on the ranks of a torchrun launch
+                result = launch_cell(args, prompt.strip(), spec, self.loaded, self.loaded_with, configured)
             replaced = store(namespace, args.var, result) if args.var is not None else None
             shown = finish(args, result, baseline)
         except KVMagicError as error:

@@ -1,11 +1,11 @@
 """What the installed transformers and torch can do, found by asking them, never by reading version numbers.
 
 Features move between releases that share a major version: the fp8 quantized cache is in
-transformers 5.24 and not in 5.17, and the cache ``generate`` returns moved from
-``past_key_values`` to ``cache`` within 5.x. So each answer here comes from the installed code
-itself: a class that accepts or refuses an argument, a signature, a field, a decision function
-asked about a made-up model. Each is worked out once per process (``functools.cache``); a test
-that fakes a library clears the one it fakes (``quantized_backends.cache_clear()``).
+transformers 5.24 and not in 5.17. So each answer here comes from the installed code itself: a
+class that accepts or refuses an argument, a decision function asked about a made-up model. How it
+spells what it takes and returns (keywords, fields) is asked in :mod:`kvmagic.measure.signatures`.
+Each is worked out once per process (``functools.cache``); a test that fakes a library clears the
+one it fakes (``quantized_backends.cache_clear()``).
 """
 
 from __future__ import annotations
@@ -21,13 +21,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvmagic.measure.signatures import (
+    dtype_keyword,
+    generate_takes_use_model_defaults,
+    returned_cache_field,
+    tensor_parallel_keyword,
+)
 from kvmagic.measure.static_cache import static_cache_state
 
 __all__ = [
-    "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "cache_implementations", "cache_keyword",
-    "compile_criteria", "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
-    "quantized_backend_reason", "quantized_backends", "returned_cache_field", "sliding_window_windows_every_layer",
-    "static_cache_needs_fullgraph", "summary", "transformers_version",
+    "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "cache_implementations", "compile_criteria",
+    "dynamic_cache_windows", "press_reason", "quantized_backend_reason", "quantized_backends",
+    "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "summary", "transformers_version",
 ]  # fmt: skip
 
 # A backend as users write it -> the spellings a transformers line may use for it (4.55 wrote "HQQ").
@@ -87,51 +92,6 @@ def quantized_backend_reason(backend: str) -> str:
         return ""
     takes = ", ".join(accepted) or "no backend"
     return f"transformers {transformers_version()}'s quantized cache takes {takes}: {backend} is not among them"
-
-
-@functools.cache
-def dtype_keyword() -> str:
-    """``dtype`` where loading takes it (transformers 4.56 on), else ``torch_dtype``: asked of a one-weight model."""
-    import torch
-    from transformers import PretrainedConfig, PreTrainedModel
-
-    class _OneWeight(PreTrainedModel):
-        config_class = PretrainedConfig
-
-        def __init__(self, config: PretrainedConfig) -> None:
-            super().__init__(config)
-            self.weight = torch.nn.Parameter(torch.zeros(1))
-
-    try:
-        built = _OneWeight._from_config(PretrainedConfig(), dtype=torch.float16)  # type: ignore[no-untyped-call, unused-ignore]
-    except TypeError:  # the keyword reached the model's own __init__: loading does not know it
-        return "torch_dtype"
-    return "dtype" if built.weight.dtype == torch.float16 else "torch_dtype"
-
-
-@functools.cache
-def generate_takes_use_model_defaults() -> bool:
-    """Whether ``generate`` has the switch that stops it overwriting default-valued settings (4.50-4.57)."""
-    from transformers import GenerationMixin
-
-    return "use_model_defaults" in inspect.signature(GenerationMixin.generate).parameters
-
-
-@functools.cache
-def returned_cache_field() -> str:
-    """Where ``generate(..., return_dict_in_generate=True)`` puts the cache: ``cache`` or ``past_key_values``."""
-    import dataclasses
-
-    from transformers.generation.utils import GenerateDecoderOnlyOutput
-
-    fields = {f.name for f in dataclasses.fields(GenerateDecoderOnlyOutput)}
-    return "cache" if "cache" in fields else "past_key_values"
-
-
-def cache_keyword(model: Any) -> str:
-    """How ``generate`` takes a cache to start from: ``cache`` where the model's forward is written for it
-    (transformers 5.24 warns on the old name), else ``past_key_values``."""
-    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
 
 
 @functools.cache
@@ -273,6 +233,7 @@ def summary() -> dict[str, Any]:
         "dtype_keyword": dtype_keyword(),
         "generate_takes_use_model_defaults": generate_takes_use_model_defaults(),
         "returned_cache_field": returned_cache_field(),
+        "tensor_parallel_keyword": tensor_parallel_keyword(),
         "accelerator_functions": sorted(accelerator_functions()),
         "cache_implementations": list(cache_implementations()),
         "compile_devices": list(criteria.devices),

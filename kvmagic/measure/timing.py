@@ -15,7 +15,8 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from kvmagic.measure.accelerator import PeakMemory, synchronize, track_peak
-from kvmagic.measure.capabilities import generate_takes_use_model_defaults, returned_cache_field
+from kvmagic.measure.distributed import barrier, slowest, slowest_each
+from kvmagic.measure.signatures import generate_takes_use_model_defaults, returned_cache_field
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel
@@ -25,6 +26,7 @@ __all__ = [
     "StepTimer",
     "TopTwo",
     "generate_kwargs",
+    "generate_once",
     "model_defaults",
     "profiled_generate",
     "returned_cache",
@@ -91,10 +93,13 @@ def timed_generate(
     Only the ``generate`` call and the synchronizations that bound it lie inside the timed region;
     the garbage collector runs just before it and stays off during it. ``peak``, if given, is reset
     before the region and read after it (the output is a ``GenerateOutput`` when the config asks
-    for ``return_dict_in_generate``, with the cache it built).
+    for ``return_dict_in_generate``, with the cache it built). Across the ranks of a tensor-parallel run,
+    every rank starts together (a barrier before the region) and the run counts as long as its slowest
+    rank's, reduced after the region.
     """
     devices, extra = tuple(devices), generate_kwargs()  # worked out before the timed region
     with torch.inference_mode(), model_defaults(model, config), _collector_paused():
+        barrier()
         if peak is not None:
             peak.start()
         synchronize(devices)
@@ -104,7 +109,14 @@ def timed_generate(
         elapsed = perf_counter() - start
         if peak is not None:
             peak.stop()
-    return output, elapsed
+    return output, slowest(elapsed)
+
+
+def generate_once(model: PreTrainedModel, inputs: Mapping[str, torch.Tensor], config: GenerationConfig) -> Any:
+    """One ``generate`` as a timed run makes it (the config as the model's defaults, the collector quiet),
+    for a caller that watches it some other way."""
+    with torch.inference_mode(), model_defaults(model, config), _collector_paused():
+        return model.generate(**inputs, generation_config=config, **generate_kwargs())  # type: ignore[operator]  # as above
 
 
 def returned_cache(output: Any) -> Any:
@@ -186,6 +198,7 @@ def profiled_generate(
     config.return_dict_in_generate = True
     timer, tops = StepTimer(devices), TopTwo()
     with torch.inference_mode(), model_defaults(model, config), _collector_paused(), track_peak(devices) as peak:
+        barrier()
         synchronize(devices)
         start = perf_counter()
         output = model.generate(  # type: ignore[operator]  # as above
@@ -197,4 +210,5 @@ def profiled_generate(
         )
         synchronize(devices)
     cache = returned_cache(output)
-    return ProfiledRun(output["sequences"], start, timer.stamps, tops.margins(), peak.peak_bytes, cache, peak.source)
+    stamps = [start + s for s in slowest_each([stamp - start for stamp in timer.stamps])]  # the slowest rank's steps
+    return ProfiledRun(output["sequences"], start, stamps, tops.margins(), peak.peak_bytes, cache, peak.source)

@@ -9,14 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
-from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.measure.guards import with_memory_advice
+from kvmagic.measure.signatures import dtype_keyword
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from kvmagic.measure.distributed import World
 
 __all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "resolve_dtype"]
 
@@ -36,6 +38,7 @@ class LoadedModel:
     load_seconds: float = 0.0
     random_weights: bool = False  # built from its config with seeded random weights: real timings, meaningless text
     stand_in_tokenizer: str | None = None  # the model whose tokenizer stands in for a missing one (``tiny``)
+    world: World | None = None  # split over the ranks of a tensor-parallel run: this rank's place among them
 
     @property
     def dtype(self) -> torch.dtype:
@@ -54,7 +57,11 @@ class LoadedModel:
 
     @property
     def num_parameters(self) -> int:
-        return self.model.num_parameters()
+        """Each parameter once: an output layer tied to the input embedding counts once, also where a split
+        gave it a share of its own (:func:`kvmagic.model.parallel.shard_tied_head`)."""
+        head = self.model.get_output_embeddings()
+        copy = head.weight.numel() if getattr(head, "kvmagic_tied_share", False) else 0
+        return int(self.model.num_parameters()) - copy
 
     @property
     def max_positions(self) -> int | None:
@@ -74,9 +81,10 @@ class LoadedModel:
         if self.random_weights:
             tokenizer = f", {self.stand_in_tokenizer}'s tokenizer" if self.stand_in_tokenizer else ""
             built = f"RANDOM weights (real shape and timings, meaningless text){tokenizer}, built"
+        split = f" split over {self.world.size} ranks ({self.world.backend})," if self.world else ""
         return (
             f"{self.name}{revision}: {type(self.model).__name__}, {_count(self.num_parameters)} parameters, "
-            f"{dtype} on {devices}, {built} in {self.load_seconds:.2f} s"
+            f"{dtype} on {devices},{split} {built} in {self.load_seconds:.2f} s"
         )
 
     def __repr__(self) -> str:
@@ -141,7 +149,8 @@ def load_model(
     :class:`KVMagicError` messages that name the cause. ``before_weights`` runs once the
     tokenizer has loaded (so the name is good) and before the weights take memory: the place
     to free a previous model. ``random_weights`` builds the model from its config instead
-    (:mod:`kvmagic.model.random_weights`), with no download.
+    (:mod:`kvmagic.model.random_weights`), with no download. Split over the ranks torchrun started:
+    :func:`kvmagic.model.parallel.load_split_model`.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

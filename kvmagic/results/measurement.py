@@ -15,7 +15,7 @@ from kvmagic.core.config import Config
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.quality import Quality
 from kvmagic.core.sequential import auto_interval
-from kvmagic.results.records import Mismatch, StepProfile
+from kvmagic.results.records import Mismatch, Ranks, StepProfile
 
 __all__ = ["MIN_REPEAT_FOR_SPREAD", "Measurement", "Pair"]
 
@@ -39,6 +39,7 @@ class Measurement:
     compile_s: float = math.nan  # a compiled strategy: its first call's extra seconds
     profile: StepProfile | None = None  # its hooked run (steps), or the one that explains a mismatch
     quality: Quality | None = None  # a comparison of strategies: its logits against the full cache's, teacher-forced
+    ranks: Ranks | None = None  # split over the ranks of a tensor-parallel run: what each rank's runs left
 
     @property
     def median_s(self) -> float:

@@ -10,6 +10,7 @@ from kvmagic.core.quality import FULL_CACHE
 from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes
+from kvmagic.results.split_table import split_notes
 
 if TYPE_CHECKING:
     from kvmagic.results.records import Mismatch
@@ -23,7 +24,7 @@ NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half p
 def notes(result: BenchmarkResult) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
     found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *limits_notes(result)]
-    found += frontier_notes(result) + _quality_notes(result) + prefix_notes(result)
+    found += frontier_notes(result) + _quality_notes(result) + prefix_notes(result) + split_notes(result)
     shipped = result.facts.model_generation_settings
     if shipped:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())

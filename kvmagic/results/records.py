@@ -10,7 +10,7 @@ from typing import Any
 
 from kvmagic.core.config import Config
 
-__all__ = ["Mismatch", "Prediction", "RunFacts", "StepProfile", "first_mismatch"]
+__all__ = ["Mismatch", "Prediction", "Ranks", "RunFacts", "StepProfile", "first_mismatch"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,31 @@ class RunFacts:
     def setup(self) -> dict[str, Any]:
         """The facts as ``how this was measured`` lists them, the empty ones left out."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", {})}
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """One measurement on every rank of a tensor-parallel run, in rank order (a rank's own view holds one).
+
+    ``communication_s`` is each rank's time in collectives over one extra, profiled run of the strategy,
+    which took ``profiled_s`` (the slowest rank's); ``collectives`` is how many its backend ran on rank 0.
+    ``tokens`` is a digest of every timed run's generated ids, ``identical`` whether each rank's runs
+    matched its own reference run.
+    """
+
+    kv_bytes: tuple[int, ...]
+    communication_s: tuple[float, ...]
+    profiled_s: float
+    collectives: int
+    tokens: tuple[str, ...]
+    identical: tuple[bool, ...]
+
+    @property
+    def agree(self) -> bool:
+        """Every rank generated rank 0's tokens, in every run."""
+        return all(self.identical) and len(set(self.tokens)) == 1
+
+    @property
+    def communication_share(self) -> float:
+        """The slowest rank's time in collectives, as a share of the profiled run."""
+        return max(self.communication_s) / self.profiled_s if self.profiled_s > 0 else math.nan

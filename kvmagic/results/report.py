@@ -22,6 +22,7 @@ from kvmagic.results.limits_table import (
     strategy_limit_values,
 )
 from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
+from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -155,8 +156,12 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
     position = result.facts.kv_position_bytes
     if not result.plain:
         return _strategy_table(result)
-    extra = list(LIMIT_COLUMNS) if result.limits else []
-    measured = {pair.config: {**row(pair, position), **_limits(result, pair)} for pair in result.pairs()}
+    divided = split(result)
+    extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]
+    measured = {
+        pair.config: {**row(pair, position), **_limits(result, pair), **(split_values(pair) if divided else {})}
+        for pair in result.pairs()
+    }
     if not result.predictions:
         return pd.DataFrame(list(measured.values()), columns=[*COLUMNS, *extra])
     rows = []

@@ -20,7 +20,7 @@ from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Mismatch, Prediction, RunFacts, StepProfile
+from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, StepProfile
 from kvmagic.results.serialize import floats_back, seconds_back
 
 if TYPE_CHECKING:
@@ -92,6 +92,8 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     values["profile"] = None if profile is None else StepProfile(**{k: floats_back(v) for k, v in profile.items()})
     quality = values.get("quality")
     values["quality"] = None if quality is None else Quality(**_numbers(quality))
+    ranks = values.get("ranks")
+    values["ranks"] = None if ranks is None else Ranks(**{k: floats_back(v) for k, v in ranks.items()})
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)

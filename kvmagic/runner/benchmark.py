@@ -17,6 +17,7 @@ from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
 from kvmagic.measure.accelerator import release_memory
+from kvmagic.measure.distributed import lockstep
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
@@ -31,6 +32,7 @@ from kvmagic.runner.frontier_run import memory_frontier
 from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
 from kvmagic.runner.prefix import build_prefix
 from kvmagic.runner.prompt import batched
+from kvmagic.runner.ranks import put_together
 from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
 
 if TYPE_CHECKING:
@@ -56,9 +58,11 @@ def run_benchmark(
     says enough. Times are medians; the speed-up is a ratio of medians. Several lengths make a
     sweep over their cross product; ``cache`` compares strategies instead of off/on. ``progress``
     shows a progress bar over a sweep. A KeyboardInterrupt ends a sweep early: the configurations
-    finished so far come back, the result ``partial``.
+    finished so far come back, the result ``partial``. A model split over ranks (``loaded.world``) is
+    measured by every rank in lockstep, and every rank returns the same result; only rank 0 shows progress.
     """
     spec = BenchSpec.of(spec, **options)
+    progress = progress and (loaded.world is None or loaded.world.first)
     longest = max(spec.new_tokens)
     advice = (
         f"out of accelerator memory generating {'' if len(spec.new_tokens) == 1 else 'up to '}{longest} tokens: "
@@ -92,7 +96,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
     configs = list(dict.fromkeys(m.config for m in measurements))
     hardware, limits = (bound[1], [limits_for(*bound, *config) for config in configs]) if bound else (None, [])
-    return BenchmarkResult(
+    result = BenchmarkResult(
         model=loaded.name,
         measurements=measurements,
         spec=spec,
@@ -107,6 +111,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
         limits=limits,
         frontier=memory_frontier(plan, measurements) if spec.frontier and measurements else None,
     )
+    return result if loaded.world is None else put_together(result, loaded.world)
 
 
 def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
@@ -164,7 +169,7 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[list[M
     length first."""
     loaded, spec = plan.loaded, plan.spec
     warmed = {plan.configs[0].prompt_tokens}
-    stop = stop_rule(spec)
+    stop = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
     timed = budget.estimate_s is not None  # weights in seconds: the bar moves with every timed run
     long = sum(budget.weights) > PROGRESS_AFTER_S if timed else len(budget.todo) > 1
     with _progress_bar(sum(budget.weights), enabled=progress and long) as bar:

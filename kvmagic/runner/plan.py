@@ -21,6 +21,7 @@ from kvmagic.core.config import Config
 from kvmagic.core.lengths import configurations
 from kvmagic.core.spec import PAIR
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
+from kvmagic.measure.distributed import slowest
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import predicted_kv_nbytes
 from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, strategies
@@ -129,23 +130,24 @@ def plan_budget(plan: Plan) -> Budget:
     beside measured medians. A sweep first takes a lower bound from single forwards (:func:`_floor`),
     so a hopeless one is refused in seconds, before the probes at its longest lengths. Either way the
     estimate counts the warm-ups, ``repeat="auto"`` at the fewest pairs it can stop at (``auto_cap``
-    bounds the rest) and the hooked round of ``steps``. 0: no limit, no estimate.
+    bounds the rest), the hooked round of ``steps`` and the profiled one of a split model. Across ranks,
+    every estimate is the slowest rank's, so that all of them decide alike. 0: no limit, no estimate.
     """
     spec, configs = plan.spec, plan.configs
     if not spec.predict and len(configs) == 1 and spec.max_seconds:
-        estimate = _single_estimate(plan)
+        estimate = slowest(_single_estimate(plan))
         check_budget(estimate, spec.max_seconds)
         return Budget(configs, [estimate], estimate_s=estimate)
     if not (spec.predict or (spec.max_seconds and len(configs) > 1)):
         return Budget(configs, [1.0] * len(configs))
     caches = [s.caches for s in plan.runnable]
-    rounds, warmup = spec.rounds, spec.warmup_tokens
+    rounds, warmup = _rounds(plan), spec.warmup_tokens
     if not spec.predict:
         check_budget(_floor(plan, caches), spec.max_seconds)
     shortest, longest = min(c.prompt_tokens for c in configs), max(c.cached_positions for c in configs)
     probes = probe(plan.loaded, plan.inputs[configs[0].prompt_tokens], shortest, longest)
     typical, fastest = probes.typical(), probes.fastest()
-    estimate = estimate_seconds(fastest, configs, repeat=rounds, warmup_tokens=warmup, caches=caches)
+    estimate = slowest(estimate_seconds(fastest, configs, repeat=rounds, warmup_tokens=warmup, caches=caches))
     predictions: tuple[Prediction, ...] = ()
     if spec.predict:
         predictions = tuple(_prediction(plan.loaded, typical, config) for config in configs)
@@ -173,9 +175,9 @@ def _floor(plan: Plan, caches: list[bool]) -> float:
         short = min(short, forward_seconds(plan.loaded, shortest, SHORT_TOKENS))
         for length in lengths:
             fastest[length] = min(fastest[length], forward_seconds(plan.loaded, plan.inputs[length], length))
-        bound = floor_seconds(
-            fastest, short, plan.configs, repeat=spec.rounds, warmup_tokens=spec.warmup_tokens, caches=caches
-        )
+        bound = slowest(floor_seconds(
+            fastest, short, plan.configs, repeat=_rounds(plan), warmup_tokens=spec.warmup_tokens, caches=caches
+        ))  # fmt: skip
         if bound <= spec.max_seconds:
             break
     return bound
@@ -193,9 +195,15 @@ def _single_estimate(plan: Plan) -> float:
     prefill = min(uncached) / 2  # a two-token run without the cache is two forwards over about P tokens
     total = 0.0
     for two_tokens, caches in runs.values():
-        for tokens, times in ((spec.warmup_tokens, 1), (new_tokens, batch * spec.rounds), (1, batch)):
+        for tokens, times in ((spec.warmup_tokens, 1), (new_tokens, batch * _rounds(plan)), (1, batch)):
             total += times * scaled_seconds(prefill, two_tokens, prompt_tokens, tokens, use_cache=caches)
     return total
+
+
+def _rounds(plan: Plan) -> int:
+    """Runs per strategy at each configuration beside the warm-up and first-token ones: the timed rounds, the
+    hooked one of ``steps``, and the profiled one of a model split over ranks."""
+    return plan.spec.rounds + (plan.loaded.world is not None)
 
 
 def _fastest_round(plan: Plan, inputs: BatchEncoding) -> dict[str, tuple[float, bool]]:

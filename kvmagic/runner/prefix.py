@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kvmagic.measure.capabilities import cache_keyword
+from kvmagic.measure.signatures import cache_keyword
 from kvmagic.measure.timing import returned_cache, timed_generate
 from kvmagic.runner.rounds import strategy_config
 

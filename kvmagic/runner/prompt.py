@@ -64,11 +64,11 @@ def prompt_inputs(
     if spec.prompt_tokens is not None:
         found = {n: stretch_prompt(loaded, prompt, n) for n in spec.prompt_tokens}
     if isinstance(prefix_tokens, int) and prefix_tokens >= min(found):
-        raise KVMagicError(
-            f"{{prefix}} {prefix_tokens} leaves no token of the {min(found)}-token prompt after it: give fewer "
-            "tokens than the prompt has",
-            "prefix",
-        )
+        left = f"{{prefix}} {prefix_tokens} leaves no token of the {min(found)}-token prompt after it"
+        if spec.prompt_tokens is not None:  # the shortest length asked for is the prompt's
+            raise KVMagicError(f"{left}: give {{prefix}} fewer tokens, or {{prompt_tokens}} a longer prompt",
+                               "prefix", "prompt_tokens")  # fmt: skip
+        raise KVMagicError(f"{left}: give fewer tokens than the prompt has", "prefix")
     return found, natural_tokens, prefix_tokens if isinstance(prefix_tokens, int) else None
 
 

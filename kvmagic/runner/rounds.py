@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.config import Config
 from kvmagic.core.stop import FixedRounds, StopRule
 from kvmagic.measure.accelerator import PeakMemory
+from kvmagic.measure.distributed import from_first
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes
 from kvmagic.measure.static_cache import reset_static_cache_state
@@ -19,6 +20,7 @@ from kvmagic.measure.timing import profiled_generate, returned_cache, timed_gene
 from kvmagic.results.records import StepProfile
 from kvmagic.results.result import Measurement
 from kvmagic.runner.mismatch import margin_at, strategy_mismatch
+from kvmagic.runner.ranks import rank_view
 
 if TYPE_CHECKING:
     import torch
@@ -105,7 +107,11 @@ def measure_rounds(
     ttft = {s.name: first_call(loaded, given(s, inputs), 1, s) for s in strategies}
     quality = judge(loaded, inputs, new_tokens, strategies) if judge is not None else {}
     found = [rounds.measurement(s.name, Config(prompt_tokens, new_tokens, rounds.batch), ttft) for s in strategies]
-    profiled = set(configs) if steps else _first_to_differ(found)
+    if loaded.world is not None:  # split over ranks: each rank's cache, communication and tokens
+        views = {m.strategy: rank_view(loaded, inputs, configs[m.strategy], rounds.generated[m.strategy], m.kv_bytes,
+                                       m.identical) for m in found}  # fmt: skip
+        found = [dataclasses.replace(m, ranks=views[m.strategy]) for m in found]
+    profiled = set(configs) if steps else from_first(_first_to_differ(found))  # every rank profiles alike
     measured = []
     for m in found:
         strategy = next(s for s in strategies if s.name == m.strategy)

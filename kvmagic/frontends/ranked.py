@@ -1,0 +1,91 @@
+"""The command as one rank of a tensor-parallel run (``torchrun ... -m kvmagic --tp``): who speaks, who writes.
+
+Every rank runs the same command; only rank 0 prints (the summary, progress, the table, a refusal) and
+writes ``--save``; the others stay quiet and end with the same status. Started by the notebook's
+launcher (:mod:`kvmagic.frontends.launch`), which names a folder in :data:`LAUNCH_DIR`, each rank also
+leaves there what the launcher reads back: its process id and its stderr, its refusal as a template (so
+the notebook can spell its own flags), and rank 0 the result as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvmagic.errors import KVMagicError
+
+if TYPE_CHECKING:
+    from kvmagic.measure.distributed import World
+    from kvmagic.results.result import BenchmarkResult
+
+__all__ = ["LAUNCH_DIR", "RESULT", "join_ranks", "quiet_rank", "report_error", "report_result", "torchrun_hint"]
+
+LAUNCH_DIR = "KVMAGIC_LAUNCH_DIR"  # set by the notebook's launcher: where each rank leaves what it reads back
+RESULT = "result.json"
+
+
+def torchrun_hint(argv: Sequence[str]) -> str:
+    """The command that runs ``argv`` under torchrun, as the refusal of ``--tp`` without it gives it."""
+    return shlex.join(["torchrun", "--nproc-per-node", "N", "-m", "kvmagic", *argv])
+
+
+def join_ranks(args: argparse.Namespace, argv: Sequence[str]) -> World | None:
+    """With ``--tp``, this process's place among the ranks (refused outside torchrun, with the command to use);
+    a rank other than 0 is made quiet and writes no file."""
+    if not args.tp:
+        return None
+    from kvmagic.measure.distributed import join, launched
+
+    if not launched():
+        raise KVMagicError(
+            "{tp} splits the model over the ranks torchrun starts, one per device: run it as "
+            f"{torchrun_hint(argv)} (N: the number of devices)",
+            "tp",
+        )
+    folder = os.environ.get(LAUNCH_DIR)
+    rank = int(os.environ["RANK"])
+    if folder:
+        Path(folder, f"rank{rank}.pid").write_text(str(os.getpid()))
+        err = os.open(Path(folder, f"rank{rank}.err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(err, 2)  # the launcher reads rank 0's as progress, and any rank's last words if it fails
+        os.close(err)
+    if rank != 0:
+        args.quiet, args.save = True, None
+        _hush_libraries()
+    return join()
+
+
+def _hush_libraries() -> None:
+    """transformers' progress bars and warnings, on a rank that stays quiet: rank 0 shows them once."""
+    import warnings
+
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    warnings.simplefilter("ignore")
+
+
+def quiet_rank() -> bool:
+    """Whether this process is a rank other than 0 (which stays quiet)."""
+    return os.environ.get("RANK", "0") != "0" and "WORLD_SIZE" in os.environ
+
+
+def report_error(error: KVMagicError) -> None:
+    """Leave this rank's refusal for the launcher, as a template it spells in its own flags."""
+    folder = os.environ.get(LAUNCH_DIR)
+    if folder:
+        record = {"template": error.template, "params": list(error.params)}
+        Path(folder, f"rank{os.environ.get('RANK', '0')}.json").write_text(json.dumps(record))
+
+
+def report_result(result: BenchmarkResult) -> None:
+    """Rank 0 leaves the result for the launcher."""
+    folder = os.environ.get(LAUNCH_DIR)
+    if folder and not quiet_rank():
+        result.to_json(Path(folder, RESULT))

@@ -1,0 +1,81 @@
+"""A model split over ranks (tensor parallelism): the columns and the note that say what the split costs.
+
+Split, each rank holds its share of the heads, so of the KV cache, and every forward all-reduces the
+activations between ranks: without the cache every step does so over the whole prefix, with it over one
+token. The columns give each rank's cache and the time each step spent in collectives, so a reader can
+tell whether the cache still pays once the model is split.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvmagic.results.result import BenchmarkResult, Measurement, Pair
+
+__all__ = ["SPLIT_COLUMNS", "split", "split_notes", "split_values"]
+
+MIB = 2**20
+SPLIT_COLUMNS = (
+    "ranks", "kv_rank_mib", "uncached_comm_ms", "cached_comm_ms", "uncached_comm_share", "cached_comm_share",
+    "ranks_identical",
+)  # fmt: skip
+
+
+def split(result: BenchmarkResult) -> bool:
+    """Whether the result was measured on a model split over ranks."""
+    return any(m.ranks is not None for m in result.measurements)
+
+
+def _per_step_ms(m: Measurement) -> float:
+    """The slowest rank's milliseconds in collectives per generated token, over the profiled run."""
+    if m.ranks is None:
+        return math.nan
+    return 1e3 * max(m.ranks.communication_s) / m.config.new_tokens
+
+
+def split_values(pair: Pair) -> dict[str, Any]:
+    """The plain row's split columns."""
+    uncached, cached = pair.reference, pair.other
+    if uncached.ranks is None or cached.ranks is None:
+        return dict.fromkeys(SPLIT_COLUMNS, math.nan)
+    return {
+        "ranks": len(cached.ranks.kv_bytes),
+        "kv_rank_mib": max(cached.ranks.kv_bytes) / MIB,
+        "uncached_comm_ms": _per_step_ms(uncached),
+        "cached_comm_ms": _per_step_ms(cached),
+        "uncached_comm_share": uncached.ranks.communication_share,
+        "cached_comm_share": cached.ranks.communication_share,
+        "ranks_identical": uncached.ranks.agree and cached.ranks.agree,
+    }
+
+
+def split_notes(result: BenchmarkResult) -> list[str]:
+    """How the model was split, what the split cost at the longest configuration, and any rank whose tokens
+    differed."""
+    if not split(result):
+        return []
+    meta = result.metadata
+    devices = ", ".join(dict.fromkeys(str(d).split(" (")[0] for d in meta.get("rank_devices", [])))
+    how = f"{meta.get('world_size', '?')} ranks by tensor parallelism ({meta.get('backend', '?')}, {devices})"
+    agree = all(m.ranks.agree for m in result.measurements if m.ranks is not None)
+    same = "; every rank generated the same tokens" if agree else ""
+    found = [f"split over {how}; times are the slowest rank's{same}"]
+    pairs = result.pairs() if result.plain else []
+    if pairs:
+        pair = max(pairs, key=lambda p: (p.config.prompt_tokens + p.config.new_tokens, p.config.batch))
+        values = split_values(pair)
+        total = (pair.other.kv_bytes or 0) / MIB
+        found.append(
+            f"{pair.config}: collectives took {values['uncached_comm_share']:.0%} of an uncached run "
+            f"({values['uncached_comm_ms']:.3g} ms per step) and {values['cached_comm_share']:.0%} of a cached one "
+            f"({values['cached_comm_ms']:.3g} ms per step); the KV cache is {values['kv_rank_mib']:.4g} MiB per rank, "
+            f"{total:.4g} MiB in all"
+        )
+    for m in result.measurements:
+        if m.ranks is not None and not m.ranks.agree:
+            differing = [str(i) for i, digest in enumerate(m.ranks.tokens) if digest != m.ranks.tokens[0]]
+            differing += [str(i) for i, same in enumerate(m.ranks.identical) if not same and str(i) not in differing]
+            found.append(f"{m.config}: rank {', '.join(differing)} generated other tokens than rank 0 ({m.strategy})")
+    return found

@@ -1,0 +1,237 @@
+"""The parts of ``--tp`` that need no ranks: time covered by collectives, a request as the command's words, the
+ranks' views put together, the columns and notes, torchrun's report read, and the command's refusals."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from kvmagic.core.config import Config
+from kvmagic.core.quality import Quality
+from kvmagic.core.spec import BenchSpec
+from kvmagic.core.stop import FixedRounds
+from kvmagic.errors import KVMagicError
+from kvmagic.frontends.cli import main, parser
+from kvmagic.frontends.launch import failure, root_cause
+from kvmagic.frontends.options import bench_spec, defaults
+from kvmagic.frontends.split import bench_words, check_split_request, load_words
+from kvmagic.measure import distributed
+from kvmagic.measure.collectives import covered_seconds, is_collective
+from kvmagic.model.parallel import check_split
+from kvmagic.model.random_weights import config_from_dict, shipped_config
+from kvmagic.results.measurement import Measurement
+from kvmagic.results.records import Ranks
+from kvmagic.results.result import BenchmarkResult
+from kvmagic.runner.ranks import merged, tokens_digest
+
+from .conftest import said
+
+# torchrun's report of a rank killed by SIGKILL, as torch 2.13 prints it (the other rank then stopped by it).
+REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+kvmagic FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_21:40:02
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 4242)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 4242
+============================================================"""
+
+
+def test_covered_seconds_counts_nested_and_overlapping_spans_once() -> None:
+    assert covered_seconds([]) == 0
+    assert covered_seconds([(0, 1), (0.2, 0.5), (2, 3)]) == pytest.approx(2.0)  # nested inside (0, 1)
+    assert covered_seconds([(2, 4), (0, 1), (3, 6)]) == pytest.approx(5.0)  # overlapping, out of order
+    assert covered_seconds([(0, 1), (1, 2)]) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "collective"),
+    [("gloo:all_reduce", True), ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", True), ("c10d::allreduce_", True),
+     ("_c10d_functional::wait_tensor", True), ("aten::mm", False), ("kvmagic.generate", False)],
+)  # fmt: skip
+def test_what_counts_as_a_collective(name: str, collective: bool) -> None:
+    assert is_collective(name) is collective
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"new_tokens": (2, 3), "repeat": "auto", "ci_target": 0.5, "auto_cap": 1.0}, {"prompt_tokens": (4, 8)},
+     {"chat": True, "steps": True, "threads": 1, "batch": (2,), "max_seconds": 0.0, "warmup_tokens": 0},
+     {"quality": False}],
+)  # fmt: skip
+def test_a_request_as_the_command_words_reads_back_the_same(changes: dict) -> None:
+    spec = BenchSpec(**changes)
+    args = parser().parse_args([*bench_words(spec), "a prompt"])
+    assert bench_spec(args, defaults()) == spec
+
+
+def test_the_load_words_leave_the_device_map_to_the_ranks() -> None:
+    load = {"name": "tiny", "dtype": "auto", "device_map": "cpu", "revision": None, "gguf_file": None,
+            "attn_implementation": "eager", "trust_remote_code": False, "random_weights": False}  # fmt: skip
+    assert load_words(load) == ["-m", "tiny", "--dtype", "auto", "--attn-implementation", "eager"]
+
+
+def test_a_split_is_checked_against_the_config() -> None:
+    llama = config_from_dict(shipped_config("meta-llama/Llama-3.2-1B") or {})
+    check_split("meta-llama/Llama-3.2-1B", llama, 8)  # 32 heads and 8 KV heads: 2, 4 or 8 ranks
+    with pytest.raises(KVMagicError, match=r"32 attention heads and 8 KV heads, which 3 ranks .*: use 2 or 4 or 8"):
+        check_split("meta-llama/Llama-3.2-1B", llama, 3)
+    gpt2 = config_from_dict({"model_type": "gpt2"})
+    with pytest.raises(KVMagicError, match=r"^'gpt2' \(GPT2Config\) has no tensor-parallel plan"):
+        check_split("gpt2", gpt2, 2)
+
+
+ONE_DEVICE = {"predict": True, "limits": True, "frontier": "predict", "cache": "off,dynamic", "prefix": 4,
+              "quality_text": "continuation.txt", "kv_bits": 4, "compile": True}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(ONE_DEVICE))
+def test_options_of_one_device_are_refused_with_a_split(name: str) -> None:
+    """Each as the parsed options have it (before the request's checks, which would advise adding --cache), and
+    each the request can hold alone as the request."""
+    with pytest.raises(KVMagicError) as caught:
+        check_split_request(argparse.Namespace(tp=True, **{name: ONE_DEVICE[name]}))
+    assert caught.value.params == (name, "tp")
+    if name not in ("quality_text", "kv_bits", "compile"):  # these three need a cache the request refuses without
+        with pytest.raises(KVMagicError) as caught:
+            check_split_request(BenchSpec(**{name: ONE_DEVICE[name]}))
+        assert caught.value.params == (name, "tp")
+    check_split_request(BenchSpec(steps=True, repeat="auto", batch=(2,), quality=False))  # these run split
+
+
+@pytest.mark.parametrize("option", ["--prefix 4", "--quality-text missing.txt", "--kv-bits 4", "--compile"])
+def test_the_command_refuses_a_comparisons_option_with_tp_naming_both(option: str, capsys) -> None:
+    """Not the request's own advice (add --cache), which --tp refuses in turn, nor a file --tp would not read."""
+    assert main(["-m", "tiny", "--tp", *option.split(), "-n", "2", "hi"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and said(err).count("\n") == 1 and "--cache" not in err, err
+    assert said(err).startswith(f"kvbench: error: {option.split()[0]} ") and "not a model split by --tp" in said(err)
+
+
+def test_torchruns_report_names_the_rank_and_its_signal(tmp_path: Path) -> None:
+    assert root_cause(REPORT) == (1, -9)
+    assert root_cause("no report") is None
+    (tmp_path / "torchrun.log").write_text(f"some output\n{REPORT}\n")
+    error = failure(tmp_path, 2, 1)
+    assert said(str(error)) == (
+        "tp 2: rank 1 was killed by signal 9 (SIGKILL: often the system out of memory); every rank was stopped: "
+        "run the cell again once that is fixed"
+    )
+    (tmp_path / "torchrun.log").write_text(REPORT.replace("-9 (pid", "1 (pid"))
+    (tmp_path / "rank1.err").write_text("Traceback (most recent call last):\n  ...\nRuntimeError: gloo timed out\n")
+    assert "rank 1 failed (exit status 1): RuntimeError: gloo timed out;" in str(failure(tmp_path, 2, 1))
+
+
+def test_a_ranks_refusal_comes_back_as_its_template(tmp_path: Path) -> None:
+    (tmp_path / "rank1.json").write_text(json.dumps({"template": "{new_tokens} too many", "params": ["new_tokens"]}))
+    (tmp_path / "rank0.json").write_text(json.dumps({"template": "{tp} cannot", "params": ["tp"]}))
+    error = failure(tmp_path, 2, 1)
+    assert (error.template, error.params) == ("{tp} cannot", ("tp",))  # rank 0's first
+
+
+def _ranks(kv: int, seconds: float, digest: str = "a", identical: bool = True) -> Ranks:
+    return Ranks((kv,), (seconds,), 0.5, 24, (digest,), (identical,))
+
+
+def _result(views: list[tuple[Ranks, Ranks]]) -> BenchmarkResult:
+    config = Config(10, 4, 1)
+    own = [Measurement(config, "off", (0.4, 0.5), ranks=views[0][0], kv_bytes=0, peak_bytes=100),
+           Measurement(config, "dynamic", (0.2, 0.25), ranks=views[0][1], kv_bytes=3 * 2**20, peak_bytes=100)]  # fmt: skip
+    result = BenchmarkResult("tiny", own, metadata={"device": "cpu (x)"})
+    rows = [{"device": "cpu (x)", "rows": [{"ranks": a, "peak_bytes": 100 + i}, {"ranks": b, "peak_bytes": 90}]}
+            for i, (a, b) in enumerate(views)]  # fmt: skip
+    return merged(result, 2, "gloo", rows)
+
+
+def test_the_ranks_views_make_one_result_with_its_columns_and_note() -> None:
+    mib = 2**20
+    result = _result([(_ranks(0, 0.2), _ranks(3 * mib, 0.1)), (_ranks(0, 0.25), _ranks(3 * mib, 0.05))])
+    off, dynamic = result.measurements
+    assert dynamic.kv_bytes == 6 * mib and off.peak_bytes == 101  # the ranks' shares summed; the fullest rank's peak
+    assert dynamic.ranks == Ranks((3 * mib, 3 * mib), (0.1, 0.05), 0.5, 24, ("a", "a"), (True, True))
+    row = result.to_dataframe().iloc[0]
+    assert (row["ranks"], row["kv_rank_mib"], row["kv_cache_mib"], bool(row["ranks_identical"])) == (2, 3, 6, True)
+    assert row["uncached_comm_ms"] == pytest.approx(1e3 * 0.25 / 4) and row["cached_comm_ms"] == pytest.approx(25)
+    assert row["uncached_comm_share"] == pytest.approx(0.5) and row["cached_comm_share"] == pytest.approx(0.2)
+    notes = result.notes()
+    assert notes[0] == (
+        "split over 2 ranks by tensor parallelism (gloo, cpu); times are the slowest rank's; every rank generated "
+        "the same tokens"
+    )
+    assert "collectives took 50% of an uncached run (62.5 ms per step) and 20% of a cached one (25 ms" in notes[1]
+    assert "the KV cache is 3 MiB per rank, 6 MiB in all" in notes[1]
+    back = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert [m.ranks for m in back.measurements] == [m.ranks for m in result.measurements]
+    assert back.metadata["rank_devices"] == ["cpu (x)", "cpu (x)"]
+
+
+def test_a_result_file_keeps_the_ranks_beside_quality_and_the_prefix() -> None:
+    """What a launch reads back: a measurement's ranks and its quality, and the run's reused prefix, all kept."""
+    mib = 2**20
+    result = _result([(_ranks(0, 0.2), _ranks(3 * mib, 0.1)), (_ranks(0, 0.25), _ranks(3 * mib, 0.05))])
+    judged = dataclasses.replace(result.measurements[1], quality=Quality(4, 0.75, 0.125, 1.5))
+    result = dataclasses.replace(
+        result, measurements=[result.measurements[0], judged], facts=dataclasses.replace(result.facts, prefix_tokens=3)
+    )
+    back = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.measurements[1].quality == judged.quality and back.measurements[1].ranks == judged.ranks
+    assert back.measurements[0].quality is None and back.facts.prefix_tokens == 3
+
+
+def test_a_rank_with_other_tokens_is_named() -> None:
+    result = _result([(_ranks(0, 0.2), _ranks(1, 0.1)), (_ranks(0, 0.2, digest="b"), _ranks(1, 0.1, identical=False))])
+    assert not bool(result.to_dataframe().iloc[0]["ranks_identical"])
+    assert "10+4 tokens: rank 1 generated other tokens than rank 0 (off)" in result.notes()
+    assert "10+4 tokens: rank 1 generated other tokens than rank 0 (dynamic)" in result.notes()
+    assert not result.notes()[0].endswith("the same tokens")
+
+
+def test_the_digest_sees_every_sequence_of_every_run() -> None:
+    runs = [[[1, 2], [1, 2]], [[1, 2], [1, 2]]]
+    assert tokens_digest(runs) == tokens_digest(json.loads(json.dumps(runs)))
+    assert tokens_digest(runs) != tokens_digest([[[1, 2], [1, 2]], [[1, 2], [1, 3]]])
+
+
+def test_outside_a_process_group_the_lockstep_is_the_identity() -> None:
+    assert distributed.world() is None
+    assert distributed.slowest(1.5) == 1.5 and distributed.slowest_each([1.0, 2.0]) == [1.0, 2.0]
+    assert distributed.everyone("x") == ["x"] and distributed.from_first(3) == 3
+    rule = FixedRounds(2)
+    assert distributed.lockstep(rule) is rule
+    distributed.barrier()
+
+
+def test_tp_without_torchrun_says_the_command_to_run(monkeypatch, capsys) -> None:
+    for name in distributed.LAUNCH_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert main(["-m", "tiny", "--tp", "-n", "16", "The KV cache"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and said(err) == (
+        "kvbench: error: --tp splits the model over the ranks torchrun starts, one per device: run it as torchrun "
+        "--nproc-per-node N -m kvmagic -m tiny --tp -n 16 'The KV cache' (N: the number of devices)\n"
+    )
+
+
+def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypatch) -> None:
+    from kvmagic import load_split_model
+
+    for name in distributed.LAUNCH_ENV:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(KVMagicError, match=r"^a split model needs the ranks torchrun starts: run this under torchrun"):
+        load_split_model("tiny")
+    with pytest.raises(KVMagicError, match=r"^device_map places a whole model; split, each rank places its share"):
+        load_split_model("tiny", device_map="cpu")
+    with pytest.raises(KVMagicError, match=r"^tiny already has seeded random weights: drop random_weights$"):
+        load_split_model("tiny", random_weights=True)
