@@ -168,3 +168,12 @@ def test_the_magic_splits_a_cell_at_its_line(shell) -> None:
         shell.run_cell_magic("kvbench", "-n 2 --prefix x", SPLIT_PROMPT)
     with raises_usage("^--prefix split cuts the prompt at its line ---; --chat would wrap the prompt: give --prefix"):
         shell.run_cell_magic("kvbench", "-n 2 --prefix split --chat", SPLIT_PROMPT)
+
+
+def test_a_gate_on_a_prefix_run_takes_the_metrics_its_strategy_rows_have(capsys) -> None:
+    from kvmagic.frontends.cli import main
+
+    code = main(["-m", "tiny", "--prefix", "4", "--compare", "base.json", "--fail-on", "cached_s:+10%", "a prompt"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("kvbench: error: cannot read --fail-on 'cached_s:+10%': write METRIC")
+    assert "one of speedup, seconds" in err.replace("\n  ", " ")  # refused before any model loads
