@@ -128,3 +128,21 @@ def test_each_row_records_the_static_cache_it_used_sized_for_that_row(tiny) -> N
     assert abs(rows.loc[(8, "static"), "cache_tokens"] - (prompt + 8)) <= 1
     assert abs(rows.loc[(2, "static"), "cache_tokens"] - (prompt + 2)) <= 1  # not the 8-token row's cache
     assert rows.loc[(2, "off"), "cache_tokens"] == 0
+
+
+def test_no_static_cache_outlives_the_run_that_made_it(tiny, monkeypatch) -> None:
+    from kvmagic import run_benchmark
+    from kvmagic.runner import benchmark
+
+    kept: list[set[str]] = []
+    real = benchmark._run
+
+    def measured(*args: Any) -> Any:
+        found = real(*args)
+        kept.append(set(static_cache_state()) & set(vars(tiny.model)))  # what the run left, before the end
+        return found
+
+    monkeypatch.setattr(benchmark, "_run", measured)
+    run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, cache="off,static", quality=False)
+    assert kept == [set(static_cache_state())]  # the installed line keeps its state on the model during a run
+    assert not set(static_cache_state()) & set(vars(tiny.model))  # and the run takes it away at its end

@@ -70,7 +70,10 @@ def run_benchmark(
     )
     # A partial, not a lambda: a closure would keep ``loaded`` alive in the frames of a failed run.
     with torch_threads(spec.threads):  # the whole run, probes and estimates too; put back after
-        return with_memory_advice(partial(_run, loaded, prompt, spec, progress), advice, "new_tokens", "dtype")
+        try:
+            return with_memory_advice(partial(_run, loaded, prompt, spec, progress), advice, "new_tokens", "dtype")
+        finally:  # a static cache transformers keeps on the model must not outlive the run (4.55 keeps it whole)
+            reset_static_cache_state(loaded.model)
 
 
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> BenchmarkResult:
