@@ -163,3 +163,19 @@ def test_plot_adds_per_step_latency_when_measured() -> None:
 def test_plot_refuses_an_empty_result() -> None:
     with pytest.raises(KVMagicError, match=r"^nothing to plot: the benchmark finished no configuration$"):
         BenchmarkResult(model="tiny", measurements=[], facts=RunFacts(stopped="interrupted")).plot()
+
+
+def test_one_configuration_is_a_bar_per_strategy_each_labelled() -> None:
+    result = BenchmarkResult(model="tiny", measurements=_measurement(16, 1.0, 0.25))
+    times, speedups = result.plot().axes
+    assert [t.get_text() for t in times.get_xticklabels()] == ["uncached", "cached"]
+    assert [bar.get_height() for bar in times.patches] == [p for m in result.measurements for p in [m.median_s]]
+    assert [t.get_text() for t in speedups.get_xticklabels()] == ["cached"]
+    assert [bar.get_height() for bar in speedups.patches] == [result.speedup]
+    assert [t.get_text() for t in speedups.texts] == [f"{result.speedup:.3g}x"]
+
+
+def test_the_figure_shows_itself_in_a_notebook_with_no_matplotlib_line(shell) -> None:
+    """A bare Figure has no inline formatter until pyplot is imported: `result.plot()` would print as text."""
+    formats, _ = shell.display_formatter.format(_result().plot())
+    assert formats["image/png"].startswith(b"\x89PNG")

@@ -33,9 +33,8 @@ from kvmagic.measure.guards import forget_frames, forget_last_failure
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from matplotlib.figure import Figure
-
     from kvmagic.model.loading import LoadedModel
+    from kvmagic.results.plot import SweepFigure
 
 __all__ = ["KVMagics"]
 
@@ -85,16 +84,12 @@ _BENCH_USAGE = (
 _PROMPT_HELP = "The prompt, in the one-line form (%%kvbench); in a %%%%kvbench cell the body is the prompt."
 
 
-def _show(figure: Figure) -> None:
+def _show(figure: SweepFigure) -> None:
     """Show a figure inline as PNG, whatever matplotlib backend the kernel has (or none)."""
-    import io
-
     from IPython.display import display
 
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
     text = "<figure: in a terminal, save it with `result.plot().savefig('sweep.png')` on a result from -o or -v>"
-    display({"image/png": buffer.getvalue(), "text/plain": text}, raw=True)
+    display({"image/png": figure._repr_png_(), "text/plain": text}, raw=True)
 
 
 def _fitting(magic: Callable[..., Any]) -> Callable[..., Any]:

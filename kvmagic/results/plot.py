@@ -2,7 +2,8 @@
 
 Every strategy gets its line (the plain run's two as uncached and cached), every strategy but the reference
 its speed-up. Built on a bare matplotlib ``Figure`` (no pyplot): no global figure state, no backend needed,
-and ``fig.savefig(path)`` works anywhere.
+and ``fig.savefig(path)`` works anywhere; the figure shows itself as a PNG in a notebook, with no
+``%matplotlib`` line, as a result's last line or through ``display``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from matplotlib.figure import Figure
+
 from kvmagic.core.config import Config
 from kvmagic.core.spec import REFERENCE
 from kvmagic.errors import KVMagicError
@@ -18,17 +21,28 @@ from kvmagic.results.tradeoff import draw_tradeoff, judged_config
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from kvmagic.results.result import BenchmarkResult
 
-__all__ = ["plot_result"]
+__all__ = ["SweepFigure", "plot_result"]
 
 MIB = 2**20
 _STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
 
 
-def plot_result(result: BenchmarkResult) -> Figure:
+class SweepFigure(Figure):
+    """A matplotlib ``Figure`` that IPython shows as a PNG whatever the backend (a bare figure has no
+    inline formatter until pyplot is imported)."""
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+
+def plot_result(result: BenchmarkResult) -> SweepFigure:
     """Two panels (time, speed-up against length), three when per-step times exist; below them, where the
     strategies' quality was read, the trade-off (:mod:`kvmagic.results.tradeoff`).
 
@@ -36,15 +50,13 @@ def plot_result(result: BenchmarkResult) -> Figure:
     prompt length. When the batch varies, the batch is the x axis of the first two panels instead:
     the speed-up and the memory it costs (KV cache, peaks), one line per (prompt, new) length.
     """
-    from matplotlib.figure import Figure
-
     configs = result.configs
     if not configs:
         raise KVMagicError("nothing to plot: the benchmark finished no configuration")
     stepped = [c for c in configs if all(m.profile for m in result.measurements if m.config == c)]
     judged = judged_config(result)
     rows, columns = (2 if judged else 1), (3 if stepped else 2)
-    figure = Figure(figsize=(5.2 * columns, 4.2 * rows), layout="constrained")
+    figure = SweepFigure(figsize=(5.2 * columns, 4.2 * rows), layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False)
     axes = grid[0]
     if judged is not None:
@@ -53,6 +65,8 @@ def plot_result(result: BenchmarkResult) -> Figure:
             spare.set_axis_off()
     if len({c.batch for c in configs}) > 1:
         _draw_batches(axes[0], axes[1], result)
+    elif len(configs) == 1:
+        _draw_one(axes[0], axes[1], result, configs[0])
     else:
         _draw_lengths(axes[0], axes[1], result)
     if stepped:
@@ -101,6 +115,25 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkResult) -> None:
     for axis in (times, speedups):
         axis.legend()
         axis.grid(alpha=0.3)
+
+
+def _draw_one(times: Axes, speedups: Axes, result: BenchmarkResult, config: Config) -> None:
+    """One configuration: a bar per strategy, its median time and its speed-up, each bar labelled."""
+    names = [result.shown_name(s) for s in result.strategies]
+    bars = times.bar(names, [_seconds(result, s, [config])[0] for s in result.strategies], color="tab:blue")
+    times.bar_label(bars, fmt="%.3g s", padding=2)
+    others = [s for s in result.strategies if s != REFERENCE]
+    bars = speedups.bar([result.shown_name(s) for s in others], [_speedups(result, s, [config])[0] for s in others],
+                        color="tab:orange")  # fmt: skip
+    speedups.bar_label(bars, fmt="%.3gx", padding=2)
+    speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    times.set(title=f"Time per generate (median, {config})", ylabel="seconds")
+    title = "Speed-up (uncached / cached)" if result.plain else "Speed-up over off"
+    speedups.set(title=title, ylabel="times faster")
+    for axis in (times, speedups):
+        axis.margins(y=0.15)
+        axis.tick_params(axis="x", labelrotation=30 if len(names) > 3 else 0)
+        axis.grid(alpha=0.3, axis="y")
 
 
 def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkResult) -> None:

@@ -20,7 +20,8 @@ from kvmagic.results.records import Prediction, RunFacts
 
 if TYPE_CHECKING:
     import pandas as pd
-    from matplotlib.figure import Figure
+
+    from kvmagic.results.plot import SweepFigure
 
 __all__ = ["BenchmarkResult", "Measurement", "Pair"]
 
@@ -166,8 +167,9 @@ class BenchmarkResult:
 
         return to_html(self.to_dataframe(), {"model": self.model, **self.setup()}, self.notes())
 
-    def plot(self) -> Figure:
-        """Time and speed-up against length, and per-step latency when measured; ``.savefig(path)`` saves it."""
+    def plot(self) -> SweepFigure:
+        """Time and speed-up against length, and per-step latency when measured, and quality's cost where it
+        was read: a matplotlib ``Figure`` that a notebook shows inline; ``.savefig(path)`` saves it."""
         from kvmagic.results.plot import plot_result
 
         return plot_result(self)

@@ -61,6 +61,7 @@ def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkResult, config: Co
                     if ratio is not None:
                         axis.annotate(f"{ratio:g}", (figure(m), y), textcoords="offset points", xytext=(4, 4))
         axis.set_yscale("symlog", linthresh=LINEAR_BELOW)
+        axis.margins(0.12)  # room for the ratio labels beside points at the edges
         axis.set(xlabel=label, ylabel="KL from the full cache (nats per token)")
         axis.legend()
         axis.grid(alpha=0.3)
