@@ -175,7 +175,8 @@ BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--wide",), "Show every column, not only those a reader needs first (lengths, both times, the speed-up "
            "and its interval, identical, KV cache size); the data keeps every column either way (--no-wide: the "
            "short table).", "wide", False, action=argparse.BooleanOptionalAction, configurable=True, examples=("",)),
-    Option(("--plot",), "Draw time and speed-up against length (and per-step latency, when measured).", "plot",
+    Option(("--plot",), "Draw time and speed-up against length (bars at one length), per-step latency, and, where "
+           "--cache read quality, KL against KV cache size and against decode speed.", "plot",
            action="store_true", hosts=("magic",), examples=("",)),
     Option(("--save",), "Also write the result to PATH: .csv, .json (everything, loadable with "
            "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH",
@@ -288,6 +289,10 @@ def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> Bench
     values = {name: resolved(args, configured, name) for name in _SPEC_FIELDS if name in vars(args)}
     if getattr(args, "plot", False):
         values["steps"] = True
-    if values.get("quality_text") is not None:
-        values["quality_text"] = read_text(values["quality_text"], "the text of {quality_text}", "quality_text")
+    path = values.get("quality_text")
+    if path is not None:
+        values["quality_text"] = read_text(path, "the text of {quality_text}", "quality_text")
+        if not values["quality_text"].strip():
+            raise KVMagicError(f"{{quality_text}} {path} is empty: give it a file holding the text to judge along",
+                               "quality_text")  # fmt: skip
     return BenchSpec.of(**values)
