@@ -79,7 +79,7 @@ def test_headline_runs_carry_no_hooks_and_hooked_runs_follow_only_with_steps(tin
     monkeypatch.setattr(tiny.model, "generate", recording_generate)
     inputs = encode_prompt(tiny, PROMPT)
     plain = measure_rounds(tiny, inputs, new_tokens=2, stop=FixedRounds(2))
-    timed, first_token = [(False, 2, False), (True, 2, False)] * 2, [(False, 1, False), (True, 1, False)]
+    timed, first_token = [(False, 2, False), (True, 2, False)] * 2, [(False, 1, False), (True, 1, False)] * 3
     assert calls == timed + first_token and [m.profile for m in plain] == [None, None]
     calls.clear()
     measure_rounds(tiny, inputs, new_tokens=2, stop=FixedRounds(2), steps=True)
@@ -96,11 +96,21 @@ def test_first_mismatch_on_constructed_sequences() -> None:
     note = BenchmarkResult("m", _measurement([1.0], [0.5], mismatch=mismatch)).notes()
     assert note == [
         (
-            "3+2 tokens: generated tokens differ from position 2: 'c' (id 3, first uncached run) vs 'x' "
-            "(id 9, cached run); there the cached run's top two logits were 0.01 apart "
+            "3+2 tokens: generated tokens differ from position 2: 'c' (id 3) in the first uncached run vs 'x' "
+            "(id 9) in the cached run; there the cached run's top two logits were 0.01 apart "
             "(a near tie: rounding in float16/bfloat16 can flip it)"
         )
     ]
+
+
+def test_a_token_that_shows_as_nothing_says_what_it_is() -> None:
+    """A byte of a character alone decodes to U+FFFD, and a run that stopped early has no token there."""
+    mismatch = Mismatch(run=0, position=4, expected_id=245, actual_id=-1, expected_token="\ufffd")
+    assert mismatch.expected == "'\ufffd' (id 245, part of a character)"
+    assert mismatch.actual == "no token (its run had ended)"
+    assert (
+        report.short_mismatch(mismatch) == "4: '\ufffd' (id 245, part of a character) vs no token (its run had ended)"
+    )
 
 
 def test_a_real_run_forced_to_differ_reports_where_and_by_how_much(tiny, monkeypatch) -> None:
@@ -138,7 +148,7 @@ def test_spread_columns_against_hand_computed_numbers() -> None:
 def test_large_spread_is_warned_about_once_per_condition() -> None:
     # uncached: quartiles 1.0 and 1.5 around a median of 1.0 (50%); cached: 1% of its median.
     result = BenchmarkResult("m", _measurement([1.0, 1.0, 2.0], [1.0, 1.01, 1.02]))
-    notes = result.notes()
+    notes = [note for note in result.notes() if "warning" in note]  # its interval holds 1 too: another note
     assert len(notes) == 1
     assert notes[0].startswith("3+2 tokens: warning: uncached times vary (IQR is 50% of the median, over 10%)")
     assert "warning" in str(result)
@@ -164,3 +174,22 @@ def test_kvbench_returns_every_column(shell) -> None:
     found = shell.user_ns["found"]
     assert list(found.to_dataframe().columns) == list(COLUMNS)
     assert found.pair().interval[0] <= found.pair().interval[1]
+
+
+def test_time_to_first_token_is_the_median_of_interleaved_one_token_runs(tiny, monkeypatch) -> None:
+    """One one-token run slowed by the machine must not decide the TTFT (it once exceeded the whole run)."""
+    from kvmagic.runner import rounds
+
+    order: list[str] = []
+    injected = iter([0.5, 0.01, 0.02, 9.0, 0.03, 0.04])  # off, dynamic, off, dynamic, ...: one slow run each
+
+    def one_token(loaded, inputs, new_tokens, strategy):  # type: ignore[no-untyped-def]
+        assert new_tokens == 1
+        order.append(strategy.name)
+        return next(injected)
+
+    monkeypatch.setattr(rounds, "first_call", one_token)
+    inputs = encode_prompt(tiny, PROMPT)
+    off, cached = measure_rounds(tiny, inputs, new_tokens=3)
+    assert order == ["off", "dynamic"] * rounds.TTFT_RUNS  # interleaved like the timed rounds
+    assert (off.ttft_s, cached.ttft_s) == (0.03, 0.04)

@@ -88,6 +88,19 @@ def test_the_table_sets_the_warm_twin_against_its_cold_self(warm) -> None:
     assert again.to_dataframe().equals(result.to_dataframe())
 
 
+def test_a_warm_twin_slower_than_its_cold_self_is_called_slower(warm) -> None:
+    result, _ = warm
+    cold = result.measurement("dynamic")
+    assert cold is not None
+    slowed = [
+        dataclasses.replace(m, ttft_s=cold.ttft_s * 2.5, seconds=tuple(s * 1.25 for s in cold.seconds))
+        if m.strategy == "dynamic+prefix" else m
+        for m in result.measurements
+    ]  # fmt: skip
+    (note,) = [n for n in dataclasses.replace(result, measurements=slowed).notes() if n.startswith("prefix: ")]
+    assert "(2.5x slower), the whole run 1.25x slower" in note and "faster" not in note
+
+
 def test_only_a_cache_that_grows_and_copies_gets_a_warm_twin(tiny, monkeypatch) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4, cache="dynamic,static", quality=False)
     assert result.strategies == ["off", "dynamic", "static", "dynamic+prefix", "static+prefix"]

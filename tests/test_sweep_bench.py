@@ -123,9 +123,9 @@ class _InterruptAt:
 
 def test_interrupted_sweep_returns_finished_rows_and_the_model_stays_usable(tiny) -> None:
     before = run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0)
-    # -n 2,3 -r 1, no budget (so no probe): the first configuration takes 2 + 2 timed and 2 + 2 profiled
-    # forward passes; the 10th is inside the second one.
-    hook = tiny.model.register_forward_hook(_InterruptAt(10))
+    # -n 2,3 -r 1, no budget (so no probe): the first configuration takes 2 + 2 timed forward passes and 3 + 3
+    # one-token ones (the time to first token); the 12th is inside the second one.
+    hook = tiny.model.register_forward_hook(_InterruptAt(12))
     try:
         result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=0)
     finally:
@@ -207,7 +207,7 @@ def test_magic_budget_uses_the_flag_then_the_trait(shell, monkeypatch) -> None:
 
 
 def test_magic_returns_a_partial_result_on_ctrl_c(shell, tiny, capsys) -> None:
-    hook = tiny.model.register_forward_hook(_InterruptAt(10))
+    hook = tiny.model.register_forward_hook(_InterruptAt(12))  # in the second configuration, as above
     try:
         result = shell.run_cell_magic("kvbench", "-n 2,3 -w 0 --max-seconds 0 -o", PROMPT)
     finally:

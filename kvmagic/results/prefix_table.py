@@ -74,5 +74,14 @@ def _saved(result: BenchmarkResult, m: Measurement) -> str:
     same = "the same tokens" if values["same_as_cold"] else "other tokens than cold"
     return (
         f"{m.strategy} reached its first token in {m.ttft_s:.3g} s against {cold.ttft_s:.3g} s cold "
-        f"({values['warm_ttft_speedup']:.3g}x faster), the whole run {values['warm_speedup']:.3g}x faster, with {same}"
+        f"({_ratio(values['warm_ttft_speedup'])}), the whole run {_ratio(values['warm_speedup'])}, with {same}"
     )
+
+
+def _ratio(speedup: float) -> str:
+    """A warm-over-cold ratio in words: below 1 the warm run was the slower one, and says so."""
+    if math.isnan(speedup):
+        return "not timed"
+    if speedup < 1:
+        return f"{1 / speedup:.3g}x slower"
+    return f"{speedup:.3g}x faster"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["first_call", "measure_rounds", "strategy_config", "warm_up"]
 
 _ONE_ROUND = FixedRounds(1)
+TTFT_RUNS = 3  # one-token runs per strategy whose median is its time to first token
 _Given = Callable[[Strategy, Mapping[str, Any]], Mapping[str, Any]]
 
 
@@ -67,6 +69,18 @@ def first_call(loaded: LoadedModel, inputs: Mapping[str, Any], new_tokens: int, 
         return timed_generate(loaded.model, inputs, config, loaded.devices)[1]
 
 
+def _first_tokens(
+    loaded: LoadedModel, inputs: BatchEncoding, strategies: Sequence[Strategy], given: _Given
+) -> dict[str, float]:
+    """Each strategy's time to first token: the median of TTFT_RUNS one-token runs, interleaved like the rounds,
+    so that one run slowed by the machine cannot make it exceed the whole run's median."""
+    runs: dict[str, list[float]] = {s.name: [] for s in strategies}
+    for _ in range(TTFT_RUNS):
+        for strategy in strategies:
+            runs[strategy.name].append(first_call(loaded, given(strategy, inputs), 1, strategy))
+    return {name: statistics.median(seconds) for name, seconds in runs.items()}
+
+
 def measure_rounds(
     loaded: LoadedModel,
     inputs: BatchEncoding,
@@ -86,10 +100,11 @@ def measure_rounds(
     Everything a measurement holds comes from the runs the protocol makes anyway, read outside the timed
     region: the KV cache's bytes from the cache each timed run returns, peak memory reset before and read
     after each timed run (where the backend keeps a peak: allocator statistics, the kernel's high-water
-    mark), and time to first token from one one-token run per strategy. The hooked run per strategy
-    (per-step times, top-2 margins) comes only with ``steps``, or for the strategy whose run differed first,
-    to say how close its choice was there. ``first_calls`` are the compiled strategies' untimed first
-    calls, whose excess over the median run is their compile time. ``on_run`` hears each run's seconds.
+    mark), and time to first token from the median of TTFT_RUNS one-token runs per strategy, interleaved.
+    The hooked run per strategy (per-step times, top-2 margins) comes only with ``steps``, or for the
+    strategy whose run differed first, to say how close its choice was there. ``first_calls`` are the
+    compiled strategies' untimed first calls, whose excess over the median run is their compile time.
+    ``on_run`` hears each run's seconds.
     ``judge``, in a comparison of strategies, reads each strategy's quality against the full cache's;
     ``prefix`` holds the warm twins' prefix caches, a copy of which each of their runs starts from.
     """
@@ -104,7 +119,7 @@ def measure_rounds(
             rounds.run(strategy, configs[strategy.name])
         if stop.done(len(rounds.seconds[strategies[0].name]), perf_counter() - started, rounds.seconds):
             break
-    ttft = {s.name: first_call(loaded, given(s, inputs), 1, s) for s in strategies}
+    ttft = _first_tokens(loaded, inputs, strategies, given)
     quality = judge(loaded, inputs, new_tokens, strategies) if judge is not None else {}
     found = [rounds.measurement(s.name, Config(prompt_tokens, new_tokens, rounds.batch), ttft) for s in strategies]
     if loaded.world is not None:  # split over ranks: each rank's cache, communication and tokens
