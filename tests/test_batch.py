@@ -66,7 +66,7 @@ def test_a_difference_in_the_second_sequence_is_reported_as_such(tiny, monkeypat
     mismatch = cached.mismatch
     assert not result.identical and reference.identical
     assert (mismatch.run, mismatch.sequence, mismatch.position, mismatch.actual_id) == (0, 1, 2, target)
-    assert "(id 100, cached run, sequence 2 of its batch)" in notes(result)[0].replace(f"id {target}", "id 100")
+    assert "(id 100) in the cached run, sequence 2 of its batch" in notes(result)[0].replace(f"id {target}", "id 100")
     assert reference.generated_ids == honest.generated_ids  # the first sequence is the reference
 
 

@@ -107,7 +107,9 @@ def test_the_table_the_notes_and_a_file_keep_the_quality(judged) -> None:
     frame = judged.to_dataframe().set_index("strategy")
     assert frame.loc["dynamic", ["top1_agreement", "kl_nats", "ppl_ratio"]].tolist() == [1.0, 0.0, 1.0]
     assert "kl_nats" in str(judged).splitlines()[0]
-    assert any(note.startswith("quality: each strategy ran once more, untimed") for note in judged.notes())
+    (note,) = [n for n in judged.notes() if n.startswith("quality: each strategy ran once more, untimed")]
+    assert "greedy tokens for 6 steps;" in note and note.endswith("; 6 steps make these rough figures: a longer -n, "
+                                                                  "or --quality-text, reads more")  # fmt: skip
     again = BenchmarkResult.from_json(judged.to_json())
     assert [m.quality for m in again.measurements] == [m.quality for m in judged.measurements]
 
@@ -135,7 +137,9 @@ def test_along_a_given_text(tiny) -> None:
         assert m.quality is not None and m.quality.steps == forced and m.quality.along == "text"
     full = result.measurement("dynamic").quality
     assert full is not None and (full.top1_agreement, full.kl_nats, full.ppl_ratio) == (1.0, 0.0, 1.0)
-    assert "teacher-forced along a given text" in " ".join(result.notes())
+    (note,) = [n for n in result.notes() if n.startswith("quality: ")]
+    assert f"teacher-forced along the given text for {forced} steps" in note
+    assert forced >= 16 and "rough" not in note
 
 
 def test_no_quality_reads_none_and_the_budget_counts_the_forced_run(tiny) -> None:
@@ -174,3 +178,7 @@ def test_the_magic_reads_the_text_from_a_file_and_says_when_it_cannot(shell, tmp
         shell.run_cell_magic("kvbench", f"-n 2 --cache dynamic --quality-text {tmp_path / 'missing.txt'}", PROMPT)
     with raises_usage("^--quality-text judges cache strategies: add e.g. --cache dynamic,quantized:quanto$"):
         shell.run_cell_magic("kvbench", f"-n 2 --quality-text {path}", PROMPT)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n", encoding="utf-8")
+    with raises_usage(f"^--quality-text {empty} is empty: give it a file holding the text to judge along$"):
+        shell.run_cell_magic("kvbench", f"-n 2 --cache dynamic --quality-text {empty}", PROMPT)

@@ -49,8 +49,8 @@ def test_result_table_and_notes():
     assert not result.identical
     assert result.notes() == [
         (
-            "16+32 tokens: generated tokens differ from position 3: 'a' (id 5, first uncached run) "
-            "vs 'b' (id 6, cached run)"
+            "16+32 tokens: generated tokens differ from position 3: 'a' (id 5) in the first uncached run "
+            "vs 'b' (id 6) in the cached run"
         )
     ]
     assert "differ from position 3" in result._repr_html_()
@@ -93,3 +93,14 @@ def test_decode_speed_is_the_tokens_after_the_first_over_the_time_after_it() -> 
     assert cached.decode_tok_s == pytest.approx(4 / (1.0 - 0.2))
     assert math.isnan(dataclasses.replace(cached, ttft_s=1.5).decode_tok_s)  # noise ate the decoding
     assert math.isnan(dataclasses.replace(cached, config=Config(8, 1)).decode_tok_s)  # nothing after the first
+
+
+def test_an_interval_that_holds_1_says_the_runs_cannot_tell() -> None:
+    """Three pairs whose speed-ups straddle 1 (0.8, 1.0, 1.25): no verdict either way, and the note says so."""
+    undecided = BenchmarkResult("m", rounds((8, 4), [(1.0, 1.25), (1.0, 1.0), (1.0, 0.8)]))
+    low, high = undecided.pairs()[0].interval
+    assert low < 1 < high
+    note = f"cached: the 95% interval [{low:.3g}, {high:.3g}] holds 1, so these runs cannot tell whether it is faster "
+    assert note + "than uncached: raise -r for more pairs" in undecided.notes()
+    clear = BenchmarkResult("m", rounds((8, 4), [(1.0, 0.5), (1.1, 0.5), (0.9, 0.5)]))
+    assert clear.pairs()[0].interval[0] > 1 and not any("holds 1" in note for note in clear.notes())

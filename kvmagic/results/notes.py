@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.quality import FULL_CACHE
+from kvmagic.core.spec import REFERENCE
 from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes
@@ -19,11 +21,13 @@ if TYPE_CHECKING:
 __all__ = ["NEAR_TIE", "describe_mismatch", "notes"]
 
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
+FEW_STEPS = 16  # quality read over fewer forced steps than this is called rough
 
 
 def notes(result: BenchmarkResult) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
-    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *limits_notes(result)]
+    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *_undecided(result)]
+    found += limits_notes(result)
     found += frontier_notes(result) + _quality_notes(result) + prefix_notes(result) + split_notes(result)
     shipped = result.facts.model_generation_settings
     if shipped:
@@ -50,9 +54,8 @@ def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str
     """Where the ``differing`` strategy's run first left the ``reference`` strategy's first run, in a sentence."""
     sequence = f", sequence {mismatch.sequence + 1} of its batch" if mismatch.sequence else ""
     text = (
-        f"generated tokens differ from position {mismatch.position}: {mismatch.expected_token!r} "
-        f"(id {mismatch.expected_id}, first {reference} run) vs {mismatch.actual_token!r} "
-        f"(id {mismatch.actual_id}, {differing} run{sequence})"
+        f"generated tokens differ from position {mismatch.position}: {mismatch.expected} in the first {reference} "
+        f"run vs {mismatch.actual} in the {differing} run{sequence}"
     )
     if mismatch.margin is not None:
         text += f"; there the {differing} run's top two logits were {mismatch.margin:.4g} apart"
@@ -65,11 +68,15 @@ def _quality_notes(result: BenchmarkResult) -> list[str]:
     judged = [m.quality for m in result.measurements if m.quality is not None]
     if not judged:
         return []
-    along = "a given text" if judged[0].along == "text" else f"the full cache's ({FULL_CACHE}'s) greedy tokens"
+    along = "the given text" if judged[0].along == "text" else f"the full cache's ({FULL_CACHE}'s) greedy tokens"
+    steps = min(q.steps for q in judged)
     said = (
-        f"quality: each strategy ran once more, untimed, teacher-forced along {along}; top1_agreement, kl_nats and "
-        f"ppl_ratio set its next-token distributions against {FULL_CACHE}'s at every step"
+        f"quality: each strategy ran once more, untimed, teacher-forced along {along} for {steps} steps; "
+        f"top1_agreement, kl_nats and ppl_ratio set its next-token distributions against {FULL_CACHE}'s at every "
+        "step (the table may leave some out for width: --wide, or the DataFrame, has them all)"
     )
+    if steps < FEW_STEPS:
+        said += f"; {steps} steps make these rough figures: a longer -n, or --quality-text, reads more"
     if result.metadata.get("random_weights"):
         said += "; with random weights these show how far a cache moves the logits, not what a trained model loses"
     return [said]
@@ -107,6 +114,23 @@ def _prediction_notes(result: BenchmarkResult) -> list[str]:
     found += result.cost_model.explain(
         largest.prompt_tokens, largest.new_tokens, kv_bytes=largest.kv_bytes, weight_bytes=result.facts.weight_bytes
     )
+    return found
+
+
+def _undecided(result: BenchmarkResult) -> list[str]:
+    """Each pair whose 95% interval holds 1: its runs cannot tell which of the two was faster."""
+    found = []
+    for config in result.configs:
+        for strategy in [s for s in result.strategies if s != REFERENCE]:
+            pair = result.pair(config, strategy)
+            low, high = pair.interval if pair is not None else (math.nan, math.nan)
+            if low <= 1 <= high:
+                name = "cached" if result.plain else strategy
+                where = f"{config} " if len(result.configs) > 1 else ""
+                found.append(
+                    f"{where}{name}: the 95% interval [{low:.3g}, {high:.3g}] holds 1, so these runs cannot tell "
+                    f"whether it is faster than {result.shown_name(REFERENCE)}: raise -r for more pairs"
+                )
     return found
 
 

@@ -26,6 +26,22 @@ class Mismatch:
     margin: float | None = None  # top-2 score gap of the differing run's strategy at that step
     sequence: int = 0  # which sequence of the run's batch differed
 
+    @property
+    def expected(self) -> str:
+        """The reference's token there, as a reader can tell it: its text and id, or that its run had ended."""
+        return _token(self.expected_token, self.expected_id)
+
+    @property
+    def actual(self) -> str:
+        return _token(self.actual_token, self.actual_id)
+
+
+def _token(text: str, token_id: int) -> str:
+    if token_id < 0:
+        return "no token (its run had ended)"
+    part = ", part of a character" if "\ufffd" in text else ""  # a byte-level token that decodes to no character
+    return f"{text!r} (id {token_id}{part})"
+
 
 @dataclass(frozen=True)
 class StepProfile:

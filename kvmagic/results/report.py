@@ -206,6 +206,5 @@ def _limits(result: BenchmarkResult, pair: Pair) -> dict[str, float]:
 
 def short_mismatch(mismatch: Mismatch) -> str:
     """Where, and which tokens, for a table cell."""
-    expected = f"{mismatch.expected_token!r} (id {mismatch.expected_id})"
     sequence = f" in sequence {mismatch.sequence + 1}" if mismatch.sequence else ""
-    return f"{mismatch.position}: {expected} vs {mismatch.actual_token!r} (id {mismatch.actual_id}){sequence}"
+    return f"{mismatch.position}: {mismatch.expected} vs {mismatch.actual}{sequence}"
