@@ -100,6 +100,8 @@ ERRORS = [  # each message whole, except where argparse words it differently acr
      "kvbench: error: cannot read the prompt from '/no/such/file': No such file or directory"),
     (["-m", "tiny", "--prompt-file", "-", "x"], None,
      "kvbench: error: give the prompt once: as an argument or with --prompt-file, not both"),
+    (["-m", "tiny", "--tp", "2", "x"], None,  # the magic's --tp N: here torchrun starts the ranks
+     "kvbench: error: --tp takes no N: torchrun --nproc-per-node 2 -m kvmagic --tp (see kvbench --help)"),
     (["-m", "tiny", "--save", "out.txt", "x"], None,
      "kvbench: error: cannot tell a format from the name 'out.txt': end it with .csv, .json or .md"),
 ]  # fmt: skip
