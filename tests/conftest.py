@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from .tally import pytest_sessionfinish, pytest_terminal_summary, pytest_testnodedown  # noqa: F401 (hooks)
+
 # No test may reach the hub: offline mode makes a missing model fail at once instead of retrying.
 os.environ["HF_HUB_OFFLINE"] = "1"
 # One thread: tiny gains nothing from more, and on a shared machine busy OpenMP threads wait

@@ -21,7 +21,6 @@ import re
 import shlex
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, said
 from .model_state import snapshot
+from .tally import TALLY
 
 SEED = 20
 SAMPLE = 30  # pairs per front end in the sampled legs
@@ -284,23 +284,6 @@ def _alone(single: Case, run: Callable[[Case], str | None]) -> str | None:
     if key not in _ALONE:
         _ALONE[key] = run(single)
     return _ALONE[key]
-
-
-TALLY: Counter[tuple[str, str]] = Counter()  # (front end and size, outcome) -> cases: shown after the run
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tally(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None or capture is None:
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.write_line("")
-        for where in sorted({where for where, _ in TALLY}):
-            outcomes = ", ".join(f"{TALLY[where, outcome]} {outcome}" for w, outcome in sorted(TALLY) if w == where)
-            reporter.write_line(f"{where}: {outcomes}")
 
 
 def answer(case: Case, run: Callable[[Case], str | None]) -> None:
