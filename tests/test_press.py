@@ -87,12 +87,12 @@ def test_every_generate_of_a_press_strategy_runs_under_the_press(llama, monkeypa
     monkeypatch.setattr(model, "generate", recording)
     run_benchmark(llama, PROMPT, new_tokens=3, warmup_tokens=1, repeat=2, steps=True, max_seconds=60,
                   cache="off,press:knorm:0.5")  # fmt: skip
-    # 3 budget rounds + 1 warm-up + 2 timed + 1 first token + 1 hooked + 1 forced, for each strategy
-    assert calls == {(False, False): 9, (True, True): 9, (True, False): 1}
+    # 3 budget rounds + 1 warm-up + 2 timed + 3 first token + 1 hooked + 1 forced, for each strategy
+    assert calls == {(False, False): 11, (True, True): 11, (True, False): 1}
     strategy = resolve(llama, "press:knorm:0.5")
     ids = llama.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
     check_fit(llama, strategy, ids, 3, budget_bytes=1e12, predicted_bytes=1.0)
-    assert calls[(True, True)] == 11 and calls[(True, False)] == 1  # its first-use run and the check itself
+    assert calls[(True, True)] == 13 and calls[(True, False)] == 1  # its first-use run and the check itself
     assert not any(layer.self_attn._forward_hooks for layer in model.model.layers)  # and none left behind
 
 
