@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +11,12 @@ from pathlib import Path
 import pytest
 
 from .tally import pytest_sessionfinish, pytest_terminal_summary, pytest_testnodedown  # noqa: F401 (hooks)
+
+# A suite started in the background by a non-interactive shell (nohup, `cmd &` in a script) inherits SIGINT
+# ignored, and passes that on to every kernel, terminal IPython and torchrun it starts: the tests of Ctrl-C
+# would then find it never delivered. Python's own handler again, here and (inherited at exec) in them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # No test may reach the hub: offline mode makes a missing model fail at once instead of retrying.
 os.environ["HF_HUB_OFFLINE"] = "1"
