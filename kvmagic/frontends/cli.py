@@ -120,8 +120,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     """Run the command; returns the exit status."""
     cli = parser()
     words = list(sys.argv[1:] if argv is None else argv)
-    if "--tp" in words[:-1] and words[words.index("--tp") + 1].isdigit():  # the magic's --tp N, typed here
-        ranks = words[words.index("--tp") + 1]
+    ranks = words[words.index("--tp") + 1] if "--tp" in words[:-1] else ""
+    if ranks.isdigit():  # the magic's --tp N, typed here
         cli.error(f"--tp takes no N: torchrun --nproc-per-node {ranks} -m kvmagic --tp")
     args = cli.parse_args(prompt_apart(words, word_optional("cli"), one_word=True))
     try:

@@ -73,7 +73,7 @@ def _first_tokens(
     loaded: LoadedModel, inputs: BatchEncoding, strategies: Sequence[Strategy], given: _Given
 ) -> dict[str, float]:
     """Each strategy's time to first token: the median of TTFT_RUNS one-token runs, interleaved like the rounds,
-    so that one run slowed by the machine cannot make it exceed the whole run's median."""
+    so that no single run slowed by the machine decides it."""
     runs: dict[str, list[float]] = {s.name: [] for s in strategies}
     for _ in range(TTFT_RUNS):
         for strategy in strategies:
