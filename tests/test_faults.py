@@ -23,6 +23,7 @@ from .conftest import PROMPT
 from .model_state import snapshot
 
 NEW, WARMUP = 3, 1
+STOPPED = "KeyboardInterrupt: %kvbench stopped before a configuration finished: nothing to show"
 LINE = f"-n {NEW} -w {WARMUP} -r 1 -o"
 
 # generate() stages in the order the protocol runs them: (use_cache, max_new_tokens).
@@ -121,13 +122,26 @@ def test_fault_leaves_the_session_usable(shell, tiny, reference_ids, stage: str,
             assert released == ["empty_cache"]
         else:
             expected = KeyboardInterrupt if fault == "KeyboardInterrupt" else RuntimeError
-            with pytest.raises(expected, match=None if expected is KeyboardInterrupt else "injected failure"):
+            with pytest.raises(expected, match=None if expected is KeyboardInterrupt else "injected failure") as caught:
                 shell.run_cell_magic("kvbench", line, PROMPT)
+            if expected is KeyboardInterrupt:  # IPython shows it as this one line, not torch's frames
+                assert caught.value._render_traceback_() == [STOPPED]
 
     assert snapshot(tiny.model) == before
     again = shell.run_cell_magic("kvbench", LINE, PROMPT)
     assert again.measurement("off").generated_ids == reference_ids
     assert again.identical
+
+
+def test_ctrl_c_in_a_real_shell_prints_one_line_and_the_cell_counts_as_failed(shell, monkeypatch, capsys) -> None:
+    """A notebook's "run all" stops at the interrupted cell; what it shows is one line, not a traceback."""
+    monkeypatch.setattr(type(shell.magics_manager.registry["KVMagics"].loaded.model), "generate",
+                        _raising(KeyboardInterrupt))  # fmt: skip
+    capsys.readouterr()
+    outcome = shell.run_cell(f"%%kvbench {LINE}\n{PROMPT}")
+    printed = capsys.readouterr().out
+    assert isinstance(outcome.error_in_exec, KeyboardInterrupt)
+    assert [line for line in printed.splitlines() if line.strip()] == [STOPPED]
 
 
 def test_out_of_memory_error_pins_no_frames(tiny, monkeypatch) -> None:
@@ -167,8 +181,9 @@ def test_interrupted_load_leaves_no_model_and_the_next_load_works(shell, monkeyp
 
     original = AutoModelForCausalLM.from_pretrained
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", _raising(KeyboardInterrupt))
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as caught:
         shell.run_line_magic("kvload", "tiny")
+    assert caught.value._render_traceback_() == ["KeyboardInterrupt: %kvload stopped: no model is loaded"]
     with pytest.raises(UsageError, match=r"^no model loaded: run `%kvload MODEL` first"):
         shell.run_cell_magic("kvbench", LINE, PROMPT)
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", original)

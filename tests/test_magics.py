@@ -339,9 +339,9 @@ def test_quoted_values_lose_their_quotes_and_keep_their_backslashes(shell, tmp_p
     path = tmp_path / "a run.json"
     shell.run_cell_magic("kvbench", f'-n 2 -w 0 -q --save "{path}"', PROMPT)
     assert path.exists()
-    from kvmagic.frontends.magics import _split
+    from kvmagic.frontends.lines import split_line
 
-    assert _split(r"-v x C:\runs\a.json") == ["-v", "x", r"C:\runs\a.json"]
+    assert split_line(r"-v x C:\runs\a.json") == ["-v", "x", r"C:\runs\a.json"]
 
 
 def test_the_line_form_keeps_its_prompt_after_a_bare_frontier(shell):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import re
-import shlex
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -14,6 +12,7 @@ from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode
 
 from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.baseline import finish, read_baseline
+from kvmagic.frontends.lines import cell_prompt, parse_line
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -23,10 +22,9 @@ from kvmagic.frontends.options import (
     flag,
     load_kwargs,
     resolved,
-    word_optional,
 )
-from kvmagic.frontends.usage import fitted
-from kvmagic.frontends.values import at_least_one, prompt_apart, whole_number
+from kvmagic.frontends.usage import Interrupted, fitted
+from kvmagic.frontends.values import at_least_one, whole_number
 from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
 
@@ -37,8 +35,6 @@ if TYPE_CHECKING:
     from kvmagic.results.plot import SweepFigure
 
 __all__ = ["KVMagics"]
-
-_ARGUMENT = re.compile(r"^argument (-[^/:\s]+)[^:]*:")  # argparse's "argument -n/--new-tokens:" as "-n:"
 
 _CONFIGURABLE = configurable()
 _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
@@ -92,8 +88,9 @@ def _show(figure: SweepFigure) -> None:
     display({"image/png": figure._repr_png_(), "text/plain": text}, raw=True)
 
 
-def _fitting(magic: Callable[..., Any]) -> Callable[..., Any]:
-    """The magic, its every UsageError wrapped to fit a 100-column terminal after IPython's "UsageError: "."""
+def _worded(magic: Callable[..., Any]) -> Callable[..., Any]:
+    """The magic, its every UsageError wrapped to fit a 100-column terminal after IPython's "UsageError: ", and
+    Ctrl-C shown as one line that says what is left (a sweep keeps the rows it finished: no interrupt here)."""
 
     @functools.wraps(magic)
     def run(self: Any, *args: Any) -> Any:
@@ -101,6 +98,11 @@ def _fitting(magic: Callable[..., Any]) -> Callable[..., Any]:
             return magic(self, *args)
         except UsageError as error:
             raise UsageError(fitted(str(error), "UsageError: ")) from None
+        except KeyboardInterrupt as interrupt:
+            forget_frames(interrupt)  # the frames where the signal landed hold the run's tensors
+            left = "no model is loaded" if self.loaded is None else f"{self.loaded.name!r} is still loaded"
+            what = {"kvbench": " before a configuration finished: nothing to show", "kvload": f": {left}"}
+            raise Interrupted(f"%{magic.__name__} stopped{what[magic.__name__]}") from None
 
     return run
 
@@ -110,45 +112,6 @@ def _usage_error(error: KVMagicError) -> UsageError:
     they cannot pin a model."""
     forget_frames(error)
     return UsageError(one_line(error.spelled(lambda name: flag(name, "magic"))))
-
-
-def _split(line: str) -> list[str]:
-    """The words of an argument line as a shell splits them, quotes removed (IPython's own splitter keeps
-    them: ``--save "a b.json"`` would name a file with quotes in it); a backslash stays a backslash."""
-    lexer = shlex.shlex(line, posix=True)
-    lexer.whitespace_split, lexer.commenters, lexer.escape = True, "", ""
-    return list(lexer)
-
-
-def _parse(func: Any, line: str, *, prompt_last: bool = False) -> Any:
-    """Parse a magic's argument line (``prompt_last``: the one-line form, its prompt after the options); any
-    mistake becomes a UsageError pointing at the help."""
-    name = func.__name__
-    try:
-        words = _split(line)
-        if prompt_last:
-            words = prompt_apart(words, word_optional("magic"), one_word=False)
-        return func.parser.parse_args(words)
-    except UsageError as error:
-        said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
-        raise UsageError(f"%{name}: {said} (see %{name}? for the options)") from None
-    except ValueError as error:  # unbalanced quotes
-        raise UsageError(f"%{name}: cannot split the arguments: {error}: quote the prompt, or use a cell") from None
-
-
-def _prompt(words: Sequence[str], cell: str | None) -> str:
-    """The prompt: the cell's body, or the words after the options of the one-line form."""
-    if cell is None:
-        if not words:
-            raise UsageError('%kvbench needs a prompt: %kvbench -n 16 "The KV cache", or a %%kvbench cell')
-        return " ".join(words)
-    if words:
-        raise UsageError(
-            f"%%kvbench takes its prompt from the cell's body: move {' '.join(words)!r} into it, or use %kvbench"
-        )
-    if not cell.strip():
-        raise UsageError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
-    return cell
 
 
 @magics_class
@@ -177,7 +140,7 @@ class KVMagics(Magics):
 
     @_with_options(LOAD_OPTIONS)
     @line_magic
-    @_fitting
+    @_worded
     def kvload(self, line: str) -> None:
         """Load a causal LM and its tokenizer for %%kvbench, and print a summary.
 
@@ -186,7 +149,7 @@ class KVMagics(Magics):
             %kvload tiny
             %kvload LGAI-EXAONE/EXAONE-4.0-1.2B --dtype bfloat16
         """
-        args = _parse(self.kvload, line)
+        args = parse_line(self.kvload, line)
         from kvmagic.model.loading import load_model
 
         # The name only: holding the old model here would keep it in memory while the new weights load.
@@ -207,7 +170,7 @@ class KVMagics(Magics):
     @_with_options(BENCH_OPTIONS, _BENCH_USAGE)
     @argument("prompt", nargs="*", metavar="PROMPT", help=_PROMPT_HELP)  # type: ignore[untyped-decorator]
     @line_cell_magic
-    @_fitting
+    @_worded
     def kvbench(self, line: str, cell: str | None = None) -> Any:
         """Time greedy generation of a prompt with the KV cache off and on.
 
@@ -242,8 +205,8 @@ class KVMagics(Magics):
             %%kvbench -n 64,256 -r 3 --cache off,dynamic,static,quantized:quanto --kv-bits 4
             The KV cache stores each token's keys and values so that
         """
-        args = _parse(self.kvbench, line, prompt_last=cell is None)
-        cell = _prompt(args.prompt, cell)
+        args = parse_line(self.kvbench, line, prompt_last=cell is None)
+        cell = cell_prompt(args.prompt, cell)
         if self.loaded is None and args.tp is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand

@@ -111,6 +111,9 @@ SWEEP = bench("-n 2,3 -w 0")
 LINE_FORM = Cell('%kvbench -n 2 -w 0 "a prompt"', Kind.RUN)
 # Long enough to interrupt, and no estimate first: its progress bar is its first output.
 LONG_SWEEP = Cell(f"%%kvbench -n 200,300,400 -w 0 --max-seconds 0\n{SHORT}", Kind.INTERRUPT)
+# One configuration: nothing finished to show, so the interrupt itself is the answer, in one line. Its
+# estimate (past a few seconds) gives it a bar, whose start is the moment to interrupt.
+LONG_RUN = Cell(f"%%kvbench -n 400 -w 0\n{SHORT}", Kind.INTERRUPT)
 HELP_LINE, HELP_CELL = Cell("%kvbench?", Kind.HELP, "%kvbench"), Cell("%%kvbench?", Kind.HELP, "%%kvbench")
 NO_SUCH_MODEL = Cell("%kvload no-such-user/no-such-model", Kind.LOAD_MISSING)
 LAST = Cell("_ is Out[max(Out)]", Kind.VALUE, "True")  # the last output, where IPython keeps it twice
@@ -166,6 +169,8 @@ SCRIPTED: dict[str, list[Cell]] = {
         *SETUP,
         LONG_SWEEP,
         GOOD,
+        LONG_RUN,
+        GOOD,
         NO_SUCH_MODEL,
         GOOD,
         Cell("%kvload tiny", Kind.LOAD),
@@ -191,5 +196,6 @@ SCRIPTED: dict[str, list[Cell]] = {
 
 # The terminal: the same kinds of cells, typed at a 100-column IPython prompt.
 TERMINAL: list[Cell] = [
-    *SETUP, mistake("-n 0"), GOOD, Cell("x + 1", Kind.VALUE, "42"), LONG_SWEEP, SWEEP, HELP_LINE, NO_SUCH_MODEL, GOOD,
+    *SETUP, mistake("-n 0"), GOOD, Cell("x + 1", Kind.VALUE, "42"), LONG_SWEEP, SWEEP, LONG_RUN, GOOD, HELP_LINE,
+    NO_SUCH_MODEL, GOOD,
 ]  # fmt: skip

@@ -21,6 +21,8 @@ _ERROR_LINE = re.compile(r"^\s*[A-Z]\w*(Error|Exception|Interrupt)\b")
 _USAGE = re.compile(r"^\s*(?:usage:\s*)?(%{1,2}kvbench) \[", re.MULTILINE)
 _WARNING = re.compile(r"\b[A-Z]\w*Warning: ")
 _BAR = re.compile(r"(\d+)%\|")
+# An interrupt as a kernel names it: Python's own, or kvmagic's, which shows itself as one line.
+INTERRUPTS = ("KeyboardInterrupt", "Interrupted")
 
 
 def _help_problems(text: str, spelling: str) -> list[str]:
@@ -37,10 +39,11 @@ def _help_problems(text: str, spelling: str) -> list[str]:
 def kernel_problems(record: Record) -> list[str]:
     """What the kernel's messages say against what the cell should have done."""
     expect, found = record.expect, f"{record.status}, {record.ename or 'no error'}: {record.evalue[:200]}"
-    interrupted = record.ename == "KeyboardInterrupt" or "interrupted" in (record.stdout + "".join(record.results))
+    interrupted = record.ename in INTERRUPTS or "interrupted" in (record.stdout + "".join(record.results))
     problems = []
-    if record.tracebacks and not (expect == "interrupted" and record.ename == "KeyboardInterrupt"):
+    if record.tracebacks and not (expect == "interrupted" and record.ename in INTERRUPTS):
         problems.append(f"a traceback ({record.ename}: {record.evalue[:200]})")
+    problems += [f"an interrupt shown as a traceback: {text[:300]!r}" for text in record.tracebacks if "\n" in text]
     if "Traceback" in record.stdout + record.stderr:
         problems.append("a traceback printed to the cell's output")
     problems += [f"a warning: {line.strip()[:300]!r}" for line in record.stderr.splitlines() if _WARNING.search(line)]
@@ -90,7 +93,11 @@ def terminal_problems(record: Record) -> list[str]:
     elif expect == "interrupted":
         if "KeyboardInterrupt" not in output and "interrupted" not in output:
             problems.append("the interrupted cell does not say it was interrupted")
-        problems += [f"an error or warning: {line!r}" for line in errors if "KeyboardInterrupt" not in line]
+        problems += [
+            f"an error or warning: {line!r}"
+            for line in errors
+            if "KeyboardInterrupt" not in line or "Traceback" in line
+        ]
     else:
         problems += [f"an error or warning: {line!r}" for line in errors]
         if expect == "value" and record.results != [record.cell.value]:
