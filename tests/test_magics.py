@@ -344,6 +344,20 @@ def test_quoted_values_lose_their_quotes_and_keep_their_backslashes(shell, tmp_p
     assert split_line(r"-v x C:\runs\a.json") == ["-v", "x", r"C:\runs\a.json"]
 
 
+@pytest.mark.parametrize(
+    ("line", "fix"),
+    [
+        ("-n 8 Explain what -r does", "a prompt holding a flag must be quoted: %kvbench -n 8 'Explain what -r does'"),
+        ("-n 8 hi --bogus", "a prompt holding a flag must be quoted: %kvbench -n 8 'hi --bogus'"),
+        ("-n abc hi -r 2", "see %kvbench? for the options"),  # quoting would not mend -n abc
+    ],
+)
+def test_an_unquoted_prompt_that_holds_a_flag_is_told_to_quote_it(shell, line, fix):
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("kvbench", line)
+    assert said(caught.value).endswith(f"({fix})")
+
+
 def test_the_line_form_keeps_its_prompt_after_a_bare_frontier(shell):
     from kvmagic.frontends.values import prompt_apart
 

@@ -1,6 +1,8 @@
 """A magic's argument line and cell body as the user typed them: the words, the options, the prompt.
 
-Every mistake in them is one ``UsageError`` that says the fix.
+Every mistake in them is one ``UsageError`` that says the fix; the one-line form's prompt may go unquoted
+(``%kvbench -n 8 The KV cache``), so a prompt holding a word like ``-r`` is named when quoting it would fix
+the line.
 """
 
 from __future__ import annotations
@@ -43,7 +45,24 @@ def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
         return func.parser.parse_args(words)
     except UsageError as error:
         said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
-        raise UsageError(f"%{name}: {said} (see %{name}? for the options)") from None
+        quoted = _quoted(func.parser, words) if prompt_last else None
+        fix = f"a prompt holding a flag must be quoted: %{name} {quoted}" if quoted else f"see %{name}? for the options"
+        raise UsageError(f"%{name}: {said} ({fix})") from None
+
+
+def _quoted(parser: Any, words: Sequence[str]) -> str | None:
+    """The line with its prompt quoted, where the prompt holds a word argparse took for a flag and quoting
+    it is all the line needs (``-n 8 Explain what -r does``); None otherwise."""
+    for start in range(1, len(words)):
+        if words[start].startswith("-") or words[start] == "--":
+            continue
+        prompt = " ".join(words[start:])
+        try:
+            parser.parse_args([*words[:start], "--", prompt])
+        except UsageError:
+            continue
+        return shlex.join([*words[:start], prompt])
+    return None
 
 
 def cell_prompt(words: Sequence[str], cell: str | None) -> str:
