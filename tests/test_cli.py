@@ -104,6 +104,8 @@ ERRORS = [  # each message whole, except where argparse words it differently acr
      "kvbench: error: --tp takes no N: torchrun --nproc-per-node 2 -m kvmagic --tp (see kvbench --help)"),
     (["-m", "tiny", "--save", "out.txt", "x"], None,
      "kvbench: error: cannot tell a format from the name 'out.txt': end it with .csv, .json or .md"),
+    (["-m", "tiny", "--save", "/no/such/folder/out.json", "x"], None,
+     "kvbench: error: cannot write '/no/such/folder/out.json': there is no folder '/no/such/folder'; create it"),
 ]  # fmt: skip
 
 

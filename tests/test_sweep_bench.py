@@ -181,11 +181,23 @@ def test_magic_sweeps_and_saves(shell, tmp_path) -> None:
     assert "\nprompt stretched: the cell's" in repr(frame)  # the note, under the table
 
 
-def test_magic_refuses_a_save_suffix_before_measuring(shell, monkeypatch) -> None:
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("sweep.txt", "cannot tell a format from the name 'sweep.txt': end it with .csv, .json or .md"),
+        ("no-such-folder/sweep.json",
+         "cannot write 'no-such-folder/sweep.json': there is no folder 'no-such-folder'; create it or name another"),
+        ("here.json", "cannot write 'here.json': it is a folder; name a file in it, e.g. 'here.json/run.json'"),
+    ],
+)  # fmt: skip
+def test_magic_refuses_a_save_name_before_measuring(shell, monkeypatch, tmp_path, name, message) -> None:
+    """A long run must not end in a name that cannot be written: the table would be lost with it."""
+    (tmp_path / "here.json").mkdir()
+    monkeypatch.chdir(tmp_path)
     calls = _spy_measure(monkeypatch)
     with pytest.raises(UsageError) as caught:
-        shell.run_cell_magic("kvbench", "-n 2 --save sweep.txt", PROMPT)
-    assert said(caught.value) == "cannot tell a format from the name 'sweep.txt': end it with .csv, .json or .md"
+        shell.run_cell_magic("kvbench", f"-n 2 --save {name}", PROMPT)
+    assert said(caught.value) == message
     assert calls == []
 
 

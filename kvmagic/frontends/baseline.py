@@ -16,10 +16,11 @@ __all__ = ["finish", "read_baseline"]
 def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
     """Check the output name and read the baseline before the benchmark, not after a long run."""
     from kvmagic.results.result import BenchmarkResult
-    from kvmagic.results.serialize import export_format
+    from kvmagic.results.serialize import export_format, writable
 
     if args.save:
         export_format(args.save)
+        writable(args.save)
     if not args.compare:
         return None
     baseline = BenchmarkResult.read_json(args.compare)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXPORTS", "export_format", "floats_back", "json_text", "markdown_table", "parse_json", "read_text",
-    "seconds_back", "write_text",
+    "seconds_back", "writable", "write_text",
 ]  # fmt: skip
 
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
@@ -32,6 +32,19 @@ def export_format(path: str | Path) -> str:
     if kind is None:
         raise KVMagicError(f"cannot tell a format from the name {str(path)!r}: end it with .csv, .json or .md")
     return kind
+
+
+def writable(path: str | Path) -> None:
+    """Refuse a file that cannot be written before a long benchmark rather than after it: a folder that is
+    not there, or a name that is a folder."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise KVMagicError(
+            f"cannot write {str(path)!r}: it is a folder; name a file in it, e.g. {str(target / 'run.json')!r}"
+        )
+    folder = target.parent
+    if not folder.is_dir():
+        raise KVMagicError(f"cannot write {str(path)!r}: there is no folder {str(folder)!r}; create it or name another")
 
 
 def json_text(data: Any) -> str:
@@ -58,7 +71,7 @@ def write_text(text: str, path: str | Path | None) -> str | None:
     if path is None:
         return text
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        Path(path).expanduser().write_text(text, encoding="utf-8")
     except OSError as error:
         raise KVMagicError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
     return None
