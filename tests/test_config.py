@@ -54,7 +54,7 @@ def test_model_and_dtype_defaults_feed_kvload(shell, capsys):
 BAD = [
     ("new_tokens", 0, "KVMagics.new_tokens must be a whole number >= 1, got 0"),
     ("warmup_tokens", -1, "KVMagics.warmup_tokens must be a whole number >= 0, got -1"),
-    ("repeat", 0, "KVMagics.repeat must be a whole number >= 1, got 0"),
+    ("repeat", 0, "KVMagics.repeat must be a whole number >= 1 or 'auto', got 0"),
     ("max_seconds", -1.0, "KVMagics.max_seconds must be a number of seconds >= 0 (0: no limit), got -1.0"),
     ("dtype", "float8", "KVMagics.dtype must be one of auto, float16, bfloat16, float32, got 'float8'"),
 ]
@@ -113,7 +113,7 @@ def test_bad_profile_value_is_one_clear_line(tmp_path):
     run = _ipython(tmp_path, "get_ipython().run_line_magic('load_ext', 'kvmagic')")
     out = run.stdout + run.stderr
     assert (
-        "UsageError: KVMagics.repeat must be a whole number >= 1, got 0: fix it in the IPython profile's ipython_config.py"
+        "UsageError: KVMagics.repeat must be a whole number >= 1 or 'auto', got 0: fix it in the IPython profile's ipython_config.py"
         in out
     )
     assert "Traceback" not in out

@@ -182,5 +182,5 @@ def test_the_magic_takes_auto_and_predict(shell, capsys) -> None:
     result = shell.run_cell_magic("kvbench", "-n 2 -w 0 -r AUTO --ci-target 0.99 --auto-cap 5 --predict -o", PROMPT)
     assert result.spec.repeat == "auto" and result.spec.ci_target == 0.99
     assert len(result.predictions) == 1 and not math.isnan(result.to_dataframe()["predicted_speedup"][0])
-    with pytest.raises(UsageError, match="expected a whole number, got 'sometimes'"):
+    with pytest.raises(UsageError, match="expected a whole number or auto, got 'sometimes'"):
         shell.run_cell_magic("kvbench", "-r sometimes", PROMPT)

@@ -64,7 +64,7 @@ def test_bad_config_value_is_refused(shell):
     from traitlets import TraitError
 
     magics = shell.magics_manager.registry["KVMagics"]
-    with pytest.raises(TraitError, match=r"KVMagics.repeat must be a whole number >= 1, got 0"):
+    with pytest.raises(TraitError, match=r"KVMagics.repeat must be a whole number >= 1 or 'auto', got 0"):
         magics.repeat = 0
     assert magics.repeat == 1
 
@@ -95,7 +95,7 @@ BENCH_ERRORS = [
         PROMPT,
         "%kvbench: -n: lengths must be >= 1, got 0 in '0' (see %kvbench? for the options)",
     ),
-    ("-r 0", PROMPT, "-r must be a whole number >= 1, got 0"),
+    ("-r 0", PROMPT, "-r must be a whole number >= 1 or 'auto', got 0"),
     ("-w -1", PROMPT, "-w must be a whole number >= 0, got -1"),
     (
         "-n abc",
@@ -109,7 +109,7 @@ BENCH_ERRORS = [
     (
         "-r 1.5",
         PROMPT,
-        "%kvbench: -r: expected a whole number, got '1.5' (see %kvbench? for the options)",
+        "%kvbench: -r: expected a whole number or auto, got '1.5' (see %kvbench? for the options)",
     ),
     ("--fast", PROMPT, "%kvbench: unrecognized arguments: --fast (see %kvbench? for the options)"),
     ("-v 'x", PROMPT, "%kvbench: cannot split the arguments: No closing quotation: quote the prompt, or use a cell"),

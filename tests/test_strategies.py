@@ -141,6 +141,7 @@ def test_options_that_cannot_apply_say_so(tiny, names: list[str], kwargs: dict, 
     [
         ({"compile": True}, "compile compiles a static cache: add e.g. cache off,static"),
         ({"kv_bits": 4}, "kv_bits is the width of a quantized cache: add e.g. cache off,quantized:quanto"),
+        ({"kv_bits": 3}, "kv_bits is the width of a quantized cache: add e.g. cache off,quantized:hqq"),
     ],
 )
 def test_kv_bits_and_compile_need_cache(tiny, kwargs: dict, message: str) -> None:
@@ -285,6 +286,8 @@ def test_the_magic_returns_the_strategy_table(shell) -> None:
     [
         ("-n 2 --kv-bits 4", "--kv-bits is the width of a quantized cache: add e.g. --cache off,quantized:quanto"),
         ("-n 2 --cache off,dynamc", "unknown cache strategy 'dynamc'"),
+        ("-n 2 --kv-bits 3", "--kv-bits is the width of a quantized cache: add e.g. --cache off,quantized:hqq"),
+        ("-n 2 --cache off", "--cache off alone compares nothing: add a strategy to set against it, e.g. off,dynamic"),
     ],
 )
 def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, message: str) -> None:

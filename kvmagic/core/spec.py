@@ -17,13 +17,24 @@ from typing import Any, Literal
 from kvmagic.core.lengths import parse_lengths
 from kvmagic.errors import KVMagicError
 
-__all__ = ["MIN_AUTO_PAIRS", "PAIR", "PAIR_COLUMNS", "REFERENCE", "SPLIT", "BenchSpec", "Repeat", "check_field"]
+__all__ = [
+    "KV_BITS",
+    "MIN_AUTO_PAIRS",
+    "PAIR",
+    "PAIR_COLUMNS",
+    "REFERENCE",
+    "SPLIT",
+    "BenchSpec",
+    "Repeat",
+    "check_field",
+]
 
 REFERENCE = "off"  # the strategy every other one is measured against
 PAIR = (REFERENCE, "dynamic")  # the plain run: the cache off and on
 PAIR_COLUMNS = {"off": "uncached", "dynamic": "cached"}  # how the plain run's table and notes name them
 FRONTIER_MODES = ("predict", "check")
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
+KV_BITS = {"quanto": (2, 4), "hqq": (1, 2, 3, 4, 8)}  # the widths each quantized backend takes; fp8 has no choice
 SPLIT = "split"  # prefix: the prompt's line ``---`` splits the shared prefix from the rest
 Repeat = int | Literal["auto"]
 
@@ -121,7 +132,8 @@ def _check_across(spec: BenchSpec) -> None:
     end, fits one line of a 100-column terminal."""
     _check_prefix(spec)
     if spec.cache is None and spec.kv_bits is not None:
-        raise KVMagicError("{kv_bits} is the width of a quantized cache: add e.g. {cache} off,quantized:quanto",
+        backend = next((name for name, widths in KV_BITS.items() if spec.kv_bits in widths), "quanto")
+        raise KVMagicError(f"{{kv_bits}} is the width of a quantized cache: add e.g. {{cache}} off,quantized:{backend}",
                            "kv_bits", "cache")  # fmt: skip
     if spec.cache is None and spec.compile:
         raise KVMagicError("{compile} compiles a static cache: add e.g. {cache} off,static", "compile", "cache")
@@ -194,7 +206,9 @@ def _repeat(name: str, value: Any) -> Repeat:
         if value.strip().lower() != "auto":
             raise KVMagicError(f"{{{name}}} must be a whole number >= 1 or 'auto', got {value!r}", name)
         return "auto"
-    return _count(name, value, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise KVMagicError(f"{{{name}}} must be a whole number >= 1 or 'auto', got {value!r}", name)
+    return value
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -223,6 +237,9 @@ def _names(name: str, value: Any) -> tuple[str, ...] | None:
     names = tuple(item.strip() for item in items if isinstance(item, str) and item.strip())
     if not names:
         raise KVMagicError(f"{{{name}}} needs at least one strategy, e.g. off,dynamic,static", name)
+    if set(names) == {REFERENCE}:
+        raise KVMagicError(f"{{{name}}} {REFERENCE} alone compares nothing: add a strategy to set against it, "
+                           f"e.g. {REFERENCE},dynamic", name)  # fmt: skip
     return names
 
 

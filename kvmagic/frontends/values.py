@@ -55,7 +55,12 @@ def frontier_mode(text: str) -> str:
 
 def repeat_count(text: str) -> int | str:
     """A whole number of pairs, or ``auto``: as many as the speed-up's interval needs."""
-    return "auto" if text.strip().lower() == "auto" else whole_number(text)
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
 
 
 def prefix_length(text: str) -> int | str:

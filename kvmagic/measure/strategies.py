@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.compression import PRESS, expand_presses, parse_press
-from kvmagic.core.spec import PAIR, REFERENCE
+from kvmagic.core.spec import KV_BITS, PAIR, REFERENCE
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
 from kvmagic.measure.capabilities import QUANTIZED_SPELLINGS, transformers_version
@@ -42,7 +42,6 @@ PREFIX_SUFFIX = "+prefix"  # a strategy's warm twin: it starts from the cache of
 QUANTIZED = "quantized"
 _PACKAGES = {"quanto": "optimum-quanto", "hqq": "hqq"}  # backend -> the pip package it needs; fp8 needs none
 _BACKEND_MODULES = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
-_BITS = {"quanto": (2, 4), "hqq": (1, 2, 3, 4, 8)}  # the nbits each backend accepts; fp8 has no choice
 _STATIC = ("static", "offloaded_static")  # the caches torch.compile can work with
 KNOWN = (
     "off",
@@ -204,7 +203,7 @@ def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
     if package is not None and not _installed(package):
         return Strategy(name, reason=f"needs {package}: pip install 'kvmagic[quantized]'")
     config: dict[str, Any] = {"backend": capabilities.quantized_backends()[backend]}
-    if kv_bits is not None and backend in _BITS:
+    if kv_bits is not None and backend in KV_BITS:
         config["nbits"] = kv_bits
     return Strategy(name, _settings(QUANTIZED, cache_config=config))
 
@@ -276,13 +275,13 @@ def _compile_config() -> Any:
 def _check_bits(names: Sequence[str], kv_bits: int) -> None:
     for name in names:
         backend = name.removesuffix(COMPILE_SUFFIX).partition(QUANTIZED + ":")[2]
-        allowed = _BITS.get(backend)
+        allowed = KV_BITS.get(backend)
         if allowed is not None and kv_bits not in allowed:
             raise KVMagicError(
                 f"{{kv_bits}} {kv_bits} is not a width {backend} takes: use one of {', '.join(map(str, allowed))}",
                 "kv_bits",
             )
-    if not any(n.removesuffix(COMPILE_SUFFIX).partition(QUANTIZED + ":")[2] in _BITS for n in names):
+    if not any(n.removesuffix(COMPILE_SUFFIX).partition(QUANTIZED + ":")[2] in KV_BITS for n in names):
         raise KVMagicError(
             "{kv_bits} is the width of a quanto or hqq cache: add quantized:quanto to {cache}", "kv_bits", "cache"
         )
