@@ -318,6 +318,16 @@ def test_one_token_past_the_positions_fails_before_generating(shell, tiny, gener
     assert generate_calls == []
 
 
+def test_a_stretched_prompt_past_the_positions_names_its_flag(shell, generate_calls) -> None:
+    """With -p the prompt's length is the flag's, so lowering -p is the fix, not shortening the text."""
+    with pytest.raises(UsageError) as caught:
+        shell.run_cell_magic("kvbench", "-n 4 -p 5000", "hi")
+    assert said(caught.value) == (
+        "the prompt (5000 tokens) plus 4 new tokens exceeds the 2048 positions 'tiny' supports: lower -p or lower -n"
+    )
+    assert generate_calls == []
+
+
 def test_a_megabyte_prompt_fails_before_generating(shell, generate_calls) -> None:
     expected = r"^the prompt \(1048576 tokens\) plus 2 new tokens exceeds the 2048 positions"
     with raises_usage(match=expected):

@@ -93,7 +93,7 @@ BENCH_ERRORS = [
     (
         "-n 0",
         PROMPT,
-        "%kvbench: -n: lengths must be >= 1, got 0 in '0' (see %kvbench? for the options)",
+        "%kvbench: -n: lengths must be >= 1, got 0 (see %kvbench? for the options)",
     ),
     ("-r 0", PROMPT, "-r must be a whole number >= 1 or 'auto', got 0"),
     ("-w -1", PROMPT, "-w must be a whole number >= 0, got -1"),
@@ -101,7 +101,7 @@ BENCH_ERRORS = [
         "-n abc",
         PROMPT,
         (
-            "%kvbench: -n: cannot read 'abc' in 'abc' as lengths: write N, a list N,M,... or a "
+            "%kvbench: -n: cannot read 'abc' as lengths: write N, a list N,M,... or a "
             "range A-B*F (multiply by F) or A-B+S (add S), e.g. 16,64,256 or 16-256*4 or 32-128+32 "
             "(see %kvbench? for the options)"
         ),

@@ -42,7 +42,7 @@ def test_sweep_measures_the_cross_product_at_exact_lengths(tiny) -> None:
     ]  # fmt: skip
     assert result.identical and not result.partial
     natural = len(_text_ids(tiny))
-    assert result.notes() == [f"prompt stretched: the cell's {natural} tokens repeated (or cut) to 5, 9 tokens"]
+    assert result.notes() == [f"prompt stretched: the prompt's {natural} tokens repeated (or cut) to 5, 9 tokens"]
     assert result.facts.configurations == 4
 
 
@@ -161,7 +161,7 @@ def test_interrupt_before_any_row_gives_an_empty_partial_result(tiny) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("-n 16-", f"cannot read '16-' in '16-' as lengths: write {LENGTH_FORMS}"),
+        ("-n 16-", f"cannot read '16-' as lengths: write {LENGTH_FORMS}"),
         ("-p 64-16*2", "the range '64-16*2' ends below its start: write the smaller length first"),
         ("-n 0,4", "lengths must be >= 1, got 0 in '0,4'"),
     ],
@@ -178,7 +178,7 @@ def test_magic_sweeps_and_saves(shell, tmp_path) -> None:
     frame = shell.run_cell_magic("kvbench", f"-n 2,3 -p 6 -w 0 -v sweep --save {path}", PROMPT)
     assert list(frame["new_tokens"]) == [2, 3] and list(frame["prompt_tokens"]) == [6, 6]
     assert BenchmarkResult.read_json(path) == shell.user_ns["sweep"]
-    assert "\nprompt stretched: the cell's" in repr(frame)  # the note, under the table
+    assert "\nprompt stretched: the prompt's" in repr(frame)  # the note, under the table
 
 
 @pytest.mark.parametrize(

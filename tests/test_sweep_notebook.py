@@ -42,7 +42,7 @@ def test_sweep_notebook_shows_tables_and_plots(monkeypatch, tmp_path) -> None:
         assert len(images) == 1, cell.source
         assert len(tables) == 1 and "speedup" in tables[0]["text/html"] and column in tables[0]["text/html"]
     (table,) = [o["data"]["text/html"] for o in _outputs(prompts) if "text/html" in o.get("data", {})]
-    assert "<p>prompt stretched: the cell&#x27;s" in table and "to 4, 8 tokens" in table  # under the table
+    assert "<p>prompt stretched: the prompt&#x27;s" in table and "to 4, 8 tokens" in table  # under the table
     printed = "".join(o.get("text", "") for o in _outputs(markdown) if o["output_type"] == "stream")
     rows = [line for line in printed.splitlines() if line.startswith("| ")]
     assert rows[0].startswith("| prompt_tokens | new_tokens |") and len(rows) == 4  # header, rule, 2 rows

@@ -36,7 +36,8 @@ def parse_lengths(text: str, *, minimum: int = 1) -> list[int]:
     unique = list(dict.fromkeys(lengths))
     too_small = [n for n in unique if n < minimum]
     if too_small:
-        raise KVMagicError(f"lengths must be >= {minimum}, got {too_small[0]} in {text!r}")
+        where = "" if str(text).strip() == str(too_small[0]) else f" in {text!r}"
+        raise KVMagicError(f"lengths must be >= {minimum}, got {too_small[0]}{where}")
     return unique
 
 
@@ -45,7 +46,9 @@ def _parse_item(item: str, text: str) -> list[int]:
         return [int(item)]
     match = _RANGE.match(item)
     if match is None:
-        raise KVMagicError(f"cannot read {item!r} in {text!r} as lengths: write {LENGTH_FORMS}")
+        _unstepped(item)
+        where = "" if item == text else f" in {text!r}"
+        raise KVMagicError(f"cannot read {item!r}{where} as lengths: write {LENGTH_FORMS}")
     first, last, op, step = int(match[1]), int(match[2]), match[3], int(match[4])
     if last < first:
         raise KVMagicError(f"the range {item!r} ends below its start: write the smaller length first")
@@ -61,6 +64,18 @@ def _parse_item(item: str, text: str) -> list[int]:
             break
         value = value * step if op == "*" else value + step
     return values
+
+
+def _unstepped(item: str) -> None:
+    """``16-64`` is a range without its step: say how to write one (and which end goes first)."""
+    ends = re.fullmatch(r"(\d+)-(\d+)", item)
+    if ends is None:
+        return
+    low, high = sorted(int(end) for end in ends.groups())
+    below = " ends below its start and" if int(ends[1]) > int(ends[2]) else ""
+    raise KVMagicError(
+        f"the range {item!r}{below} needs a step: e.g. {low}-{high}*2 (doubling) or {low}-{high}+{max(low, 1)} (adding)"
+    )
 
 
 def configurations(

@@ -215,7 +215,7 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "transformers compiles generate; the compile is paid by an untimed run).", "compile", action="store_true",
            examples=("",)),
     Option(("--max-seconds",), "Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit. "
-           "With --predict, only the rows that would pass it are left unmeasured.",
+           "With --predict, the rows estimated past it are predicted, not measured.",
            "max_seconds", _default("max_seconds"), type=float, configurable=True, examples=("5", "0")),
     Option(("--predict",), "Probe a cost model first (one forward without cache and one cached step at a few "
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "

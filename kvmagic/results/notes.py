@@ -94,7 +94,7 @@ def _sweep_notes(result: BenchmarkResult) -> list[str]:
     natural = facts.natural_prompt_tokens
     if facts.prompt_stretched and natural:
         lengths = ", ".join(str(n) for n in dict.fromkeys(c.prompt_tokens for c in result.configs))
-        found.append(f"prompt stretched: the cell's {natural} tokens repeated (or cut) to {lengths} tokens")
+        found.append(f"prompt stretched: the prompt's {natural} tokens repeated (or cut) to {lengths} tokens")
     return found
 
 

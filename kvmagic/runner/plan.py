@@ -107,11 +107,12 @@ def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
     inputs, natural_tokens, prefix_tokens = prompt_inputs(loaded, prompt, spec)
     configs = configurations(list(inputs), spec.new_tokens, spec.batch)
     forced = None if spec.quality_text is None else text_ids(loaded, spec.quality_text)
+    stretched = spec.prompt_tokens is not None
     for prompt_tokens, new_tokens, _ in configs:
-        check_positions(loaded, prompt_tokens, new_tokens)
-        check_positions(loaded, prompt_tokens, spec.warmup_tokens, "warmup_tokens")
+        check_positions(loaded, prompt_tokens, new_tokens, stretched=stretched)
+        check_positions(loaded, prompt_tokens, spec.warmup_tokens, "warmup_tokens", stretched=stretched)
         if forced is not None:
-            check_positions(loaded, prompt_tokens, len(forced), "quality_text")
+            check_positions(loaded, prompt_tokens, len(forced), "quality_text", stretched=stretched)
     skipped = {s.name: s.reason for s in chosen if s.reason}
     judge = Judge(forced) if spec.judged else None
     return Plan(loaded, spec, inputs, natural_tokens, configs, chosen, skipped, judge, prefix_tokens)

@@ -111,17 +111,20 @@ def batched(inputs: BatchEncoding, batch: int) -> BatchEncoding:
     return BatchEncoding({key: value.repeat(batch, 1) for key, value in inputs.items()})
 
 
-def check_positions(loaded: LoadedModel, prompt_tokens: int, tokens: int, what: str = "new_tokens") -> None:
-    """Refuse a run whose prompt plus ``tokens`` generated passes the positions the model has."""
+def check_positions(
+    loaded: LoadedModel, prompt_tokens: int, tokens: int, what: str = "new_tokens", *, stretched: bool = False
+) -> None:
+    """Refuse a run whose prompt plus ``tokens`` generated passes the positions the model has; ``stretched``:
+    the prompt's length is the one ``prompt_tokens`` asked for, so that is what to lower."""
     limit = loaded.max_positions
     if limit is not None and prompt_tokens + tokens > limit:
         kind = {"warmup_tokens": "warm-up ", "quality_text": "forced "}.get(what, "new ")
         fix = "the" if what == "quality_text" else "lower"  # a text is shortened, a count lowered
-        raise KVMagicError(
-            f"the prompt ({_tokens(prompt_tokens)}) plus {_tokens(tokens, kind)} exceeds the "
-            f"{limit} positions {loaded.name!r} supports: shorten the prompt or {fix} {{{what}}}",
-            what,
-        )
+        past = f"the prompt ({_tokens(prompt_tokens)}) plus {_tokens(tokens, kind)} exceeds the {limit} positions"
+        if stretched:
+            raise KVMagicError(f"{past} {loaded.name!r} supports: lower {{prompt_tokens}} or {fix} {{{what}}}",
+                               "prompt_tokens", what)  # fmt: skip
+        raise KVMagicError(f"{past} {loaded.name!r} supports: shorten the prompt or {fix} {{{what}}}", what)
 
 
 def _special_ends(full: list[int], body: list[int]) -> tuple[list[int], list[int]]:
