@@ -147,3 +147,16 @@ def test_notes_wrap_to_the_width_a_terminal_has() -> None:
     warning = "82+3 tokens: warning: cached times vary (IQR is 13% of the median, over 10%): close other work " * 2
     lines = "\n".join(wrapped_notes([warning.strip(), "short"])).splitlines()
     assert max(map(len, lines)) <= WIDTH and lines[-1] == "short" and lines[1].startswith("  ")
+
+
+def test_notes_and_footnotes_break_at_spaces_never_inside_a_flag_or_a_word() -> None:
+    from kvmagic.results.shown import wrapped_notes
+
+    for padding in range(70, 100):  # wherever the edge falls, "(--max-seconds)" and the path stay whole
+        note = f"{'a ' * (padding // 2)}the budget (--max-seconds) or --auto-cap; see {'/long' * 30}.json"
+        (wrapped,) = wrapped_notes([note])
+        assert wrapped.split() == note.split(), wrapped
+    result = _strategies()
+    result.skipped["offloaded_static"] = f"{'b ' * 40}needs --max-new-tokens raised, or --device-map cpu"
+    footnote = shown_text(result.to_dataframe()).split("[2] ", 1)[1]
+    assert footnote.split() == result.skipped["offloaded_static"].split(), footnote

@@ -141,13 +141,18 @@ def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, 
     return cells, footnotes
 
 
+def _filled(text: str, width: int, indent: str) -> str:
+    """``text`` broken at spaces only: a flag (``--max-seconds``) or a word longer than a line stays whole."""
+    return textwrap.fill(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
 def wrapped_notes(notes: Sequence[str], width: int = WIDTH) -> list[str]:
     """Notes as lines that fit ``width`` (a long warning would otherwise run past the table's edge)."""
-    return [textwrap.fill(note, width, subsequent_indent="  ") for note in notes]
+    return [_filled(note, width, "  ") for note in notes]
 
 
 def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
     """The shown table as plain text, its footnotes and then ``notes`` wrapped to ``width`` beneath it."""
     cells, footnotes = shown_table(frame, width)
-    wrapped = [textwrap.fill(note, width, subsequent_indent="    ") for note in footnotes]
+    wrapped = [_filled(note, width, "    ") for note in footnotes]
     return "\n".join([*_lines(cells), *wrapped, *wrapped_notes(notes, width)])
