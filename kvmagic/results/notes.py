@@ -15,6 +15,7 @@ from kvmagic.results.prefix_table import prefix_notes
 from kvmagic.results.split_table import split_notes
 
 if TYPE_CHECKING:
+    from kvmagic.core.config import Config
     from kvmagic.results.records import Mismatch
     from kvmagic.results.result import BenchmarkResult
 
@@ -40,14 +41,23 @@ def notes(result: BenchmarkResult) -> list[str]:
             m, mismatch = differed
             shown = result.shown_name
             found.append(f"{config}: {describe_mismatch(mismatch, shown(pair.reference.strategy), shown(m.strategy))}")
-        for m in (m for m in result.measurements if m.config == config):
-            if m.spread > stats.SPREAD_WARNING:
-                found.append(
-                    f"{config}: warning: {result.shown_name(m.strategy)} times vary (IQR is {m.spread:.0%} of the "
-                    f"median, over {stats.SPREAD_WARNING:.0%}): close other work or raise -r before trusting the "
-                    "speed-up"
-                )
-    return found
+    return found + _spread_warning(result)
+
+
+def _spread_warning(result: BenchmarkResult) -> list[str]:
+    """One warning for every strategy whose times vary past :data:`~kvmagic.core.stats.SPREAD_WARNING`, each
+    with its spread (and its configuration, in a sweep): one line per strategy would bury the other notes."""
+    noisy: dict[Config, list[str]] = {}
+    for m in result.measurements:
+        if m.spread > stats.SPREAD_WARNING:
+            noisy.setdefault(m.config, []).append(f"{result.shown_name(m.strategy)} {m.spread:.0%}")
+    if not noisy:
+        return []
+    sweep = len(result.configs) > 1
+    which = "; ".join(", ".join(names) + (f" at {config}" if sweep else "") for config, names in noisy.items())
+    speedups = "speed-up" if result.plain and not sweep else "speed-ups"
+    advice = f"close other work or raise -r for more pairs before trusting the {speedups}"
+    return [f"warning: times vary (IQR over {stats.SPREAD_WARNING:.0%} of the median) for {which}: {advice}"]
 
 
 def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str:
