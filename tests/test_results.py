@@ -128,3 +128,19 @@ def test_noisy_strategies_are_named_in_one_warning_with_their_spreads() -> None:
     assert "for static 18%, quantized:fp8 26% at 16+8 tokens; static 18%, quantized:fp8 26% at 16+64 tokens: " in (
         warning
     )
+
+
+def test_under_r_auto_the_advice_names_what_takes_more_pairs() -> None:
+    """-r auto counts no rounds: more pairs come from a longer cap, or a tighter target where it was reached."""
+    noisy = [(1.0, 0.5), (1.2, 0.5), (1.5, 0.5), (1.0, 0.5), (1.1, 0.5)]  # uncached's spread: 18% of its median
+    capped = BenchmarkResult("m", rounds((8, 4), noisy), spec=BenchSpec(repeat="auto", ci_target=0.05))
+    reached = BenchmarkResult("m", rounds((8, 4), noisy), spec=BenchSpec(repeat="auto", ci_target=0.5))
+    for result, advice in ((capped, "raise --auto-cap"), (reached, "lower --ci-target")):
+        (warning,) = [note for note in result.notes() if "vary" in note]
+        assert warning.endswith(f"for uncached 18%: close other work or {advice} for more pairs before trusting the "
+                                "speed-up"), warning  # fmt: skip
+        assert "-r " not in warning.replace("-r auto", "")
+    straddling = [(1.0, 1.25), (1.0, 1.0), (1.0, 0.8), (1.0, 1.1), (1.0, 0.9)]
+    undecided = BenchmarkResult("m", rounds((8, 4), straddling), spec=BenchSpec(repeat="auto", ci_target=0.05))
+    (note,) = [note for note in undecided.notes() if "holds 1" in note]
+    assert note.endswith("than uncached: raise --auto-cap for more pairs")
