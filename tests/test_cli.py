@@ -48,7 +48,13 @@ def test_table_from_an_argument_fits_100_columns():
 def test_wide_table_and_markdown_have_every_column():
     run = kvbench("-m", "tiny", "-n", "2", "-w", "0", "--wide", "hi")
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[0].split() == list(COLUMNS)
+    blocks = [block.splitlines() for block in run.stdout.split("\n\n")]
+    assert all(block[0].split()[:2] == ["prompt_tokens", "new_tokens"] for block in blocks)  # which row, each time
+    assert ["prompt_tokens", "new_tokens", *(name for block in blocks for name in block[0].split()[2:])] == list(
+        COLUMNS
+    )
+    assert max(map(len, run.stdout.splitlines())) <= 100 and "NaN" not in run.stdout
+    assert blocks[0][1].split()[:3] == ["2", "2", "1"]  # no index column before the lengths
     run = kvbench("-m", "tiny", "-n", "2", "-w", "0", "--format", "markdown", "hi")
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[0] == "| " + " | ".join(COLUMNS) + " |"

@@ -11,7 +11,7 @@ from kvmagic.results.display import StyledTable, styled_table, to_html
 from kvmagic.results.records import Mismatch, RunFacts
 from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.results.shown import shown_table, shown_text
+from kvmagic.results.shown import shown_table, shown_text, wide_text
 
 from .records import rounds
 
@@ -90,3 +90,14 @@ def test_notes_sit_under_the_table_whether_it_is_the_table_or_the_result():
         assert text.index("\n8+8 tokens") > text.index("False")  # after the last row
     for page in (table._repr_html_(), result._repr_html_()):
         assert page.index("</table>") < page.index("<p>8+8 tokens: generated tokens differ")
+
+
+def test_wide_reads_as_the_short_table_does_in_html_and_in_text():
+    rows = rounds((16384, 4096), [(12345.678, 0.00123456), (12345.678, 0.00123456)])
+    result = BenchmarkResult("tiny", rows, metadata={"dtype": "float32"})
+    wide = styled_table(result.to_dataframe(), result.metadata, ["a note"], wide=True)
+    page = wide._repr_html_()
+    cells = re.findall(r"<td id=\"T_\w+_row0_col\d+\" class=\"[^\"]*\" >([^<]*)</td>", page)
+    assert cells[:7] == ["16384", "4096", "1", "12346", "0.001235", "10000063", "True"], cells
+    assert "nan" not in page.lower() and "e+04" not in page
+    assert repr(wide) == wide_text(result.to_dataframe(), ["a note"])

@@ -150,7 +150,7 @@ def test_large_spread_is_warned_about_once_per_condition() -> None:
     result = BenchmarkResult("m", _measurement([1.0, 1.0, 2.0], [1.0, 1.01, 1.02]))
     notes = [note for note in result.notes() if "warning" in note]  # its interval holds 1 too: another note
     assert len(notes) == 1
-    assert notes[0].startswith("3+2 tokens: warning: uncached times vary (IQR is 50% of the median, over 10%)")
+    assert notes[0].startswith("warning: times vary (IQR over 10% of the median) for uncached 50%: close other work")
     assert "warning" in str(result)
     assert BenchmarkResult("m", _measurement([1.0, 2.0], [1.0, 3.0])).notes() == []  # two runs: no IQR
 

@@ -104,3 +104,43 @@ def test_an_interval_that_holds_1_says_the_runs_cannot_tell() -> None:
     assert note + "than uncached: raise -r for more pairs" in undecided.notes()
     clear = BenchmarkResult("m", rounds((8, 4), [(1.0, 0.5), (1.1, 0.5), (0.9, 0.5)]))
     assert clear.pairs()[0].interval[0] > 1 and not any("holds 1" in note for note in clear.notes())
+
+
+def _noisy(config: tuple[int, int], names: list[str]) -> list[Measurement]:
+    """Each strategy's three runs, each later one noisier: off and dynamic within 10% of their medians."""
+    return [timed(config, name, [1.0, 1.0 + 0.05 * k, 1.0 + 0.2 * k]) for k, name in enumerate(names)]
+
+
+def test_noisy_strategies_are_named_in_one_warning_with_their_spreads() -> None:
+    names = ["off", "dynamic", "static", "quantized:fp8"]
+    spec = dataclasses.replace(BenchSpec(), cache=tuple(names))
+    result = BenchmarkResult("tiny", _noisy((16, 8), names), spec=spec, strategies=names)
+    (warning,) = [note for note in result.notes() if "vary" in note]
+    assert warning == (
+        "warning: times vary (IQR over 10% of the median) for static 18%, quantized:fp8 26%: close other work or "
+        "raise -r for more pairs before trusting the speed-ups"
+    )
+    text = str(result)
+    assert text.count("vary") == 1 and max(map(len, text.splitlines())) <= 100
+    assert result._repr_html_().count("times vary") == 1
+    sweep = BenchmarkResult("tiny", [*_noisy((16, 8), names), *_noisy((16, 64), names)], spec=spec, strategies=names)
+    (warning,) = [note for note in sweep.notes() if "vary" in note]
+    assert "for static 18%, quantized:fp8 26% at 16+8 tokens; static 18%, quantized:fp8 26% at 16+64 tokens: " in (
+        warning
+    )
+
+
+def test_under_r_auto_the_advice_names_what_takes_more_pairs() -> None:
+    """-r auto counts no rounds: more pairs come from a longer cap, or a tighter target where it was reached."""
+    noisy = [(1.0, 0.5), (1.2, 0.5), (1.5, 0.5), (1.0, 0.5), (1.1, 0.5)]  # uncached's spread: 18% of its median
+    capped = BenchmarkResult("m", rounds((8, 4), noisy), spec=BenchSpec(repeat="auto", ci_target=0.05))
+    reached = BenchmarkResult("m", rounds((8, 4), noisy), spec=BenchSpec(repeat="auto", ci_target=0.5))
+    for result, advice in ((capped, "raise --auto-cap"), (reached, "lower --ci-target")):
+        (warning,) = [note for note in result.notes() if "vary" in note]
+        assert warning.endswith(f"for uncached 18%: close other work or {advice} for more pairs before trusting the "
+                                "speed-up"), warning  # fmt: skip
+        assert "-r " not in warning.replace("-r auto", "")
+    straddling = [(1.0, 1.25), (1.0, 1.0), (1.0, 0.8), (1.0, 1.1), (1.0, 0.9)]
+    undecided = BenchmarkResult("m", rounds((8, 4), straddling), spec=BenchSpec(repeat="auto", ci_target=0.05))
+    (note,) = [note for note in undecided.notes() if "holds 1" in note]
+    assert note.endswith("than uncached: raise --auto-cap for more pairs")

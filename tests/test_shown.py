@@ -11,7 +11,7 @@ from kvmagic.results.compare import compare
 from kvmagic.results.records import Mismatch, Prediction
 from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.results.shown import WIDTH, shown_table, shown_text
+from kvmagic.results.shown import WIDTH, shown_table, shown_text, wide_text, wrapped_notes
 
 from .records import pair, timed
 
@@ -142,8 +142,47 @@ def test_an_empty_table_is_its_header():
 
 
 def test_notes_wrap_to_the_width_a_terminal_has() -> None:
-    from kvmagic.results.shown import wrapped_notes
-
     warning = "82+3 tokens: warning: cached times vary (IQR is 13% of the median, over 10%): close other work " * 2
     lines = "\n".join(wrapped_notes([warning.strip(), "short"])).splitlines()
     assert max(map(len, lines)) <= WIDTH and lines[-1] == "short" and lines[1].startswith("  ")
+
+
+def test_notes_and_footnotes_break_at_spaces_never_inside_a_flag_or_a_word() -> None:
+    for padding in range(70, 100):  # wherever the edge falls, "(--max-seconds)" and the path stay whole
+        note = f"{'a ' * (padding // 2)}the budget (--max-seconds) or --auto-cap; see {'/long' * 30}.json"
+        (wrapped,) = wrapped_notes([note])
+        assert wrapped.split() == note.split(), wrapped
+    result = _strategies()
+    result.skipped["offloaded_static"] = f"{'b ' * 40}needs --max-new-tokens raised, or --device-map cpu"
+    footnote = shown_text(result.to_dataframe()).split("[2] ", 1)[1]
+    assert footnote.split() == result.skipped["offloaded_static"].split(), footnote
+
+
+def _blocks(text: str) -> list[list[str]]:
+    """The wide table's blocks of lines, up to its first footnote or note."""
+    table = text.split("\n[")[0].split("\na note")[0]
+    return [block.splitlines() for block in table.split("\n\n")]
+
+
+def test_wide_writes_every_column_as_the_short_table_does_in_blocks_that_fit() -> None:
+    result = _result(pairs=5, uncached=12345.678, cached=0.00123456)
+    text = wide_text(result.to_dataframe(), ["a note naming --max-seconds " * 5])
+    assert _fits(text) and "NaN" not in text and "nan" not in text
+    blocks = _blocks(text)
+    assert len(blocks) > 1 and all(block[0].split()[:2] == ["prompt_tokens", "new_tokens"] for block in blocks)
+    headers = [name for block in blocks for name in block[0].split()[2:]]
+    assert ["prompt_tokens", "new_tokens", *headers] == list(COLUMNS)
+    first = dict(zip(blocks[0][0].split(), blocks[0][1].split()))  # no index column: the row starts at its lengths
+    assert first == {"prompt_tokens": "16", "new_tokens": "64", "batch": "1", "uncached_s": "12346",
+                     "cached_s": "0.001235", "speedup": "10000063", "identical": "True", "uncached_ttft_s": "0.57",
+                     "cached_ttft_s": "0.57"}  # fmt: skip
+    assert text.endswith("\n".join(wrapped_notes(["a note naming --max-seconds " * 5])))
+
+
+def test_wide_repeats_the_strategy_in_each_block_and_footnotes_long_notes() -> None:
+    text = wide_text(_strategies().to_dataframe())
+    assert _fits(text)
+    blocks = _blocks(text)
+    assert all(block[0].split()[:3] == ["prompt_tokens", "new_tokens", "strategy"] for block in blocks)
+    assert [line.split()[2] for line in blocks[-1][1:3]] == ["off", "dynamic"]
+    assert blocks[-1][4].endswith(" [1]") and "\n[1] needs a GPU (CUDA or XPU)" in text

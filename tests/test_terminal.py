@@ -1,5 +1,5 @@
 """A default %%kvbench cell in a real terminal IPython, 100 columns wide: the speed-up and identical show,
-and no line is wider than the terminal."""
+and no line is wider than the terminal, nor any of a --wide cell's."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ SESSION = [
     "%kvload tiny",
     f"p = {PROMPT!r}",
     'get_ipython().run_cell_magic("kvbench", "-n 4 -w 1", p)',
+    'get_ipython().run_cell_magic("kvbench", "-n 4 -w 0 --wide", p)',
     "exit",
 ]
 
@@ -79,3 +80,8 @@ def test_a_default_cell_fits_a_100_column_terminal_and_shows_the_speedup(tmp_pat
     assert row[:2] == [str(len(PROMPT.encode())), "4"] and row[5] == "True", screen
     assert [line for line in lines if len(line) > COLUMNS] == [], screen
     assert "Error" not in screen, screen
+    # --wide: every column, in blocks that fit, each led by the row's lengths; no index, no NaN, no pandas "\\"
+    wide = [i for i, line in enumerate(lines) if line.lstrip().startswith("prompt_tokens")][1:]
+    assert len(wide) > 1 and all(lines[i].split()[1] == "new_tokens" for i in wide), screen
+    assert lines[wide[0] + 1].split()[:3] == [str(len(PROMPT.encode())), "4", "1"], screen
+    assert "NaN" not in screen and not any(line.rstrip().endswith("\\") for line in lines), screen

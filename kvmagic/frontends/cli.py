@@ -90,8 +90,8 @@ def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -
     """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes.
 
     ``table`` is for reading in a terminal: the shown columns, fitting 100 columns (every column if
-    ``wide``). ``markdown``, like ``csv`` and ``json``, is a format for files and pages, and keeps every
-    column, as ``--save run.md`` does.
+    ``wide``, in blocks of columns that each fit). ``markdown``, like ``csv`` and ``json``, is a format for
+    files and pages, and keeps every column, as ``--save run.md`` does.
     """
     if kind == "json":
         from kvmagic.results.compare import Comparison
@@ -109,11 +109,9 @@ def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -
         from kvmagic.results.serialize import markdown_table
 
         return markdown_table(frame, shown.notes())
-    from kvmagic.results.shown import shown_text, wrapped_notes
+    from kvmagic.results.shown import shown_text, wide_text
 
-    if wide:
-        return "\n".join([frame.to_string(index=False), *wrapped_notes(shown.notes())]) + "\n"
-    return shown_text(frame, shown.notes()) + "\n"
+    return (wide_text if wide else shown_text)(frame, shown.notes()) + "\n"
 
 
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:

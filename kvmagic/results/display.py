@@ -16,20 +16,12 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from kvmagic.results.shown import INTERVAL_HEADER, shown_table, shown_text, wrapped_notes
+from kvmagic.results.shown import INTERVAL_HEADER, cell, shown_table, shown_text, wide_text
 
-__all__ = ["StyledTable", "styled_table", "to_html", "wide_text"]
+__all__ = ["StyledTable", "styled_table", "to_html"]
 
 _FLAGGED = "background-color: #f8d7da; color: #842029; font-weight: bold"
 _MARKED = "background-color: #fff3cd; font-weight: bold"
-
-
-def _number(value: Any) -> str:
-    return "" if isinstance(value, float) and math.isnan(value) else f"{value:.4g}"
-
-
-def _change(value: Any) -> str:
-    return "" if isinstance(value, float) and math.isnan(value) else f"{value:+.1%}"
 
 
 def _differs(identical: Any) -> bool:
@@ -65,8 +57,8 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
     """The shown table (every column if ``wide``) styled, the metadata in a collapsed caption, then the notes."""
     shown, footnotes = (frame, []) if wide else shown_table(frame)
     styler = shown.style.hide(axis="index").set_caption(_caption(metadata))
-    floats = [c for c in shown.columns if shown[c].dtype.kind == "f" and c != "speedup_change"]
-    styler = styler.format(_number, subset=floats)
+    if wide:  # the short table's cells are text already
+        styler = styler.format({name: cell(name) for name in shown.columns})
     bold = [c for c in ("speedup", INTERVAL_HEADER) if c in shown.columns]
     if bold:
         styler = styler.set_properties(subset=bold, **{"font-weight": "bold"})
@@ -75,18 +67,10 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
         flags = frame["identical"].map(lambda v: _FLAGGED if _differs(v) else "")
         styler = styler.apply(lambda _: flags.to_numpy(), subset=["identical"], axis=0)
     if "speedup_change" in shown.columns:
-        if wide:
-            styler = styler.format(_change, subset=["speedup_change"])
         marks = frame["significant"].map(lambda v: _MARKED if v is True else "").to_numpy()
         styler = styler.apply(lambda _: marks, subset=["speedup_change"], axis=0)
     paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in [*footnotes, *notes])
     return str(styler.to_html()) + paragraphs
-
-
-def wide_text(frame: pd.DataFrame) -> str:
-    """Every column and every character, wrapped by pandas into blocks as wide as its display allows."""
-    with pd.option_context("display.max_columns", None, "display.max_colwidth", None):
-        return repr(frame)
 
 
 class StyledTable(pd.DataFrame):
@@ -112,7 +96,7 @@ class StyledTable(pd.DataFrame):
 
     def __repr__(self) -> str:
         if self._wide():
-            return "\n".join([wide_text(pd.DataFrame(self)), *wrapped_notes(self._notes())])
+            return wide_text(pd.DataFrame(self), self._notes())
         return shown_text(pd.DataFrame(self), self._notes())
 
 

@@ -15,10 +15,13 @@ from kvmagic.results.prefix_table import prefix_notes
 from kvmagic.results.split_table import split_notes
 
 if TYPE_CHECKING:
+    from kvmagic.core.config import Config
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.measurement import Pair
     from kvmagic.results.records import Mismatch
     from kvmagic.results.result import BenchmarkResult
 
-__all__ = ["NEAR_TIE", "describe_mismatch", "notes"]
+__all__ = ["NEAR_TIE", "describe_mismatch", "more_pairs", "notes"]
 
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
 FEW_STEPS = 16  # quality read over fewer forced steps than this is called rough
@@ -40,14 +43,34 @@ def notes(result: BenchmarkResult) -> list[str]:
             m, mismatch = differed
             shown = result.shown_name
             found.append(f"{config}: {describe_mismatch(mismatch, shown(pair.reference.strategy), shown(m.strategy))}")
-        for m in (m for m in result.measurements if m.config == config):
-            if m.spread > stats.SPREAD_WARNING:
-                found.append(
-                    f"{config}: warning: {result.shown_name(m.strategy)} times vary (IQR is {m.spread:.0%} of the "
-                    f"median, over {stats.SPREAD_WARNING:.0%}): close other work or raise -r before trusting the "
-                    "speed-up"
-                )
-    return found
+    return found + _spread_warning(result)
+
+
+def more_pairs(result: BenchmarkResult) -> str:
+    """How to take more pairs under the request's stop rule: -r counts them; -r auto stops at its target
+    (--ci-target) or at its cap (--auto-cap), whichever came first for the pairs here."""
+    spec = result.spec
+    if spec.repeat != "auto":
+        return "raise -r"
+    reached = {_reached(spec, pair) for pair in result.pairs()}
+    advice = {True: "lower --ci-target", False: "raise --auto-cap"}
+    return " or ".join(advice[way] for way in (False, True) if way in reached) or advice[False]
+
+
+def _spread_warning(result: BenchmarkResult) -> list[str]:
+    """One warning for every strategy whose times vary past :data:`~kvmagic.core.stats.SPREAD_WARNING`, each
+    with its spread (and its configuration, in a sweep): one line per strategy would bury the other notes."""
+    noisy: dict[Config, list[str]] = {}
+    for m in result.measurements:
+        if m.spread > stats.SPREAD_WARNING:
+            noisy.setdefault(m.config, []).append(f"{result.shown_name(m.strategy)} {m.spread:.0%}")
+    if not noisy:
+        return []
+    sweep = len(result.configs) > 1
+    which = "; ".join(", ".join(names) + (f" at {config}" if sweep else "") for config, names in noisy.items())
+    speedups = "speed-up" if result.plain and not sweep else "speed-ups"
+    advice = f"close other work or {more_pairs(result)} for more pairs before trusting the {speedups}"
+    return [f"warning: times vary (IQR over {stats.SPREAD_WARNING:.0%} of the median) for {which}: {advice}"]
 
 
 def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str:
@@ -129,7 +152,7 @@ def _undecided(result: BenchmarkResult) -> list[str]:
                 where = f"{config} " if len(result.configs) > 1 else ""
                 found.append(
                     f"{where}{name}: the 95% interval [{low:.3g}, {high:.3g}] holds 1, so these runs cannot tell "
-                    f"whether it is faster than {result.shown_name(REFERENCE)}: raise -r for more pairs"
+                    f"whether it is faster than {result.shown_name(REFERENCE)}: {more_pairs(result)} for more pairs"
                 )
     return found
 
@@ -141,11 +164,10 @@ def _auto_repeat_notes(result: BenchmarkResult) -> list[str]:
     found = []
     for pair in result.pairs():
         low, high = pair.interval
-        middle = speedup_estimate(pair.reference.seconds, pair.other.seconds)  # what the stop rule measures from
-        width = stats.relative_half_width(middle, low, high)
+        middle, width = _reach(pair)
         verdict = (
             f"within the ±{spec.ci_target:.0%} target"
-            if width <= spec.ci_target
+            if _reached(spec, pair)
             else f"the {spec.auto_cap:g} s cap (--auto-cap) came first"
         )
         found.append(
@@ -153,3 +175,15 @@ def _auto_repeat_notes(result: BenchmarkResult) -> list[str]:
             f"{low:.3g}-{high:.3g}x reaches ±{width:.1%} from the median pair's {middle:.3g}x: {verdict}"
         )
     return found
+
+
+def _reach(pair: Pair) -> tuple[float, float]:
+    """The speed-up -r auto's stop rule measures from, and its interval's half-width as a fraction of it."""
+    low, high = pair.interval
+    middle = speedup_estimate(pair.reference.seconds, pair.other.seconds)
+    return middle, stats.relative_half_width(middle, low, high)
+
+
+def _reached(spec: BenchSpec, pair: Pair) -> bool:
+    """Whether -r auto stopped taking pairs at its target (--ci-target) rather than at its cap (--auto-cap)."""
+    return _reach(pair)[1] <= spec.ci_target

@@ -8,20 +8,24 @@ where it was read, and the KV cache's size, and writes numbers to 4 significant 
 Where a row would still pass :data:`WIDTH`, the least needed columns go first. A cache comparison's
 long texts (where the tokens first differed, why a strategy could not run) become numbered footnotes
 under the table.
+
+``--wide`` writes every column with the same cells (:func:`cell`), a ``note`` as a footnote mark, in blocks
+of columns that each fit :data:`WIDTH`, every block led by the columns that say which row it is.
 """
 
 from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "INTERVAL_HEADER", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "shown_table", "shown_text", "wrapped_notes",
+    "INTERVAL_HEADER", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "cell", "shown_table", "shown_text",
+    "wide_text", "wrapped_notes",
 ]  # fmt: skip
 
 WIDTH = 100  # the terminal width the shown table is made to fit
@@ -43,6 +47,9 @@ _LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "kv_cache_mib
 _LEAST_NEEDED_JUDGED = ("peak_mib", "tok_s", "top1_agreement", "identical", "kl_nats", "kv_cache_mib")
 # Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
 _WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
+# What says which row a line of the wide table is: each block of its columns starts with these, where present
+# ("batch" where some row has a batch over 1).
+_IDENTIFYING = ("prompt_tokens", "new_tokens", "batch", "strategy")
 
 
 def _missing(value: Any) -> bool:
@@ -69,6 +76,14 @@ def _change(value: float) -> str:
     return "" if _missing(value) else f"{value:+.1%}"
 
 
+def cell(name: str) -> Callable[[Any], str]:
+    """How column ``name``'s values read in every table kvmagic shows: a change as a signed percentage, a
+    speed-up (or its interval's ends) to 3 digits, any other number to 4, a missing value blank."""
+    if name == "speedup_change":
+        return _change
+    return _ratio if "speedup" in name else _figure
+
+
 def _speedups(frame: pd.DataFrame) -> list[str]:
     """The speed-up, followed by its interval where both ends are known: ``3.47 [3.10, 3.90]``."""
     low = frame.get("speedup_ci_low", [math.nan] * len(frame))
@@ -80,15 +95,23 @@ def _speedups(frame: pd.DataFrame) -> list[str]:
     return cells
 
 
-def _footnotes(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """Each row's footnote marks, and the footnotes: one per distinct text, numbered in order of appearance."""
+def _numbered(texts: Iterable[Sequence[str]]) -> tuple[list[str], list[str]]:
+    """Each row's marks for its texts, and the footnotes: one per distinct text, numbered in order of appearance."""
     numbers: dict[str, int] = {}
-    marks = []
-    for mismatch, note in zip(frame["first_mismatch"], frame["note"]):
-        texts = [f"differs from off at position {mismatch}" if isinstance(mismatch, str) and mismatch else ""]
-        texts.append(note if isinstance(note, str) else "")
-        marks.append(" ".join(f"[{numbers.setdefault(t, len(numbers) + 1)}]" for t in texts if t))
+    marks = [" ".join(f"[{numbers.setdefault(t, len(numbers) + 1)}]" for t in row if t) for row in texts]
     return marks, [f"[{number}] {text}" for text, number in numbers.items()]
+
+
+def _footnotes(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Each row's footnote marks for where its tokens first differed and for its note, and the footnotes."""
+    return _numbered(
+        (f"differs from off at position {mismatch}" if isinstance(mismatch, str) and mismatch else "", _text(note))
+        for mismatch, note in zip(frame["first_mismatch"], frame["note"])
+    )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -108,9 +131,7 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         elif _left_out(frame, name):
             continue
         elif name in frame.columns:
-            ratios = {"speedup_change": _change, "predicted_speedup": _ratio, "warm_speedup": _ratio}
-            shape: Callable[[Any], str] = ratios.get(name, _figure)
-            cells[name] = [shape(value) for value in frame[name]]
+            cells[name] = [cell(name)(value) for value in frame[name]]
     return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
 
 
@@ -141,13 +162,53 @@ def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, 
     return cells, footnotes
 
 
+def _filled(text: str, width: int, indent: str) -> str:
+    """``text`` broken at spaces only: a flag (``--max-seconds``) or a word longer than a line stays whole."""
+    return textwrap.fill(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
 def wrapped_notes(notes: Sequence[str], width: int = WIDTH) -> list[str]:
     """Notes as lines that fit ``width`` (a long warning would otherwise run past the table's edge)."""
-    return [textwrap.fill(note, width, subsequent_indent="  ") for note in notes]
+    return [_filled(note, width, "  ") for note in notes]
 
 
 def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
     """The shown table as plain text, its footnotes and then ``notes`` wrapped to ``width`` beneath it."""
     cells, footnotes = shown_table(frame, width)
-    wrapped = [textwrap.fill(note, width, subsequent_indent="    ") for note in footnotes]
+    wrapped = [_filled(note, width, "    ") for note in footnotes]
     return "\n".join([*_lines(cells), *wrapped, *wrapped_notes(notes, width)])
+
+
+def wide_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
+    """Every column of ``frame``, written as the shown table writes its cells, in blocks of columns that each fit
+    ``width`` (a blank line between them), each led by the columns that say which row it is; a ``note`` as a
+    footnote mark; then the footnotes and ``notes``, wrapped to ``width``."""
+    import pandas as pd
+
+    texts: dict[str, list[str]] = {}
+    footnotes: list[str] = []
+    for name in frame.columns:
+        if name == "note":
+            texts[name], footnotes = _numbered([_text(note)] for note in frame[name])
+        else:
+            texts[name] = [cell(name)(value) for value in frame[name]]
+    cells = pd.DataFrame(texts, index=frame.index, columns=frame.columns, dtype=object)
+    leading = [n for n in _IDENTIFYING if n in frame.columns and (n != "batch" or _batched(frame))]
+    lines: list[str] = []
+    for block in _blocks(cells, leading, width):
+        lines += ["", *_lines(cells[block])] if lines else _lines(cells[block])
+    wrapped = [_filled(note, width, "    ") for note in footnotes]
+    return "\n".join([*lines, *wrapped, *wrapped_notes(notes, width)])
+
+
+def _blocks(cells: pd.DataFrame, leading: list[str], width: int) -> list[list[str]]:
+    """The columns in blocks that each fit ``width``, each starting with the ``leading`` ones; a column too wide
+    for any block gets one of its own."""
+    rest = [name for name in cells.columns if name not in leading]
+    size = {name: max([len(name), *map(len, cells[name])]) for name in cells.columns}
+    blocks: list[list[str]] = []
+    for name in rest:
+        if not blocks or sum(size[n] + 1 for n in [*blocks[-1], name]) - 1 > width:
+            blocks.append(list(leading))
+        blocks[-1].append(name)
+    return blocks or [leading]
