@@ -110,6 +110,12 @@ ERRORS = [  # each message whole, except where argparse words it differently acr
      "kvbench: error: --tp takes no N: torchrun --nproc-per-node 2 -m kvmagic --tp (see kvbench --help)"),
     (["-m", "tiny", "--save", "out.txt", "x"], None,
      "kvbench: error: cannot tell a format from the name 'out.txt': end it with .csv, .json or .md"),
+    (["-m", "tiny", "-n", "4", "-v", "foo", "hi"], None,  # the notebook's -v: argparse took foo for the prompt
+     "kvbench: error: -v is the notebook's (%%kvbench), not the command's: keep the result with --save PATH.json"),
+    (["-m", "tiny", "--var=foo", "hi"], None, "kvbench: error: --var is the notebook's (%%kvbench)"),
+    (["-m", "tiny", "--plot", "hi"], None,
+     "kvbench: error: --plot is the notebook's (%%kvbench), not the command's: plot a result saved with --save"),
+    (["-m", "tiny", "--no-expand", "hi"], None, "kvbench: error: --no-expand is the notebook's (%%kvbench)"),
     (["-m", "tiny", "--save", "/no/such/folder/out.json", "x"], None,
      "kvbench: error: cannot write '/no/such/folder/out.json': there is no folder '/no/such/folder'; create it"),
 ]  # fmt: skip

@@ -121,6 +121,9 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     ranks = words[words.index("--tp") + 1] if "--tp" in words[:-1] else ""
     if ranks.isdigit():  # the magic's --tp N, typed here
         cli.error(f"--tp takes no N: torchrun --nproc-per-node {ranks} -m kvmagic --tp")
+    notebook = _notebook_only(words)
+    if notebook:
+        cli.error(notebook)
     args = cli.parse_args(prompt_apart(words, word_optional("cli"), one_word=True))
     try:
         return _run(args, words, sys.stdin if stdin is None else stdin)
@@ -132,6 +135,30 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+
+
+# What the command offers in place of an option only the notebook's %%kvbench has.
+_INSTEAD = {
+    "output": "it prints the result, and --format json gives all of it",
+    "var": "keep the result with --save PATH.json",
+    "plot": "plot a result saved with --save PATH.json in a notebook: BenchmarkResult.read_json(PATH).plot()",
+    "expand": "it takes the prompt as written",
+}
+
+
+def _notebook_only(words: Sequence[str]) -> str:
+    """What to do instead, where ``words`` hold a flag of the notebook's %%kvbench that the command lacks (argparse
+    would call it unrecognized, or take it for the prompt's); empty otherwise."""
+    ours = {f for o in (*LOAD_OPTIONS, *BENCH_OPTIONS) if "cli" in o.hosts for f in o.spelling("cli")}
+    for option in BENCH_OPTIONS:
+        if "cli" in option.hosts:
+            continue
+        negated = [f"--no-{f[2:]}" for f in option.flags if option.action is argparse.BooleanOptionalAction]
+        for word in words[: words.index("--") if "--" in words else len(words)]:
+            spelled = word.partition("=")[0]
+            if spelled in {*option.flags, *negated} - ours:
+                return f"{spelled} is the notebook's (%%kvbench), not the command's: {_INSTEAD[option.dest]}"
+    return ""
 
 
 def error_line(error: KVMagicError) -> str:
