@@ -166,3 +166,15 @@ def test_command_and_magics_take_the_same_options(shell):
     in_command = {o.spelling("cli")[-1] for o in (*LOAD_OPTIONS, *BENCH_OPTIONS) if "cli" in o.hosts}
     for option in (*LOAD_OPTIONS, *BENCH_OPTIONS):
         assert (option.spelling("cli")[-1] in in_command) == (option.spelling("cli")[-1] in command)
+
+
+def test_every_option_only_the_notebook_has_is_named_with_what_the_command_does_instead():
+    """A new notebook-only option fails here until the command says what it offers in its place."""
+    from kvmagic.frontends.cli import _notebook_only, parser
+    from kvmagic.frontends.options import BENCH_OPTIONS
+
+    known = {flag for action in parser()._actions for flag in action.option_strings}
+    only = [flag for o in BENCH_OPTIONS if "cli" not in o.hosts for flag in o.flags if flag not in known]
+    assert {"-o", "-v", "--plot", "--expand"} <= set(only)
+    for flag in only:
+        assert _notebook_only([flag, "hi"]).startswith(f"{flag} is the notebook's (%%kvbench), not the command's: ")
