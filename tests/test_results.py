@@ -106,6 +106,22 @@ def test_an_interval_that_holds_1_says_the_runs_cannot_tell() -> None:
     assert clear.pairs()[0].interval[0] > 1 and not any("holds 1" in note for note in clear.notes())
 
 
+def test_a_speedup_outside_its_own_interval_says_why_and_which_to_read() -> None:
+    """Nine pairs of ten ran 1.2x, but the machine's speed moved between them: the uncached median falls in a
+    slow stretch, the cached one in a fast one, and their ratio, 1.06, is outside what every pair but one saw."""
+    drifted = [(1.56, 1.3), (1.56, 1.3), (1.2, 1.0), (1.2, 2.0), (1.2, 1.0), (2.4, 2.0), (1.56, 1.3), (1.2, 1.0),
+               (1.56, 1.3), (1.2, 1.0)]  # fmt: skip
+    result = BenchmarkResult("m", rounds((8, 4), drifted))
+    assert result.pairs()[0].interval == (1.2, 1.2)
+    assert (
+        "cached: the speed-up 1.06 (a ratio of median times) lies outside its 95% interval [1.2, 1.2], drawn from "
+        "each pair's own ratio (median 1.2): the machine's speed changed between pairs, which a pair's own ratio "
+        "cancels, so read the interval"
+    ) in result.notes()
+    steady = BenchmarkResult("m", rounds((8, 4), [(1.0, 0.5), (1.1, 0.5), (0.9, 0.5), (1.0, 0.45)]))
+    assert not any("lies outside" in note for note in steady.notes())
+
+
 def _noisy(config: tuple[int, int], names: list[str]) -> list[Measurement]:
     """Each strategy's three runs, each later one noisier: off and dynamic within 10% of their medians."""
     return [timed(config, name, [1.0, 1.0 + 0.05 * k, 1.0 + 0.2 * k]) for k, name in enumerate(names)]

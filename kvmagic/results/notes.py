@@ -29,7 +29,7 @@ FEW_STEPS = 16  # quality read over fewer forced steps than this is called rough
 
 def notes(result: BenchmarkResult) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
-    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *_undecided(result)]
+    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *_interval_notes(result)]
     found += limits_notes(result)
     found += frontier_notes(result) + _quality_notes(result) + prefix_notes(result) + split_notes(result)
     shipped = result.facts.model_generation_settings
@@ -140,19 +140,27 @@ def _prediction_notes(result: BenchmarkResult) -> list[str]:
     return found
 
 
-def _undecided(result: BenchmarkResult) -> list[str]:
-    """Each pair whose 95% interval holds 1: its runs cannot tell which of the two was faster."""
+def _interval_notes(result: BenchmarkResult) -> list[str]:
+    """Each pair whose 95% interval holds 1 (its runs cannot tell which of the two was faster), or leaves out the
+    speed-up shown (a ratio of medians, which the machine's drift between pairs can move past what every pair saw)."""
     found = []
     for config in result.configs:
         for strategy in [s for s in result.strategies if s != REFERENCE]:
             pair = result.pair(config, strategy)
             low, high = pair.interval if pair is not None else (math.nan, math.nan)
+            name = f"{config} " if len(result.configs) > 1 else ""
+            name += "cached" if result.plain else strategy
+            interval = f"95% interval [{low:.3g}, {high:.3g}]"
             if low <= 1 <= high:
-                name = "cached" if result.plain else strategy
-                where = f"{config} " if len(result.configs) > 1 else ""
                 found.append(
-                    f"{where}{name}: the 95% interval [{low:.3g}, {high:.3g}] holds 1, so these runs cannot tell "
-                    f"whether it is faster than {result.shown_name(REFERENCE)}: {more_pairs(result)} for more pairs"
+                    f"{name}: the {interval} holds 1, so these runs cannot tell whether it is faster than "
+                    f"{result.shown_name(REFERENCE)}: {more_pairs(result)} for more pairs"
+                )
+            elif pair is not None and math.isfinite(low) and not low <= pair.speedup <= high:
+                found.append(
+                    f"{name}: the speed-up {pair.speedup:.3g} (a ratio of median times) lies outside its {interval}, "
+                    f"drawn from each pair's own ratio (median {_reach(pair)[0]:.3g}): the machine's speed changed "
+                    "between pairs, which a pair's own ratio cancels, so read the interval"
                 )
     return found
 
