@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.measure.signatures import dtype_keyword
+from kvmagic.model.checks import DEVICE_MAP_STRATEGIES, check_device_map, check_gguf
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
@@ -24,7 +25,6 @@ __all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "resolve_dtyp
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
-_DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
 @dataclass(eq=False)
@@ -114,7 +114,7 @@ def _weights_on_cuda(device_map: str | dict[str, Any] | None) -> bool:
         return False
     if isinstance(device_map, dict):
         return any(_on_cuda(place) for place in device_map.values())
-    return device_map in _DEVICE_MAP_STRATEGIES or _on_cuda(device_map)
+    return device_map in DEVICE_MAP_STRATEGIES or _on_cuda(device_map)
 
 
 def _on_cuda(place: object) -> bool:
@@ -155,7 +155,7 @@ def load_model(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = resolve_dtype(dtype, device_map)
-    _check_device_map(device_map)
+    check_device_map(device_map)
     if random_weights:
         options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
         return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
@@ -198,7 +198,7 @@ def _source(name: str, revision: str | None, gguf_file: str | None) -> str | Pat
             raise KVMagicError(f"tiny is built locally and has no {{{given}}}: drop it", given)
         return tiny_dir()
     if gguf_file:
-        _check_gguf(name, gguf_file)
+        check_gguf(name, gguf_file)
     elif Path(name).is_dir() and not (Path(name) / "config.json").is_file():
         raise KVMagicError(
             f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
@@ -232,60 +232,6 @@ def _build_random(
     seconds = time.perf_counter() - start
     return LoadedModel(model, tokenizer, name, options["revision"], seconds, random_weights=True,
                        stand_in_tokenizer=stand_in)  # fmt: skip
-
-
-def _check_device_map(device_map: str | dict[str, Any] | None) -> None:
-    """Reject a device this machine lacks before any file is read; torch would fail deep inside loading."""
-    if not isinstance(device_map, str) or device_map in _DEVICE_MAP_STRATEGIES:
-        return
-    import torch
-
-    try:
-        device = torch.device(device_map)
-    except RuntimeError:
-        raise KVMagicError(
-            f"{{device_map}} {device_map!r} is neither a device (cpu, cuda:0, mps) nor one of "
-            f"{', '.join(_DEVICE_MAP_STRATEGIES)}",
-            "device_map",
-        ) from None
-    if device.type == "meta":
-        raise KVMagicError(
-            "{device_map} meta loads no weights, so nothing could run: use auto, cpu or an accelerator", "device_map"
-        )
-    if device.type == "cpu":
-        return
-    backend = getattr(torch, device.type, None)
-    if device.type == "mps":
-        available = torch.backends.mps.is_available()
-    else:
-        available = backend is not None and getattr(backend, "is_available", lambda: False)()
-    if not available:
-        raise KVMagicError(
-            f"{{device_map}} {device_map!r}: torch sees no {device.type} device here; use auto or cpu", "device_map"
-        )
-    count = getattr(backend, "device_count", lambda: 1)()
-    if device.index is not None and device.index >= count:
-        raise KVMagicError(
-            f"{{device_map}} {device_map!r}: there are {count} {device.type} devices, numbered from 0", "device_map"
-        )
-
-
-def _check_gguf(name: str, gguf_file: str) -> None:
-    """Check a local GGUF file up front: transformers 4.x reports a file that is not GGUF as a missing package."""
-    directory = Path(name)
-    if not directory.is_dir():
-        return  # a hub repository: the file is checked once downloaded
-    path = directory / gguf_file
-    if not path.is_file():
-        raise KVMagicError(f"{name!r} has no file {gguf_file!r}: check {{gguf_file}}", "gguf_file")
-    with path.open("rb") as file:
-        magic = file.read(4)
-    if magic != b"GGUF":
-        raise KVMagicError(
-            f"{gguf_file!r} is not a GGUF file (it does not start with the bytes 'GGUF'): "
-            "name a .gguf file, or drop {gguf_file} to load the directory's own weights",
-            "gguf_file",
-        )
 
 
 def _count(n: int) -> str:
