@@ -195,6 +195,45 @@ def test_a_cuda_device_that_is_not_there(kvload) -> None:
         assert message == f"--device-map 'cuda:{count}': torch sees no cuda device here; use auto or cpu"
 
 
+# --- attention --------------------------------------------------------------------------------------------
+
+
+def test_a_mistyped_attention_is_refused_and_the_model_kept(kvload, shell) -> None:
+    """Refused before the previous model is released, with every choice named: transformers' own refusal came
+    after it, cut off at 200 characters where its list of choices began."""
+    from kvmagic.measure.capabilities import attention_implementations, transformers_version
+
+    previous = shell.magics_manager.registry["KVMagics"].loaded
+    message = kvload("tiny --attn-implementation sdpaa")
+    assert message.startswith(
+        f"--attn-implementation 'sdpaa' is not one transformers {transformers_version()} has: use "
+    )
+    assert "eager, " in message and " sdpa" in message and "…" not in message and "released" not in message
+    assert all(name in message for name in attention_implementations())
+    assert shell.magics_manager.registry["KVMagics"].loaded is previous
+
+
+def test_flash_attention_without_flash_attn_is_refused_and_the_model_kept(kvload, shell) -> None:
+    from kvmagic.measure.capabilities import attention_implementations
+
+    reason = attention_implementations()["flash_attention_2"]
+    if not reason:
+        pytest.skip("FlashAttention 2 runs here")
+    previous = shell.magics_manager.registry["KVMagics"].loaded
+    message = kvload("tiny --attn-implementation flash_attention_2")
+    assert message.startswith("--attn-implementation flash_attention_2 cannot run here: it needs FlashAttention 2 ")
+    assert "; use eager, " in message and ".;" not in message and "released" not in message
+    assert shell.magics_manager.registry["KVMagics"].loaded is previous
+
+
+@pytest.mark.parametrize("value", ["kernels-community/flash-attn2", "paged|sdpa", "paged|eager", None])
+def test_what_the_registry_does_not_list_is_left_to_transformers(value: str | None) -> None:
+    """A hub kernel and a wrapped form are transformers' to accept: kvmagic refuses neither."""
+    from kvmagic.model.checks import check_attention
+
+    check_attention(value)
+
+
 # --- the hub -----------------------------------------------------------------------------------------------
 
 

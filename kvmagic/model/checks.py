@@ -11,7 +11,7 @@ from typing import Any
 
 from kvmagic.errors import KVMagicError
 
-__all__ = ["DEVICE_MAP_STRATEGIES", "check_device_map", "check_gguf"]
+__all__ = ["DEVICE_MAP_STRATEGIES", "check_attention", "check_device_map", "check_gguf"]
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
@@ -68,3 +68,31 @@ def check_gguf(name: str, gguf_file: str) -> None:
             "name a .gguf file, or drop {gguf_file} to load the directory's own weights",
             "gguf_file",
         )
+
+
+def check_attention(attn_implementation: str | None) -> None:
+    """Refuse an attention implementation the installed transformers lacks, or cannot run here; transformers
+    would refuse it only once the weights are on their way. A hub kernel (``org/repo``) and a wrapped form
+    (``paged|...``) are not in its registry, and are transformers' own to judge."""
+    if not isinstance(attn_implementation, str) or "/" in attn_implementation or "|" in attn_implementation:
+        return
+    from kvmagic.measure.capabilities import attention_implementations, transformers_version
+
+    known = attention_implementations()
+    reason = known.get(attn_implementation)
+    if reason == "":
+        return
+    runs = sorted(name for name, why in known.items() if not why)
+    choices = f"{', '.join(runs[:-1])} or {runs[-1]}" if len(runs) > 1 else runs[0]
+    if reason is not None:
+        raise KVMagicError(
+            f"{{attn_implementation}} {attn_implementation} cannot run here: it {reason}; use {choices}",
+            "attn_implementation",
+        )
+    absent = sorted(name for name, why in known.items() if why)
+    besides = f"; {', '.join(absent)} need FlashAttention installed and a CUDA GPU" if absent else ""
+    raise KVMagicError(
+        f"{{attn_implementation}} {attn_implementation!r} is not one transformers {transformers_version()} has: "
+        f"use {choices}{besides}",
+        "attn_implementation",
+    )

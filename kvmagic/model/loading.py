@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.measure.signatures import dtype_keyword
-from kvmagic.model.checks import DEVICE_MAP_STRATEGIES, check_device_map, check_gguf
+from kvmagic.model.checks import DEVICE_MAP_STRATEGIES, check_attention, check_device_map, check_gguf
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
@@ -156,6 +156,7 @@ def load_model(
 
     torch_dtype = resolve_dtype(dtype, device_map)
     check_device_map(device_map)
+    check_attention(attn_implementation)
     if random_weights:
         options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
         return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)

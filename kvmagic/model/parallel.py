@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.distributed import World, barrier, join
 from kvmagic.measure.signatures import tensor_parallel_keyword
+from kvmagic.model.checks import check_attention
 from kvmagic.model.loading import DEFAULT_MODEL
 from kvmagic.model.tiny import TINY_NAME
 
@@ -97,6 +98,7 @@ def load_split_model(
         )
     if random_weights and name == TINY_NAME:
         raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
+    check_attention(attn_implementation)
     start, source = time.perf_counter(), None if random_weights else loading._source(name, revision, gguf_file)
     options = dict(revision=revision, gguf_file=gguf_file, attn_implementation=attn_implementation,
                    trust_remote_code=trust_remote_code)  # fmt: skip
