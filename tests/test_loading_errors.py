@@ -234,6 +234,32 @@ def test_what_the_registry_does_not_list_is_left_to_transformers(value: str | No
     check_attention(value)
 
 
+def test_transformers_list_of_attentions_is_quoted_whole() -> None:
+    """Where a library's refusal is quoted, a list of choices in it is never cut (it was, at 200 characters)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from kvmagic.model.explain import explain
+    from kvmagic.model.tiny import tiny_dir
+
+    with pytest.raises(ValueError) as raised:
+        AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tiny_dir()), attn_implementation="sdpaa")
+    said = str(explain("tiny", None, raised.value))
+    choices = str(raised.value).partition(". ")[2]
+    assert len(str(raised.value)) > 200 and said.endswith(choices) and "…" not in said
+
+
+def test_a_long_message_is_cut_at_a_sentence_or_a_word_never_inside_a_list() -> None:
+    from kvmagic.errors import clipped
+
+    words = "word " * 60
+    assert clipped(words.strip()) == ("word " * 39).strip() + "…"
+    advice = "Please read the documentation of this library at a place where it says how to fix this."
+    assert clipped(" ".join(["It failed.", advice, advice, advice])) == " ".join(["It failed.", advice, advice])
+    listed = "It failed. Possible values are " + ", ".join(f"`choice{i}`" for i in range(30)) + "."
+    assert clipped(listed) == listed
+    assert clipped("It failed. Possible values are " + ", ".join(f"`choice{i}`" for i in range(99))) == "It failed."
+
+
 # --- the hub -----------------------------------------------------------------------------------------------
 
 

@@ -198,9 +198,9 @@ class KVMagics(Magics):
         except KVMagicError as error:
             usage = _usage_error(error)
             if previous is not None and self.loaded is None:  # it failed after the old model was released
-                usage = UsageError(
-                    f"{usage}; the previously loaded model ({previous!r}) was released: run %kvload again"
-                )
+                said = str(usage).removesuffix(".")  # a library's sentence quoted at its end: no ".;"
+                released = f"the previously loaded model ({previous!r}) was released: run %kvload again"
+                usage = UsageError(f"{said}; {released}")
             raise usage from None
         print(self.loaded.summary())
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvmagic.errors import clipped
 from kvmagic.measure.signatures import (
     dtype_keyword,
     generate_takes_use_model_defaults,
@@ -231,7 +232,7 @@ def press_reason() -> str:
     try:
         held: int | str = _pressed_positions()
     except Exception as error:  # whatever it raised, it tells the user one thing: not with this transformers
-        held = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:120]}"
+        held = f"{type(error).__name__}: {clipped((str(error).splitlines() or [''])[0], 120)}"
     if held == 2:
         return ""
     failure = held if isinstance(held, str) else f"it kept {held} of 4 positions where it should keep 2"

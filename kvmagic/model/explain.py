@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvmagic.errors import KVMagicError
+from kvmagic.errors import KVMagicError, clipped
 
 __all__ = ["explain"]
 
@@ -52,7 +52,6 @@ def explain(name: str, revision: str | None, error: BaseException) -> KVMagicErr
     return KVMagicError(f"cannot load {name!r}: {_first_line(error)}")
 
 
-def _first_line(error: BaseException, limit: int = 200) -> str:
+def _first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
-    line = lines[0] if lines else type(error).__name__
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return clipped(lines[0]) if lines else type(error).__name__
