@@ -147,6 +147,26 @@ def test_corrupt_safetensors(kvload, tiny_files: Path, tmp_path: Path) -> None:
     assert kvload(str(directory)).startswith(f"{str(directory)!r} holds no loadable model: ")
 
 
+@pytest.mark.parametrize("name", ["./nope", "../nope", "/no/such/model", "~/nope", "models/org/model"])
+def test_a_path_that_is_not_there_says_so(kvload, shell, monkeypatch, tmp_path: Path, name: str) -> None:
+    """A name only a path can be: transformers said "Repo id must use alphanumeric chars", of a path."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    previous = shell.magics_manager.registry["KVMagics"].loaded
+    assert kvload(name) == f"{name!r} is not a directory here (nor a model on the Hub): check the path"
+    assert kvload(f"{name} --random-weights") == kvload(name)
+    assert shell.magics_manager.registry["KVMagics"].loaded is previous
+
+
+def test_a_path_from_home_is_expanded(kvload, shell, tiny_files: Path, tmp_path: Path, monkeypatch) -> None:
+    _copy(tiny_files, tmp_path / "models" / "tiny-copy")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    file = "~/models/tiny-copy/config.json"
+    assert kvload(file) == f"{file!r} is a file: give the directory that holds its config.json and weights"
+    shell.run_line_magic("kvload", "~/models/tiny-copy")
+    assert shell.magics_manager.registry["KVMagics"].loaded.name == "~/models/tiny-copy"
+
+
 # --- GGUF --------------------------------------------------------------------------------------------------
 
 

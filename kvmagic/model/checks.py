@@ -6,12 +6,13 @@ leaves that model in place.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from kvmagic.errors import KVMagicError
 
-__all__ = ["DEVICE_MAP_STRATEGIES", "check_attention", "check_device_map", "check_gguf"]
+__all__ = ["DEVICE_MAP_STRATEGIES", "check_attention", "check_device_map", "check_gguf", "local_path"]
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
@@ -96,3 +97,28 @@ def check_attention(attn_implementation: str | None) -> None:
         f"use {choices}{besides}",
         "attn_implementation",
     )
+
+
+def local_path(name: str) -> str:
+    """``name`` with a leading ``~`` expanded; a name that can only be a path must be one here, or transformers
+    would call it an invalid repo id. A hub id is ``model`` or ``org/model``; a name starting with ".", "/" or
+    "~", or with a "/" where a hub id has none (``models/org/model``), is a path."""
+    expanded = os.path.expanduser(name)
+    if os.path.exists(expanded) or not _path_only(name):
+        return expanded
+    raise KVMagicError(f"{name!r} is not a directory here (nor a model on the Hub): check the path")
+
+
+def _path_only(name: str) -> bool:
+    if name.startswith((".", "/", "~")) or (os.sep != "/" and os.sep in name):
+        return True
+    if "/" not in name:
+        return False
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined, unused-ignore]
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return True
+    return False

@@ -33,9 +33,9 @@ def explain(name: str, revision: str | None, error: BaseException) -> KVMagicErr
             f"{name!r} keeps its weights in a pickle that holds more than tensors, and torch will not run "
             "the code such a file can carry: load a copy saved as safetensors"
         )
-    if Path(name).is_dir():
+    if Path(name).expanduser().is_dir():
         return KVMagicError(f"{name!r} holds no loadable model: {_first_line(error)}")
-    if Path(name).is_file():
+    if Path(name).expanduser().is_file():
         return KVMagicError(f"{name!r} is a file: give the directory that holds its config.json and weights")
     if "RepositoryNotFoundError" in kinds or "is not a valid model identifier" in text:
         return KVMagicError(

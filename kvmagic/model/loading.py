@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.measure.signatures import dtype_keyword
-from kvmagic.model.checks import DEVICE_MAP_STRATEGIES, check_attention, check_device_map, check_gguf
+from kvmagic.model.checks import DEVICE_MAP_STRATEGIES, check_attention, check_device_map, check_gguf, local_path
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
@@ -198,13 +198,14 @@ def _source(name: str, revision: str | None, gguf_file: str | None) -> str | Pat
             given = "revision" if revision else "gguf_file"
             raise KVMagicError(f"tiny is built locally and has no {{{given}}}: drop it", given)
         return tiny_dir()
+    where = local_path(name)
     if gguf_file:
-        check_gguf(name, gguf_file)
-    elif Path(name).is_dir() and not (Path(name) / "config.json").is_file():
+        check_gguf(where, gguf_file)
+    elif Path(where).is_dir() and not (Path(where) / "config.json").is_file():
         raise KVMagicError(
             f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
         )
-    return name
+    return where
 
 
 def _build_random(
@@ -225,7 +226,7 @@ def _build_random(
         raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
     start = time.perf_counter()
     try:
-        model, tokenizer, stand_in = build_random(name, dtype, device_map, options, before_weights)
+        model, tokenizer, stand_in = build_random(local_path(name), dtype, device_map, options, before_weights)
     except KVMagicError:
         raise
     except Exception as error:
