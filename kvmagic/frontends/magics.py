@@ -202,7 +202,7 @@ class KVMagics(Magics):
                 released = f"the previously loaded model ({previous!r}) was released: run %kvload again"
                 usage = UsageError(f"{said}; {released}")
             raise usage from None
-        print(self.loaded.summary())
+        print(fitted(self.loaded.summary(), ""))  # a random model's runs past 100 columns
 
     @_with_options(BENCH_OPTIONS, _BENCH_USAGE)
     @argument("prompt", nargs="*", metavar="PROMPT", help=_PROMPT_HELP)  # type: ignore[untyped-decorator]
