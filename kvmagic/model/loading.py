@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.guards import with_memory_advice
@@ -21,10 +24,15 @@ if TYPE_CHECKING:
 
     from kvmagic.measure.distributed import World
 
-__all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "resolve_dtype"]
+__all__ = [
+    "DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "quiet_progress_bars", "resolve_dtype",
+    "without_progress_bars",
+]  # fmt: skip
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -131,6 +139,49 @@ def _on_cuda(place: object) -> bool:
         return False  # "disk", or a name torch does not know: not a GPU
 
 
+@contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights", "Writing model shards") off for the duration, the
+    user's setting back after, failed or not. Its switch turns the Hub's bars off too: a download keeps those
+    as the user had them, the one wait a bar tells something of."""
+    from huggingface_hub.utils import (  # type: ignore[attr-defined, unused-ignore]
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+    from transformers.utils import logging
+
+    if not logging.is_progress_bar_enabled():
+        yield
+        return
+    downloads = not are_progress_bars_disabled()
+    with warnings.catch_warnings():  # HF_HUB_DISABLE_PROGRESS_BARS=0 refuses the Hub's part, with a warning
+        warnings.simplefilter("ignore")
+        logging.disable_progress_bar()
+        if downloads:
+            enable_progress_bars()
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logging.enable_progress_bar()
+            if not downloads:
+                disable_progress_bars()
+
+
+def without_progress_bars(load: Callable[P, T]) -> Callable[P, T]:
+    """``load`` run under :func:`quiet_progress_bars`."""
+
+    @functools.wraps(load)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        with quiet_progress_bars():
+            return load(*args, **kwargs)
+
+    return run
+
+
+@without_progress_bars
 def load_model(
     name: str = DEFAULT_MODEL,
     *,

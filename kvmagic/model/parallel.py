@@ -23,7 +23,7 @@ from kvmagic.errors import KVMagicError
 from kvmagic.measure.distributed import World, barrier, join
 from kvmagic.measure.signatures import tensor_parallel_keyword
 from kvmagic.model.checks import check_attention
-from kvmagic.model.loading import DEFAULT_MODEL
+from kvmagic.model.loading import DEFAULT_MODEL, without_progress_bars
 from kvmagic.model.tiny import TINY_NAME
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ def readable_config(name: str, *, revision: str | None = None, trust_remote_code
         return None
 
 
+@without_progress_bars
 def load_split_model(
     name: str = DEFAULT_MODEL,
     *,
