@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-__all__ = ["KVMagicError", "one_line"]
+__all__ = ["KVMagicError", "clipped", "one_line"]
+
+# A sentence that offers choices: "The only possible arguments are `eager`, `sdpa`, ...", "use one of a, b, c".
+_CHOICES = re.compile(
+    r"\b(one of|possible|valid|choices?|options?|supported|available|accepted|allowed|expected)\b", re.I
+)
+_LIST_MOST = 4  # times ``limit``: a list longer still is left out whole
 
 # How the plain API names what a front end offers as an option with a value.
 _API_NAMES = {"save": "result.save(PATH)"}
@@ -15,6 +21,30 @@ def one_line(text: str) -> str:
     """``text`` with every character a terminal would not print as itself (a newline in an argument echoed back,
     a control character) written as its escape, so that an error stays the one line it is meant to be."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def clipped(line: str, limit: int = 200) -> str:
+    """``line`` (a library's message, quoted in one of ours) cut to about ``limit`` characters at a sentence's end.
+
+    A sentence that lists choices is never cut: it stays whole, even past ``limit``, or goes whole. Only a first
+    sentence longer than ``limit`` that lists none is cut, at a word, and ends in "…".
+    """
+    if len(line) <= limit:
+        return line
+    first, *rest = re.split(r"(?<=[.!?])\s+", line.strip())
+    if len(first) > limit and not _lists_choices(first):
+        return first[: limit - 1].rsplit(" ", 1)[0] + "…"
+    kept = first
+    for sentence in rest:
+        longer = f"{kept} {sentence}"
+        if len(longer) > limit and not (_lists_choices(sentence) and len(longer) <= _LIST_MOST * limit):
+            break
+        kept = longer
+    return kept
+
+
+def _lists_choices(sentence: str) -> bool:
+    return sentence.count(",") >= 2 and _CHOICES.search(sentence) is not None
 
 
 class KVMagicError(Exception):

@@ -150,3 +150,22 @@ def test_an_absent_backend_is_a_row_note_that_says_why(tiny, without_fp8) -> Non
     rows = {row["strategy"]: row for row in result.to_dataframe().to_dict("records")}
     assert rows["quantized:fp8"]["note"] == reason
     assert rows["dynamic"]["note"] == "" and rows["dynamic"]["identical"]
+
+
+@pytest.mark.parametrize("name", list(capabilities.attention_implementations()))
+def test_an_attention_loads_exactly_when_it_is_found_to_run(name: str) -> None:
+    """Each implementation of the registry (and eager) against transformers loading tiny with it."""
+    reason = capabilities.attention_implementations()[name]
+    if reason:
+        with pytest.raises((ImportError, ValueError)):
+            AutoModelForCausalLM.from_pretrained(tiny_dir(), attn_implementation=name)
+        return
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir(), attn_implementation=name)
+    assert model.config._attn_implementation == name
+
+
+def test_the_attention_registry_is_read_not_assumed() -> None:
+    found = capabilities.attention_implementations()
+    assert {"eager", "sdpa", "flash_attention_2"} <= set(found) and found["eager"] == found["sdpa"] == ""
+    paged = {"4.55.4": "sdpa_paged", "5.24.0": "paged|eager"}.get(transformers.__version__)
+    assert paged is None or paged in found

@@ -43,6 +43,7 @@ def test_table_from_an_argument_fits_100_columns():
     assert float(speedup) == pytest.approx(float(uncached) / float(cached), rel=1e-2)  # 4 and 3 digits
     assert all(len(line) <= 100 for line in run.stdout.splitlines()), run.stdout
     assert "tiny: Exaone4ForCausalLM, 3.87 M parameters, float32 on cpu" in run.stderr  # the summary stays off stdout
+    assert "Loading weights" not in run.stderr and "it/s]" not in run.stderr  # transformers' progress bar
 
 
 def test_wide_table_and_markdown_have_every_column():

@@ -141,6 +141,10 @@ REFUSALS = {
     "no such directory": (lambda tiny, tmp: load_model(str(tmp / "no-such-model")), ()),
     "directory without config": (lambda tiny, tmp: load_model(str(tmp)), ()),
     "device_map": (lambda tiny, tmp: load_model("tiny", device_map="disk"), ("device_map",)),
+    "attn_implementation": (
+        lambda tiny, tmp: load_model("tiny", attn_implementation="sdpaa"),
+        ("attn_implementation",),
+    ),
     "gguf_file": (lambda tiny, tmp: load_model(str(tmp), gguf_file="nope.gguf"), ("gguf_file",)),
     "fail_on": (lambda tiny, tmp: _parse_fail_on("bogus"), ("fail_on",)),
     "save": (lambda tiny, tmp: _unreadable_baseline(tmp), ("save",)),

@@ -147,6 +147,26 @@ def test_corrupt_safetensors(kvload, tiny_files: Path, tmp_path: Path) -> None:
     assert kvload(str(directory)).startswith(f"{str(directory)!r} holds no loadable model: ")
 
 
+@pytest.mark.parametrize("name", ["./nope", "../nope", "/no/such/model", "~/nope", "models/org/model"])
+def test_a_path_that_is_not_there_says_so(kvload, shell, monkeypatch, tmp_path: Path, name: str) -> None:
+    """A name only a path can be: transformers said "Repo id must use alphanumeric chars", of a path."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    previous = shell.magics_manager.registry["KVMagics"].loaded
+    assert kvload(name) == f"{name!r} is not a directory here (nor a model on the Hub): check the path"
+    assert kvload(f"{name} --random-weights") == kvload(name)
+    assert shell.magics_manager.registry["KVMagics"].loaded is previous
+
+
+def test_a_path_from_home_is_expanded(kvload, shell, tiny_files: Path, tmp_path: Path, monkeypatch) -> None:
+    _copy(tiny_files, tmp_path / "models" / "tiny-copy")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    file = "~/models/tiny-copy/config.json"
+    assert kvload(file) == f"{file!r} is a file: give the directory that holds its config.json and weights"
+    shell.run_line_magic("kvload", "~/models/tiny-copy")
+    assert shell.magics_manager.registry["KVMagics"].loaded.name == "~/models/tiny-copy"
+
+
 # --- GGUF --------------------------------------------------------------------------------------------------
 
 
@@ -193,6 +213,71 @@ def test_a_cuda_device_that_is_not_there(kvload) -> None:
         assert message == f"--device-map 'cuda:{count}': there are {count} cuda devices, numbered from 0"
     else:
         assert message == f"--device-map 'cuda:{count}': torch sees no cuda device here; use auto or cpu"
+
+
+# --- attention --------------------------------------------------------------------------------------------
+
+
+def test_a_mistyped_attention_is_refused_and_the_model_kept(kvload, shell) -> None:
+    """Refused before the previous model is released, with every choice named: transformers' own refusal came
+    after it, cut off at 200 characters where its list of choices began."""
+    from kvmagic.measure.capabilities import attention_implementations, transformers_version
+
+    previous = shell.magics_manager.registry["KVMagics"].loaded
+    message = kvload("tiny --attn-implementation sdpaa")
+    assert message.startswith(
+        f"--attn-implementation 'sdpaa' is not one transformers {transformers_version()} has: use "
+    )
+    assert "eager, " in message and " sdpa" in message and "…" not in message and "released" not in message
+    assert all(name in message for name in attention_implementations())
+    assert shell.magics_manager.registry["KVMagics"].loaded is previous
+
+
+def test_flash_attention_without_flash_attn_is_refused_and_the_model_kept(kvload, shell) -> None:
+    from kvmagic.measure.capabilities import attention_implementations
+
+    reason = attention_implementations()["flash_attention_2"]
+    if not reason:
+        pytest.skip("FlashAttention 2 runs here")
+    previous = shell.magics_manager.registry["KVMagics"].loaded
+    message = kvload("tiny --attn-implementation flash_attention_2")
+    assert message.startswith("--attn-implementation flash_attention_2 cannot run here: it needs FlashAttention 2 ")
+    assert "; use eager, " in message and ".;" not in message and "released" not in message
+    assert shell.magics_manager.registry["KVMagics"].loaded is previous
+
+
+@pytest.mark.parametrize("value", ["kernels-community/flash-attn2", "paged|sdpa", "paged|eager", None])
+def test_what_the_registry_does_not_list_is_left_to_transformers(value: str | None) -> None:
+    """A hub kernel and a wrapped form are transformers' to accept: kvmagic refuses neither."""
+    from kvmagic.model.checks import check_attention
+
+    check_attention(value)
+
+
+def test_transformers_list_of_attentions_is_quoted_whole() -> None:
+    """Where a library's refusal is quoted, a list of choices in it is never cut (it was, at 200 characters)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from kvmagic.model.explain import explain
+    from kvmagic.model.tiny import tiny_dir
+
+    with pytest.raises(ValueError) as raised:
+        AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tiny_dir()), attn_implementation="sdpaa")
+    said = str(explain("tiny", None, raised.value))
+    choices = str(raised.value).partition(". ")[2]
+    assert len(str(raised.value)) > 200 and said.endswith(choices) and "…" not in said
+
+
+def test_a_long_message_is_cut_at_a_sentence_or_a_word_never_inside_a_list() -> None:
+    from kvmagic.errors import clipped
+
+    words = "word " * 60
+    assert clipped(words.strip()) == ("word " * 39).strip() + "…"
+    advice = "Please read the documentation of this library at a place where it says how to fix this."
+    assert clipped(" ".join(["It failed.", advice, advice, advice])) == " ".join(["It failed.", advice, advice])
+    listed = "It failed. Possible values are " + ", ".join(f"`choice{i}`" for i in range(30)) + "."
+    assert clipped(listed) == listed
+    assert clipped("It failed. Possible values are " + ", ".join(f"`choice{i}`" for i in range(99))) == "It failed."
 
 
 # --- the hub -----------------------------------------------------------------------------------------------

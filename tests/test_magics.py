@@ -263,6 +263,37 @@ def test_var_says_what_it_replaced_or_hid(shell, capsys):
             shell.user_ns.pop(name, None)
 
 
+FLASH_4 = (
+    "FlashAttention2 has been toggled on, but it cannot be used due to the following error: the package flash_attn "
+    "seems to be not installed. Please refer to the documentation of "
+    "https://huggingface.co/docs/transformers/perf_infer_gpu_one#flashattention-2 to install Flash Attention 2."
+)  # transformers 4.55's words
+
+
+@pytest.mark.parametrize(
+    ("raised", "shown"),
+    [
+        ("the disk is full.", "the disk is full"),
+        (FLASH_4, FLASH_4.partition(". ")[0]),  # its next sentence went for length, whole
+    ],
+)
+def test_a_sentence_quoted_before_the_release_note_loses_its_full_stop(shell, monkeypatch, raised, shown):
+    import transformers
+
+    shell.run_line_magic("kvload", "tiny")
+
+    def fail(*args, **kwargs):
+        raise RuntimeError(raised)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fail)
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("kvload", "tiny")
+    assert said(caught.value) == (
+        f"cannot load 'tiny': {shown}; the previously loaded model ('tiny') was released: run %kvload again"
+    )
+    assert all(len(line) <= 100 for line in f"UsageError: {caught.value}".splitlines())
+
+
 def test_a_kvload_that_fails_after_releasing_the_model_says_so(shell, monkeypatch):
     import transformers
 

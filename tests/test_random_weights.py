@@ -17,6 +17,8 @@ from kvmagic.measure.signatures import dtype_keyword
 from kvmagic.measure.threads import torch_threads
 from kvmagic.model.random_weights import SHIPPED, build, config_from_dict, seed_parameters, shipped_config
 
+from .conftest import said
+
 ROOT = Path(__file__).resolve().parent.parent
 SMOL = "HuggingFaceTB/SmolLM2-135M"
 
@@ -147,4 +149,18 @@ def test_a_config_in_the_hub_cache_wins_over_the_shipped_one(tmp_path):
 
 def test_the_magic_takes_the_flag(shell, capsys):
     shell.run_line_magic("kvload", f"{SMOL} --random-weights --device-map cpu")
-    assert capsys.readouterr().out.startswith(f"{SMOL}: LlamaForCausalLM, 134.52 M parameters, float32 on cpu, RANDOM")
+    out = capsys.readouterr().out
+    assert out.startswith(f"{SMOL}: LlamaForCausalLM, 134.52 M parameters, float32 on cpu, RANDOM")
+    # The summary of about 170 characters, wrapped at word boundaries: a terminal broke it mid-word at 100 columns.
+    summary = shell.magics_manager.registry["KVMagics"].loaded.summary()
+    assert len(summary) > 100 and said(out.strip()) == summary
+    assert all(len(line) <= 100 for line in out.splitlines()) and out.count("\n  ") == len(out.splitlines()) - 1
+
+
+def test_the_command_wraps_the_summary_too():
+    from .test_cli import kvbench
+
+    run = kvbench("-m", SMOL, "--random-weights", "--device-map", "cpu", "-n", "1", "-w", "0", "hi")
+    assert run.returncode == 0, run.stderr
+    assert f"{SMOL}: LlamaForCausalLM, 134.52 M parameters, float32 on cpu, RANDOM" in run.stderr
+    assert all(len(line) <= 100 for line in run.stderr.splitlines()), run.stderr

@@ -66,3 +66,43 @@ def test_cache_is_per_transformers_version():
     import transformers
 
     assert tiny_dir().name.endswith(f"-transformers-{transformers.__version__}")
+
+
+def test_building_and_loading_print_no_progress_bar(shell, tmp_path, monkeypatch, capfd):
+    """transformers drew "Writing model shards" when tiny was built and "Loading weights" on every load."""
+    monkeypatch.setenv("KVMAGIC_CACHE", str(tmp_path))
+    shell.run_line_magic("kvload", "tiny")
+    assert tiny_dir().parent == tmp_path  # built here, then loaded
+    shell.run_line_magic("kvload", "tiny")
+    out, err = capfd.readouterr()
+    assert out.count("tiny: Exaone4ForCausalLM") == 2
+    assert "Writing" not in err and "Loading" not in err and "it/s]" not in err and "%|" not in err, err
+
+
+@pytest.mark.parametrize(("bars", "downloads"), [(True, True), (True, False), (False, True), (False, False)])
+def test_the_users_progress_bar_settings_come_back(bars, downloads):
+    """Off while kvmagic loads, as the user had them after, failed or not; the Hub's download bars untouched."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging
+
+    from kvmagic import KVMagicError, load_model
+
+    kept = (logging.is_progress_bar_enabled(), not are_progress_bars_disabled())
+    seen = []
+
+    def look(fail: bool = False) -> None:
+        seen.append((logging.is_progress_bar_enabled(), not are_progress_bars_disabled()))
+        if fail:
+            raise RuntimeError("the disk is full")
+
+    try:
+        (logging.enable_progress_bar if bars else logging.disable_progress_bar)()
+        (enable_progress_bars if downloads else disable_progress_bars)()
+        load_model("tiny", before_weights=look)
+        with pytest.raises(KVMagicError, match="the disk is full"):
+            load_model("tiny", before_weights=lambda: look(fail=True))
+        assert (logging.is_progress_bar_enabled(), not are_progress_bars_disabled()) == (bars, downloads)
+    finally:
+        (logging.enable_progress_bar if kept[0] else logging.disable_progress_bar)()
+        (enable_progress_bars if kept[1] else disable_progress_bars)()
+    assert seen == [(False, downloads)] * 2

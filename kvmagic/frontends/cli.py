@@ -183,7 +183,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     spec = bench_spec(args, configured)
     kwargs = load_kwargs(args, configured)
     loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
-    _say(loaded.summary(), args)
+    _say(fitted(loaded.summary(), ""), args)
     result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
     report_result(result)
     shown: Any = finish(args, result, baseline)

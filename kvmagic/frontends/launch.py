@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from kvmagic.errors import KVMagicError
+from kvmagic.errors import KVMagicError, clipped
 from kvmagic.frontends.ranked import LAUNCH_DIR, RESULT
 
 if TYPE_CHECKING:
@@ -221,7 +221,7 @@ def failure(folder: Path, ranks: int, status: int | None) -> KVMagicError:
     found = root_cause(log)
     if found is None:
         last = next((line.strip() for line in reversed(log.splitlines()) if line.strip()), "no output")
-        said = f"{{tp}} {ranks}: torchrun ended with status {status}: {last[:200]}: fix that and run the cell again"
+        said = f"{{tp}} {ranks}: torchrun ended with status {status}: {clipped(last)}: fix that and run the cell again"
         return KVMagicError(said, "tp")
     rank, code = found
     if code < 0:
@@ -238,4 +238,4 @@ def _last_words(path: Path) -> str:
     """A failed rank's last line (its exception), or that it left none."""
     text = path.read_text(errors="replace") if path.is_file() else ""
     lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
-    return lines[-1][:200] if lines else "it printed nothing"
+    return clipped(lines[-1]) if lines else "it printed nothing"

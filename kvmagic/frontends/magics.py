@@ -161,11 +161,11 @@ class KVMagics(Magics):
         except KVMagicError as error:
             usage = _usage_error(error)
             if previous is not None and self.loaded is None:  # it failed after the old model was released
-                usage = UsageError(
-                    f"{usage}; the previously loaded model ({previous!r}) was released: run %kvload again"
-                )
+                said = str(usage).removesuffix(".")  # a library's sentence quoted at its end: no ".;"
+                released = f"the previously loaded model ({previous!r}) was released: run %kvload again"
+                usage = UsageError(f"{said}; {released}")
             raise usage from None
-        print(self.loaded.summary())
+        print(fitted(self.loaded.summary(), ""))  # a random model's runs past 100 columns
 
     @_with_options(BENCH_OPTIONS, _BENCH_USAGE)
     @argument("prompt", nargs="*", metavar="PROMPT", help=_PROMPT_HELP)  # type: ignore[untyped-decorator]

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvmagic.errors import clipped
 from kvmagic.measure.signatures import (
     dtype_keyword,
     generate_takes_use_model_defaults,
@@ -30,7 +31,8 @@ from kvmagic.measure.signatures import (
 from kvmagic.measure.static_cache import static_cache_state
 
 __all__ = [
-    "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "cache_implementations", "compile_criteria",
+    "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "attention_implementations",
+    "cache_implementations", "compile_criteria",
     "dynamic_cache_windows", "press_reason", "quantized_backend_reason", "quantized_backends",
     "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "summary", "transformers_version",
 ]  # fmt: skip
@@ -110,6 +112,37 @@ def cache_implementations() -> tuple[str, ...]:
     from transformers.generation.configuration_utils import ALL_CACHE_IMPLEMENTATIONS
 
     return tuple(ALL_CACHE_IMPLEMENTATIONS)
+
+
+@functools.cache
+def attention_implementations() -> Mapping[str, str]:
+    """Each attention implementation the installed transformers has -> why it cannot run here, empty when it can.
+
+    They are eager and its registry's, whose names move between releases (4.55 has ``sdpa_paged``, 5.x
+    ``paged|eager`` and ``flash_attention_4``). FlashAttention N runs where transformers' own
+    ``is_flash_attn_N_available`` says so, on an Ascend NPU, or where a hub kernel stands in for it.
+    """
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    from transformers.utils import import_utils as utils
+
+    found = {"eager": ""}
+    for name in ALL_ATTENTION_FUNCTIONS.valid_keys():
+        flash = re.fullmatch(r"flash_attention_(\d+)", name)
+        available = getattr(utils, f"is_flash_attn_{flash[1]}_available", None) if flash else None
+        runs = available is None or available() or utils.is_torch_npu_available() or _flash_kernel_fallback(name)
+        found[name] = "" if runs or not flash else f"needs FlashAttention {flash[1]} installed and a CUDA GPU"
+    return types.MappingProxyType(found)
+
+
+def _flash_kernel_fallback(name: str) -> bool:
+    """Whether transformers runs FlashAttention ``name`` from a hub kernel where the package is missing: 5.x keeps
+    a table of them, used once the kernels package is installed; 4.55 has none."""
+    from transformers import modeling_flash_attention_utils as flash
+    from transformers.utils import import_utils
+
+    return name in (getattr(flash, "FLASH_ATTN_KERNEL_FALLBACK", None) or {}) and bool(
+        import_utils.is_kernels_available()
+    )
 
 
 @functools.cache
@@ -199,7 +232,7 @@ def press_reason() -> str:
     try:
         held: int | str = _pressed_positions()
     except Exception as error:  # whatever it raised, it tells the user one thing: not with this transformers
-        held = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:120]}"
+        held = f"{type(error).__name__}: {clipped((str(error).splitlines() or [''])[0], 120)}"
     if held == 2:
         return ""
     failure = held if isinstance(held, str) else f"it kept {held} of 4 positions where it should keep 2"
@@ -236,6 +269,7 @@ def summary() -> dict[str, Any]:
         "tensor_parallel_keyword": tensor_parallel_keyword(),
         "accelerator_functions": sorted(accelerator_functions()),
         "cache_implementations": list(cache_implementations()),
+        "attention_implementations": dict(attention_implementations()),
         "compile_devices": list(criteria.devices),
         "compile_needs_fullgraph": criteria.needs_fullgraph,
         "static_cache_state": list(static_cache_state()),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvmagic.errors import KVMagicError
+from kvmagic.errors import KVMagicError, clipped
 
 __all__ = ["explain"]
 
@@ -33,9 +33,9 @@ def explain(name: str, revision: str | None, error: BaseException) -> KVMagicErr
             f"{name!r} keeps its weights in a pickle that holds more than tensors, and torch will not run "
             "the code such a file can carry: load a copy saved as safetensors"
         )
-    if Path(name).is_dir():
+    if Path(name).expanduser().is_dir():
         return KVMagicError(f"{name!r} holds no loadable model: {_first_line(error)}")
-    if Path(name).is_file():
+    if Path(name).expanduser().is_file():
         return KVMagicError(f"{name!r} is a file: give the directory that holds its config.json and weights")
     if "RepositoryNotFoundError" in kinds or "is not a valid model identifier" in text:
         return KVMagicError(
@@ -52,7 +52,6 @@ def explain(name: str, revision: str | None, error: BaseException) -> KVMagicErr
     return KVMagicError(f"cannot load {name!r}: {_first_line(error)}")
 
 
-def _first_line(error: BaseException, limit: int = 200) -> str:
+def _first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
-    line = lines[0] if lines else type(error).__name__
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return clipped(lines[0]) if lines else type(error).__name__

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.measure.signatures import dtype_keyword
+from kvmagic.model.checks import DEVICE_MAP_STRATEGIES, check_attention, check_device_map, check_gguf, local_path
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
@@ -20,11 +24,15 @@ if TYPE_CHECKING:
 
     from kvmagic.measure.distributed import World
 
-__all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "resolve_dtype"]
+__all__ = [
+    "DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "quiet_progress_bars", "resolve_dtype",
+    "without_progress_bars",
+]  # fmt: skip
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
-_DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -114,7 +122,7 @@ def _weights_on_cuda(device_map: str | dict[str, Any] | None) -> bool:
         return False
     if isinstance(device_map, dict):
         return any(_on_cuda(place) for place in device_map.values())
-    return device_map in _DEVICE_MAP_STRATEGIES or _on_cuda(device_map)
+    return device_map in DEVICE_MAP_STRATEGIES or _on_cuda(device_map)
 
 
 def _on_cuda(place: object) -> bool:
@@ -131,6 +139,49 @@ def _on_cuda(place: object) -> bool:
         return False  # "disk", or a name torch does not know: not a GPU
 
 
+@contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights", "Writing model shards") off for the duration, the
+    user's setting back after, failed or not. Its switch turns the Hub's bars off too: a download keeps those
+    as the user had them, the one wait a bar tells something of."""
+    from huggingface_hub.utils import (  # type: ignore[attr-defined, unused-ignore]
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+    from transformers.utils import logging
+
+    if not logging.is_progress_bar_enabled():
+        yield
+        return
+    downloads = not are_progress_bars_disabled()
+    with warnings.catch_warnings():  # HF_HUB_DISABLE_PROGRESS_BARS=0 refuses the Hub's part, with a warning
+        warnings.simplefilter("ignore")
+        logging.disable_progress_bar()
+        if downloads:
+            enable_progress_bars()
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logging.enable_progress_bar()
+            if not downloads:
+                disable_progress_bars()
+
+
+def without_progress_bars(load: Callable[P, T]) -> Callable[P, T]:
+    """``load`` run under :func:`quiet_progress_bars`."""
+
+    @functools.wraps(load)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        with quiet_progress_bars():
+            return load(*args, **kwargs)
+
+    return run
+
+
+@without_progress_bars
 def load_model(
     name: str = DEFAULT_MODEL,
     *,
@@ -155,7 +206,8 @@ def load_model(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = resolve_dtype(dtype, device_map)
-    _check_device_map(device_map)
+    check_device_map(device_map)
+    check_attention(attn_implementation)
     if random_weights:
         options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
         return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
@@ -197,13 +249,14 @@ def _source(name: str, revision: str | None, gguf_file: str | None) -> str | Pat
             given = "revision" if revision else "gguf_file"
             raise KVMagicError(f"tiny is built locally and has no {{{given}}}: drop it", given)
         return tiny_dir()
+    where = local_path(name)
     if gguf_file:
-        _check_gguf(name, gguf_file)
-    elif Path(name).is_dir() and not (Path(name) / "config.json").is_file():
+        check_gguf(where, gguf_file)
+    elif Path(where).is_dir() and not (Path(where) / "config.json").is_file():
         raise KVMagicError(
             f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
         )
-    return name
+    return where
 
 
 def _build_random(
@@ -224,7 +277,7 @@ def _build_random(
         raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
     start = time.perf_counter()
     try:
-        model, tokenizer, stand_in = build_random(name, dtype, device_map, options, before_weights)
+        model, tokenizer, stand_in = build_random(local_path(name), dtype, device_map, options, before_weights)
     except KVMagicError:
         raise
     except Exception as error:
@@ -232,60 +285,6 @@ def _build_random(
     seconds = time.perf_counter() - start
     return LoadedModel(model, tokenizer, name, options["revision"], seconds, random_weights=True,
                        stand_in_tokenizer=stand_in)  # fmt: skip
-
-
-def _check_device_map(device_map: str | dict[str, Any] | None) -> None:
-    """Reject a device this machine lacks before any file is read; torch would fail deep inside loading."""
-    if not isinstance(device_map, str) or device_map in _DEVICE_MAP_STRATEGIES:
-        return
-    import torch
-
-    try:
-        device = torch.device(device_map)
-    except RuntimeError:
-        raise KVMagicError(
-            f"{{device_map}} {device_map!r} is neither a device (cpu, cuda:0, mps) nor one of "
-            f"{', '.join(_DEVICE_MAP_STRATEGIES)}",
-            "device_map",
-        ) from None
-    if device.type == "meta":
-        raise KVMagicError(
-            "{device_map} meta loads no weights, so nothing could run: use auto, cpu or an accelerator", "device_map"
-        )
-    if device.type == "cpu":
-        return
-    backend = getattr(torch, device.type, None)
-    if device.type == "mps":
-        available = torch.backends.mps.is_available()
-    else:
-        available = backend is not None and getattr(backend, "is_available", lambda: False)()
-    if not available:
-        raise KVMagicError(
-            f"{{device_map}} {device_map!r}: torch sees no {device.type} device here; use auto or cpu", "device_map"
-        )
-    count = getattr(backend, "device_count", lambda: 1)()
-    if device.index is not None and device.index >= count:
-        raise KVMagicError(
-            f"{{device_map}} {device_map!r}: there are {count} {device.type} devices, numbered from 0", "device_map"
-        )
-
-
-def _check_gguf(name: str, gguf_file: str) -> None:
-    """Check a local GGUF file up front: transformers 4.x reports a file that is not GGUF as a missing package."""
-    directory = Path(name)
-    if not directory.is_dir():
-        return  # a hub repository: the file is checked once downloaded
-    path = directory / gguf_file
-    if not path.is_file():
-        raise KVMagicError(f"{name!r} has no file {gguf_file!r}: check {{gguf_file}}", "gguf_file")
-    with path.open("rb") as file:
-        magic = file.read(4)
-    if magic != b"GGUF":
-        raise KVMagicError(
-            f"{gguf_file!r} is not a GGUF file (it does not start with the bytes 'GGUF'): "
-            "name a .gguf file, or drop {gguf_file} to load the directory's own weights",
-            "gguf_file",
-        )
 
 
 def _count(n: int) -> str:

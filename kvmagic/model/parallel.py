@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.distributed import World, barrier, join
 from kvmagic.measure.signatures import tensor_parallel_keyword
-from kvmagic.model.loading import DEFAULT_MODEL
+from kvmagic.model.checks import check_attention
+from kvmagic.model.loading import DEFAULT_MODEL, without_progress_bars
 from kvmagic.model.tiny import TINY_NAME
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def readable_config(name: str, *, revision: str | None = None, trust_remote_code
         return None
 
 
+@without_progress_bars
 def load_split_model(
     name: str = DEFAULT_MODEL,
     *,
@@ -97,6 +99,7 @@ def load_split_model(
         )
     if random_weights and name == TINY_NAME:
         raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
+    check_attention(attn_implementation)
     start, source = time.perf_counter(), None if random_weights else loading._source(name, revision, gguf_file)
     options = dict(revision=revision, gguf_file=gguf_file, attn_implementation=attn_implementation,
                    trust_remote_code=trust_remote_code)  # fmt: skip

@@ -20,6 +20,7 @@ from kvmagic.core.budget import (
 from kvmagic.core.config import Config
 from kvmagic.core.lengths import configurations
 from kvmagic.core.spec import PAIR
+from kvmagic.errors import clipped
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.distributed import slowest
 from kvmagic.measure.guards import is_out_of_memory
@@ -76,7 +77,8 @@ class Plan:
         except Exception as error:
             if is_out_of_memory(error):
                 raise
-            self.skipped[strategy.name] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            said = clipped((str(error).splitlines() or [""])[0])
+            self.skipped[strategy.name] = f"failed: {type(error).__name__}: {said}"
             return None
 
     @property
