@@ -127,10 +127,13 @@ def attention_implementations() -> Mapping[str, str]:
 
     found = {"eager": ""}
     for name in ALL_ATTENTION_FUNCTIONS.valid_keys():
-        flash = re.fullmatch(r"flash_attention_(\d+)", name)
-        available = getattr(utils, f"is_flash_attn_{flash[1]}_available", None) if flash else None
-        runs = available is None or available() or utils.is_torch_npu_available() or _flash_kernel_fallback(name)
-        found[name] = "" if runs or not flash else f"needs FlashAttention {flash[1]} installed and a CUDA GPU"
+        flash = re.search(r"(?:^|\|)(flash_attention_(\d+))$", name)  # alone, or wrapped: paged|flash_attention_2
+        if flash is None:
+            found[name] = ""
+            continue
+        available = getattr(utils, f"is_flash_attn_{flash[2]}_available", None)
+        runs = available is None or available() or utils.is_torch_npu_available() or _flash_kernel_fallback(flash[1])
+        found[name] = "" if runs else f"needs FlashAttention {flash[2]} installed and a CUDA GPU"
     return types.MappingProxyType(found)
 
 
