@@ -20,7 +20,8 @@ from IPython.core.error import UsageError
 
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import _fail_on, error_line, parser
-from kvmagic.frontends.magics import KVMagics, _parse, _usage_error
+from kvmagic.frontends.lines import parse_line
+from kvmagic.frontends.magics import KVMagics, _usage_error
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Host, Option, bench_spec, defaults, word_optional
 from kvmagic.frontends.values import prompt_apart
 from kvmagic.frontends.variables import check_name
@@ -81,7 +82,7 @@ def _one_line(message: str) -> None:
 @given(line=_lines("magic"))
 def test_the_magic_parses_any_line_or_refuses_it_in_one_line(line: str) -> None:
     try:
-        args = _parse(KVMagics.kvbench, line)
+        args = parse_line(KVMagics.kvbench, line)
     except UsageError as error:
         _one_line(str(error))
         return
