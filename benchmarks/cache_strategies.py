@@ -17,24 +17,24 @@ from importlib.metadata import version
 import torch
 
 from kvmagic import load_model, run_benchmark
-from kvmagic.measure.strategies import parse_names, strategies
+from kvmagic.core.strategy import Strategy, parse_list
+from kvmagic.measure.strategies import checked, setups, strategy_config
 from kvmagic.measure.timing import timed_generate
 from kvmagic.runner.prompt import encode_prompt
-from kvmagic.runner.rounds import strategy_config
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
 ALL = "off,dynamic,static,offloaded,offloaded_static,quantized:quanto,quantized:hqq,quantized:fp8"
 
 
-def first_use(loaded, names: list[str]) -> dict[str, tuple[float, float]]:
+def first_use(loaded, names: list[Strategy]) -> dict[str, tuple[float, float]]:
     """Seconds of each runnable strategy's first and second one-token run, in a fresh process."""
     inputs = encode_prompt(loaded, PROMPT)
     calls = {}
-    for strategy in strategies(loaded, names):
+    for strategy in setups(loaded, names):
         if not strategy.reason:
             config = strategy_config(loaded, 1, strategy)
             with strategy.around(loaded.model):
-                calls[strategy.name] = tuple(
+                calls[str(strategy.strategy)] = tuple(
                     timed_generate(loaded.model, inputs, config, loaded.devices)[1] for _ in range(2)
                 )
     return calls
@@ -52,7 +52,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     loaded = load_model(args.model)
-    firsts = first_use(loaded, parse_names(args.cache))
+    firsts = first_use(loaded, checked(parse_list(args.cache)))
     result = run_benchmark(loaded, PROMPT, new_tokens=args.n, repeat=args.r, cache=args.cache)
     devices = ", ".join(map(str, loaded.devices))
     print(f"{args.model} on {devices}, transformers {version('transformers')}, torch {torch.__version__}, "

@@ -16,8 +16,9 @@ from typing import Any
 from checklist import SKIP, Check, verdict
 from gpu_results import NEEDS_CUDA, Sizes, bench, kept, kv_bytes, rows
 
+from kvmagic.core.strategy import COMPILE_SUFFIX, KNOWN, parse, parse_list
 from kvmagic.measure.memory import predicted_kv_nbytes
-from kvmagic.measure.strategies import COMPILE_SUFFIX, KNOWN, parse_names, strategies
+from kvmagic.measure.strategies import checked, setups
 from kvmagic.model.loading import LoadedModel
 
 __all__ = ["strategy_checks"]
@@ -26,12 +27,12 @@ STATIC_FAMILY = ("static", "offloaded_static")
 
 
 def strategy_checks(loaded: LoadedModel, sizes: Sizes, cuda: bool) -> list[Check]:
-    chosen = strategies(loaded, parse_names(list(KNOWN)), compile=True)
+    chosen = setups(loaded, checked(parse_list(KNOWN)), compile=True)
     with _recorded(loaded.model, cuda) as calls:
         result = bench(loaded, sizes.prompt_tokens, sizes.repeat, new_tokens=list(sizes.strategy_new),
                        cache=",".join(KNOWN), compile=True)  # fmt: skip
     found = rows(result)
-    unavailable = {s.name: s.reason for s in chosen if s.reason}
+    unavailable = {str(s.strategy): s.reason for s in chosen if s.reason}
     failed = {r["strategy"]: r["note"] for r in found if r["note"] and r["strategy"] not in unavailable}
     ran = sorted({r["strategy"] for r in found if not r["note"]})
     checks = [
@@ -129,8 +130,8 @@ def _only_asked_compile(calls: list[dict[str, Any]], cuda: bool) -> Check:
 
 def _compile_seconds(found: list[dict[str, Any]], unavailable: dict[str, str]) -> Check:
     """A compiled row reports its first call's extra seconds; no other row does."""
-    compiled = [r for r in found if r["strategy"].endswith(COMPILE_SUFFIX) and r["strategy"] not in unavailable]
-    others = [r for r in found if not r["strategy"].endswith(COMPILE_SUFFIX)]
+    compiled = [r for r in found if parse(r["strategy"]).compiled and r["strategy"] not in unavailable]
+    others = [r for r in found if not parse(r["strategy"]).compiled]
     apart = bool(compiled) and all(math.isfinite(r["compile_s"]) and r["compile_s"] > 0 for r in compiled)
     clean = all(math.isnan(r["compile_s"]) for r in others)
     figure = ", ".join(f"{r['strategy']}@{r['new_tokens']}: {r['compile_s']:.1f} s" for r in compiled)

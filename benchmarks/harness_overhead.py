@@ -18,8 +18,9 @@ from time import perf_counter
 import torch
 
 from kvmagic import load_model
-from kvmagic.core.spec import PAIR, PAIR_COLUMNS
+from kvmagic.core.spec import PAIR_COLUMNS
 from kvmagic.core.stop import FixedRounds
+from kvmagic.core.strategy import PAIR, Strategy
 from kvmagic.measure.accelerator import synchronize
 from kvmagic.measure.strategies import plain_pair
 from kvmagic.runner.prompt import encode_prompt
@@ -54,7 +55,7 @@ def main() -> None:
     loaded = load_model(args.model)
     inputs = encode_prompt(loaded, PROMPT)
     warm_up(loaded, inputs, 4)
-    times: dict[tuple[str, str], list[float]] = {(who, s): [] for who in ("kvmagic", "bare") for s in PAIR}
+    times: dict[tuple[str, Strategy], list[float]] = {(who, s): [] for who in ("kvmagic", "bare") for s in PAIR}
 
     def kvmagic_round() -> None:
         for m in measure_rounds(loaded, inputs, new_tokens=args.new_tokens, stop=FixedRounds(1)):
@@ -64,7 +65,7 @@ def main() -> None:
         for strategy in plain_pair(loaded):
             use_cache = strategy.settings["use_cache"]
             seconds = bare_recipe(loaded.model, inputs, args.new_tokens, use_cache, loaded.devices)
-            times["bare", strategy.name].append(seconds)
+            times["bare", strategy.strategy].append(seconds)
 
     for index in range(args.pairs):
         for step in (kvmagic_round, bare_round) if index % 2 == 0 else (bare_round, kvmagic_round):

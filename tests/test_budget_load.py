@@ -23,9 +23,9 @@ def test_one_slow_two_token_run_does_not_decide(tiny, monkeypatch) -> None:
     calls: list[str] = []
 
     def injected(loaded, inputs, new_tokens, strategy):
-        calls.append(strategy.name)
+        calls.append(str(strategy.strategy))
         if not strategy.caches:
-            return 5.0 if calls.count(strategy.name) == 1 else 0.02
+            return 5.0 if calls.count(str(strategy.strategy)) == 1 else 0.02
         return 0.012
 
     monkeypatch.setattr(plan, "first_call", injected)

@@ -13,6 +13,7 @@ from transformers.cache_utils import Cache
 from transformers.generation import configuration_utils
 
 from kvmagic import run_benchmark
+from kvmagic.core.strategy import BACKENDS
 from kvmagic.measure import capabilities, signatures
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.static_cache import reset_static_cache_state, static_cache_state
@@ -64,10 +65,10 @@ def test_the_answers_are_what_each_lines_sources_say() -> None:
     assert {key: found[key] for key in FACTS[version]} == FACTS[version]
 
 
-@pytest.mark.parametrize("backend", list(capabilities.QUANTIZED_SPELLINGS))
+@pytest.mark.parametrize("backend", list(BACKENDS))
 def test_a_backend_is_accepted_exactly_when_generate_takes_it(tiny, backend: str) -> None:
     accepted = capabilities.quantized_backends()
-    spelling = accepted.get(backend, capabilities.QUANTIZED_SPELLINGS[backend][0])
+    spelling = accepted.get(backend, BACKENDS[backend].spellings[0])
     settings = dict(cache_implementation="quantized", cache_config={"backend": spelling})
     if backend not in accepted:
         with pytest.raises((ValueError, KeyError)):  # 5.x: an unknown backend; 4.55: not in its mapping

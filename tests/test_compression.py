@@ -14,13 +14,14 @@ from contextlib import contextmanager
 import pytest
 
 from kvmagic import run_benchmark
-from kvmagic.core.compression import PressName, expand_presses, parse_press
+from kvmagic.core.compression import PressName, expand_presses
 from kvmagic.core.frontier import kv_bytes, layout
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import parse, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
-from kvmagic.measure.strategies import parse_names, resolve
+from kvmagic.measure.strategies import checked, resolve
 from kvmagic.results.limits_table import strategy_limit_values
 from kvmagic.results.records import Mismatch, RunFacts
 from kvmagic.results.report import MIB, strategy_row
@@ -48,6 +49,10 @@ def without_kvpress(monkeypatch):
     capabilities.press_reason.cache_clear()
 
 
+def parse_names(text: str) -> list[str]:
+    return [str(s) for s in checked(parse_list(text))]
+
+
 def test_a_sweep_of_ratios_is_one_strategy_per_ratio() -> None:
     assert parse_names("dynamic,press:snapkv:0.25-0.75+0.25") == [
         "off", "dynamic", "press:snapkv:0.25", "press:snapkv:0.5", "press:snapkv:0.75",
@@ -55,7 +60,7 @@ def test_a_sweep_of_ratios_is_one_strategy_per_ratio() -> None:
     assert [p.ratio for p in expand_presses("press:knorm:0.1-0.3+0.1")] == [0.1, 0.2, 0.3]  # no 0.30000000000000004
     assert [p.ratio for p in expand_presses("press:knorm:0.2-0.5+0.2")] == [0.2, 0.4]  # runs while <= the end
     assert parse_names("press:knorm:0.50,press:knorm:.5") == ["off", "press:knorm:0.5"]  # one spelling per ratio
-    assert parse_press("dynamic") is None and parse_press("press:tova:0") == PressName("tova", 0.0)
+    assert parse("dynamic").press is None and parse("press:tova:0").press == PressName("tova", 0.0)
 
 
 @pytest.mark.parametrize(
@@ -78,7 +83,7 @@ def test_a_malformed_press_name_says_how_to_write_one(text: str, message: str) -
 
 def test_a_press_of_a_single_ratio_is_asked_for_by_name() -> None:
     with pytest.raises(KVMagicError, match=re.escape("name one ratio, e.g. press:knorm:0.25")):
-        parse_press("press:knorm:0.25-0.5+0.25")
+        parse("press:knorm:0.25-0.5+0.25")
 
 
 def test_without_kvpress_the_probe_names_the_extra(tiny, without_kvpress) -> None:
@@ -147,7 +152,7 @@ def test_a_press_row_sets_its_promise_beside_what_it_held() -> None:
     row = strategy_row(held.config, held.strategy, held, None, "", position, full_bytes=103 * 16)
     assert row["kv_promised_mib"] == 78 * 16 / MIB and row["kv_cache_mib"] == 78 * 16 / MIB and row["note"] == ""
     dynamic = timed(config, "dynamic", [0.1], kv_bytes=103 * 16)
-    assert math.isnan(strategy_row(dynamic.config, "dynamic", dynamic, None, "", position)["kv_promised_mib"])
+    assert math.isnan(strategy_row(dynamic.config, dynamic.strategy, dynamic, None, "", position)["kv_promised_mib"])
 
 
 def test_a_press_that_held_the_full_cache_is_said_to_mask() -> None:

@@ -185,7 +185,7 @@ def test_time_to_first_token_is_the_median_of_interleaved_one_token_runs(tiny, m
 
     def one_token(loaded, inputs, new_tokens, strategy):  # type: ignore[no-untyped-def]
         assert new_tokens == 1
-        order.append(strategy.name)
+        order.append(str(strategy.strategy))
         return next(injected)
 
     monkeypatch.setattr(rounds, "first_call", one_token)

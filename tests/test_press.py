@@ -18,11 +18,12 @@ from collections import Counter
 import pytest
 
 from kvmagic import load_model, run_benchmark
+from kvmagic.core.strategy import parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main
 from kvmagic.measure import capabilities, press
 from kvmagic.measure.frontier_probe import check_fit
-from kvmagic.measure.strategies import parse_names, resolve
+from kvmagic.measure.strategies import checked, resolve
 from kvmagic.model.random_weights import shipped_config
 from kvmagic.runner import judge as judge_module
 
@@ -177,7 +178,7 @@ def test_every_exported_press_builds_from_a_ratio_or_says_why_not() -> None:
 
 def test_an_unknown_method_is_refused_by_name_and_a_row_says_so_from_the_api(llama) -> None:
     with pytest.raises(KVMagicError, match=re.escape("no method 'snpkv' in 'press:snpkv:0.5': use one of cap, ")):
-        parse_names("dynamic,press:snpkv:0.5")
+        checked(parse_list("dynamic,press:snpkv:0.5"))
     assert resolve(llama, "press:snpkv:0.5").reason.startswith("kvpress has no method 'snpkv'")
 
 

@@ -17,9 +17,8 @@ from kvmagic.core.quality import Quality, Step, quality_of
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities
 from kvmagic.measure.forcing import ForcedTokens, forced_logits, steps_against
-from kvmagic.measure.strategies import resolve
+from kvmagic.measure.strategies import resolve, strategy_config
 from kvmagic.runner import judge as judge_module
-from kvmagic.runner.rounds import strategy_config
 
 from .conftest import PROMPT, raises_usage
 

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import PAIR
 from kvmagic.results.compare import compare
 from kvmagic.results.records import Mismatch, Prediction
 from kvmagic.results.report import COLUMNS
@@ -131,7 +132,7 @@ def test_a_cache_comparison_against_a_baseline_shows_each_strategys_change():
 
 def test_a_comparison_without_footnotes_has_no_note_column():
     result = _strategies()
-    result.strategies, result.skipped = ["off", "dynamic"], {}
+    result.strategies, result.skipped = list(PAIR), {}
     cells, footnotes = shown_table(result.to_dataframe())
     assert "note" not in cells.columns and footnotes == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import pytest
@@ -9,9 +10,10 @@ import torch
 import transformers
 
 from kvmagic import run_benchmark
+from kvmagic.core.strategy import DYNAMIC, OFF, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, strategies
-from kvmagic.measure.strategies import Strategy, parse_names, resolve
+from kvmagic.measure.strategies import Setup, checked, resolve, setups
 from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS, strategy_row
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import plan, rounds
@@ -23,6 +25,11 @@ ON_GPU = torch.cuda.is_available()
 FP8 = "fp8" in capabilities.quantized_backends()
 # The quantized backend each line can run on CPU in the test environment: fp8 needs no package (5.24, not 5.17).
 QUANTIZED = "quantized:fp8" if FP8 else "quantized:quanto"
+
+
+def parse_names(text: str | list[str]) -> list[str]:
+    """What ``--cache`` reads, checked against the installed libraries, as its names."""
+    return [str(s) for s in checked(parse_list(text))]
 
 
 def test_names_put_off_first_once_and_keep_the_users_order() -> None:
@@ -47,9 +54,9 @@ def test_mistyped_names_say_what_to_write(text: str, message: str) -> None:
 
 def test_off_dynamic_and_static_run_here_and_state_their_cache_with_compilation_off(tiny) -> None:
     off = {"use_cache": False, "cache_implementation": None, "disable_compile": True}
-    assert resolve(tiny, "off") == Strategy("off", off)
+    assert resolve(tiny, "off") == Setup(OFF, off)
     dynamic = {"use_cache": True, "cache_implementation": "dynamic", "disable_compile": True}
-    assert resolve(tiny, "dynamic") == Strategy("dynamic", dynamic)
+    assert resolve(tiny, "dynamic") == Setup(DYNAMIC, dynamic)
     static = resolve(tiny, "static")
     assert static.reason == "" and static.settings == {**dynamic, "cache_implementation": "static"}
     compiled = resolve(tiny, "static+compile").settings
@@ -76,7 +83,7 @@ def test_fp8_runs_where_the_quantized_cache_takes_it(tiny) -> None:
 
 @pytest.mark.parametrize("package_there", [True, False])
 def test_hqq_is_spelled_per_line_and_a_missing_package_names_the_extra(tiny, monkeypatch, package_there: bool) -> None:
-    monkeypatch.setattr(strategies, "_installed", lambda package: package_there)
+    monkeypatch.setattr(strategies, "_installed", lambda backend: package_there)
     hqq = resolve(tiny, "quantized:hqq", kv_bits=2)
     if package_there:
         spelling = capabilities.quantized_backends()["hqq"]  # "HQQ" in 4.55
@@ -87,7 +94,7 @@ def test_hqq_is_spelled_per_line_and_a_missing_package_names_the_extra(tiny, mon
 
 def test_quanto_is_found_when_installed(tiny) -> None:
     quanto = resolve(tiny, "quantized:quanto", kv_bits=2)
-    if strategies._installed("optimum-quanto"):
+    if importlib.util.find_spec("optimum.quanto") is not None:
         assert quanto.reason == "" and quanto.settings["cache_config"] == {"backend": "quanto", "nbits": 2}
     else:
         assert quanto.reason == "needs optimum-quanto: pip install 'kvmagic[quantized]'"
@@ -109,10 +116,10 @@ def test_a_cache_the_installed_transformers_lacks_is_a_note(tiny, monkeypatch) -
 
 @pytest.mark.skipif(ON_GPU, reason="transformers compiles generate on CUDA")
 def test_compile_adds_a_static_twin_that_says_why_it_is_not_compiled_on_cpu(tiny) -> None:
-    chosen = strategies.strategies(tiny, ["off", "static"], compile=True)
-    assert [s.name for s in chosen] == ["off", "static", "static+compile"]
+    chosen = setups(tiny, parse_list("off,static"), compile=True)
+    assert [str(s.strategy) for s in chosen] == ["off", "static", "static+compile"]
     compiled = chosen[-1]
-    assert compiled.compiled and compiled.reason.startswith(
+    assert compiled.strategy.compiled and compiled.reason.startswith(
         f"transformers {transformers.__version__} compiles generate only on cuda"
     )
     assert compiled.reason.endswith("not on cpu: not compiled")
@@ -133,7 +140,7 @@ def test_compile_adds_a_static_twin_that_says_why_it_is_not_compiled_on_cpu(tiny
 )
 def test_options_that_cannot_apply_say_so(tiny, names: list[str], kwargs: dict, message: str) -> None:
     with pytest.raises(KVMagicError, match="^" + message):
-        strategies.strategies(tiny, names, **kwargs)
+        setups(tiny, parse_list(names), **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -207,7 +214,9 @@ def test_every_runnable_strategy_is_timed_interleaved_against_off(compared) -> N
 def test_exact_caches_match_off_and_a_quantized_cache_is_smaller(compared) -> None:
     for config in compared.configs:
         found = {m.strategy: m for m in compared.measurements if m.config == config}
-        rows = {n: strategy_row(config, n, found[n], found["off"]) for n in ["dynamic", "static", QUANTIZED]}
+        rows = {
+            n: strategy_row(config, found[n].strategy, found[n], found["off"]) for n in ["dynamic", "static", QUANTIZED]
+        }
         assert rows["dynamic"]["identical"] and rows["static"]["identical"]  # float32 on CPU: exact
         assert 0 < rows[QUANTIZED]["kv_cache_mib"] < rows["dynamic"]["kv_cache_mib"]
         quantized = found[QUANTIZED].mismatch
@@ -248,10 +257,11 @@ def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> N
 
 def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, monkeypatch) -> None:
     before = snapshot(tiny.model)
-    broken = Strategy(
-        "static", {"use_cache": True, "cache_implementation": "quantized", "cache_config": {"backend": "nope"}}
+    broken = Setup(
+        parse_list("static")[0],
+        {"use_cache": True, "cache_implementation": "quantized", "cache_config": {"backend": "nope"}},
     )
-    monkeypatch.setattr(plan, "strategies", lambda loaded, names, **kwargs: [resolve(loaded, "off"), broken])
+    monkeypatch.setattr(plan, "setups", lambda loaded, names, **kwargs: [resolve(loaded, "off"), broken])
     result = run_benchmark(tiny, PROMPT, new_tokens=2, cache="static")
     row = result.to_dataframe().iloc[1]
     assert row["strategy"] == "static" and row["note"].startswith("failed: ") and "nope" in row["note"]
@@ -297,12 +307,14 @@ def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, messa
         shell.run_cell_magic("kvbench", line, PROMPT)
 
 
-@pytest.mark.skipif(not strategies._installed("optimum-quanto"), reason="needs optimum-quanto (the test extra)")
+@pytest.mark.skipif(
+    not importlib.util.find_spec("optimum.quanto") is not None, reason="needs optimum-quanto (the test extra)"
+)
 def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
     from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+    from kvmagic.measure.strategies import strategy_config
     from kvmagic.measure.timing import profiled_generate
     from kvmagic.runner.prompt import encode_prompt
-    from kvmagic.runner.rounds import strategy_config
 
     inputs = encode_prompt(tiny, PROMPT)
     prompt_tokens = inputs["input_ids"].shape[-1]

@@ -8,6 +8,7 @@ import pytest
 
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import parse
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.tradeoff import judged_config, method
 
@@ -55,7 +56,7 @@ def _lines(axis) -> dict[str, tuple[list, list]]:
     ],
 )
 def test_a_method_and_its_ratio_are_read_from_the_name(name: str, found: tuple) -> None:
-    assert method(name) == found
+    assert method(parse(name)) == found
 
 
 def test_quality_panels_draw_a_curve_per_method_and_mark_the_full_cache() -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kvmagic.errors import KVMagicError
 
-__all__ = ["PRESS", "PRESS_FORM", "PressName", "expand_presses", "parse_press"]
+__all__ = ["PRESS", "PRESS_FORM", "PressName", "expand_presses"]
 
 PRESS = "press"
 PRESS_FORM = (
@@ -47,16 +47,6 @@ class PressName:
         """Positions the cache holds at the end if it keeps what the ratio says: the kept prompt and every new
         token but the last (whose keys and values are never computed)."""
         return self.kept(prompt_tokens) + new_tokens - 1
-
-
-def parse_press(name: str) -> PressName | None:
-    """``press:snapkv:0.5`` -> its method and ratio; None for a name that is not a press's."""
-    if name != PRESS and not name.startswith(PRESS + ":"):
-        return None
-    presses = expand_presses(name)
-    if len(presses) > 1:
-        raise KVMagicError(f"{name!r} is a sweep of ratios: name one ratio, e.g. {presses[0].name}")
-    return presses[0]
 
 
 def expand_presses(name: str) -> list[PressName]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from kvmagic.core.config import Config
 from kvmagic.core.shape import ModelShape
+from kvmagic.core.strategy import BACKENDS, Strategy
 
 __all__ = [
     "Activations", "CacheLayout", "FitCheck", "Frontier", "FrontierRow", "frontier", "kv_bytes", "largest",
@@ -40,7 +41,6 @@ __all__ = [
 
 QUANTIZED_RESIDUAL = 128  # transformers' default residual_length: recent tokens kept unquantized
 QUANTIZED_GROUP = 64  # transformers' default q_group_size
-DEFAULT_BITS = 4  # transformers' default nbits for quanto and hqq
 OFFLOADED_LAYERS = 2  # the layer in use and the one being prefetched
 _FAR = 1 << 40
 
@@ -65,7 +65,7 @@ class Activations:
 class CacheLayout:
     """How a strategy keeps keys and values in the device's memory."""
 
-    name: str
+    strategy: Strategy
     kind: str  # "none", "dynamic", "static" or "quantized"
     bits: int = 0  # quantized: the stored width
     group_size: int = 0  # quantized: elements sharing one scale and zero point; 0 = one per tensor
@@ -75,24 +75,29 @@ class CacheLayout:
     dequantized_layers: float = 0.0  # full-precision copies of one layer's keys and values while it is read
     pruned: float = 0.0  # a press: the share of the prompt's positions freed after the prefill
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", Strategy.of(self.strategy))
 
-def layout(name: str, *, kv_bits: int | None = None, windowed_dynamic: bool = True, pruned: float = 0.0) -> CacheLayout:
-    """The layout of a ``--cache`` strategy name. transformers 4.55's dynamic cache keeps sliding layers
-    whole (``windowed_dynamic=False``); 5.x windows them. ``pruned``: a press's share of the prompt freed."""
-    base = name.removesuffix("+prefix").removesuffix("+compile")  # a warm twin holds what its cold self holds
-    if base == "off":
-        return CacheLayout(name, "none")
-    if base.startswith("quantized:"):
-        if base == "quantized:fp8":
-            return CacheLayout(name, "quantized", bits=8, windowed=False, dequantized_layers=2.0)
+
+def layout(
+    strategy: Strategy | str, *, kv_bits: int | None = None, windowed_dynamic: bool = True, pruned: float = 0.0
+) -> CacheLayout:
+    """How ``strategy`` keeps keys and values. transformers 4.55's dynamic cache keeps sliding layers
+    whole (``windowed_dynamic=False``); 5.x windows them. ``pruned``: a press's share of the prompt freed.
+    A warm twin holds what its cold self holds."""
+    strategy = Strategy.of(strategy).with_bits(kv_bits)
+    if not strategy.caches:
+        return CacheLayout(strategy, "none")
+    if strategy.quantized:
+        backend = BACKENDS[strategy.backend]
+        grouped = {"group_size": QUANTIZED_GROUP, "residual": QUANTIZED_RESIDUAL} if backend.widths else {}
         return CacheLayout(
-            name, "quantized", bits=kv_bits or DEFAULT_BITS, group_size=QUANTIZED_GROUP,
-            residual=QUANTIZED_RESIDUAL, windowed=False, dequantized_layers=2.0,
-        )  # fmt: skip
-    offloaded = OFFLOADED_LAYERS if base.startswith("offloaded") else None
-    if base in ("static", "offloaded_static", "sliding_window", "hybrid"):
-        return CacheLayout(name, "static", device_layers=offloaded)
-    return CacheLayout(name, "dynamic", windowed=windowed_dynamic, device_layers=offloaded, pruned=pruned)
+            strategy, "quantized", bits=strategy.stored_bits, windowed=False, dequantized_layers=2.0, **grouped
+        )
+    offloaded = OFFLOADED_LAYERS if strategy.offloaded else None
+    if strategy.static or strategy.cache_implementation in ("sliding_window", "hybrid"):
+        return CacheLayout(strategy, "static", device_layers=offloaded)
+    return CacheLayout(strategy, "dynamic", windowed=windowed_dynamic, device_layers=offloaded, pruned=pruned)
 
 
 def _layer_positions(shape: ModelShape, cache: CacheLayout, positions: int) -> list[int]:
@@ -168,7 +173,7 @@ def largest(fits: Callable[[int], bool], start: int = 1, cap: int = _FAR) -> int
 class FrontierRow:
     """One strategy's reach in the memory free, around one configuration (prompt, new tokens, batch)."""
 
-    strategy: str
+    strategy: Strategy
     prompt_tokens: int
     new_tokens: int
     batch: int
@@ -178,6 +183,9 @@ class FrontierRow:
     max_prompt: int  # that still leaves room for the given new tokens; 0 if none does
     max_batch: int  # at the given prompt and new tokens
     limited_by: str  # "memory", or "positions" where the model's position limit comes first
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", Strategy.of(self.strategy))
 
     @property
     def config(self) -> Config:
@@ -207,7 +215,7 @@ def frontier(
         end = prompt_tokens + new_tokens - 1
         rows.append(
             FrontierRow(
-                strategy=cache.name,
+                strategy=cache.strategy,
                 prompt_tokens=prompt_tokens,
                 new_tokens=new_tokens,
                 batch=batch,
@@ -226,7 +234,7 @@ def frontier(
 class FitCheck:
     """A run at a predicted frontier: the predicted peak beside the measured ones, against the budget."""
 
-    strategy: str
+    strategy: Strategy
     prompt_tokens: int
     new_tokens: int
     batch: int
@@ -234,6 +242,9 @@ class FitCheck:
     predicted_bytes: float
     measured_bytes: float  # the device's peak: CUDA's allocator, else the process's resident memory
     tensor_bytes: float  # live tensors alone (the same as measured on CUDA): what the prediction counts
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", Strategy.of(self.strategy))
 
     @property
     def config(self) -> Config:
@@ -262,4 +273,7 @@ class Frontier:
     rows: list[FrontierRow]
     checks: list[FitCheck]
     free_bytes: float
-    unchecked: dict[str, float]  # strategy -> estimated seconds of a check run past the budget
+    unchecked: dict[Strategy, float]  # strategy -> estimated seconds of a check run past the budget
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unchecked", {Strategy.of(s): v for s, v in self.unchecked.items()})

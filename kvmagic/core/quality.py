@@ -13,9 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["FULL_CACHE", "Quality", "Step", "quality_of"]
-
-FULL_CACHE = "dynamic"  # the strategy every other one's quality is judged against: full precision, nothing dropped
+__all__ = ["Quality", "Step", "quality_of"]
 
 
 @dataclass(frozen=True)

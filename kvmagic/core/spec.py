@@ -15,26 +15,23 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvmagic.core.lengths import parse_lengths
+from kvmagic.core.strategy import BACKENDS, DYNAMIC, OFF, REFERENCE, Strategy, parse_list
 from kvmagic.errors import KVMagicError
 
 __all__ = [
     "KV_BITS",
     "MIN_AUTO_PAIRS",
-    "PAIR",
     "PAIR_COLUMNS",
-    "REFERENCE",
     "SPLIT",
     "BenchSpec",
     "Repeat",
     "check_field",
 ]
 
-REFERENCE = "off"  # the strategy every other one is measured against
-PAIR = (REFERENCE, "dynamic")  # the plain run: the cache off and on
-PAIR_COLUMNS = {"off": "uncached", "dynamic": "cached"}  # how the plain run's table and notes name them
+PAIR_COLUMNS = {OFF: "uncached", DYNAMIC: "cached"}  # how the plain run's table and notes name them
 FRONTIER_MODES = ("predict", "check")
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
-KV_BITS = {"quanto": (2, 4), "hqq": (1, 2, 3, 4, 8)}  # the widths each quantized backend takes; fp8 has no choice
+KV_BITS = {b.name: b.widths for b in BACKENDS.values() if b.widths}  # the widths a quantized backend takes
 SPLIT = "split"  # prefix: the prompt's line ``---`` splits the shared prefix from the rest
 Repeat = int | Literal["auto"]
 
@@ -56,7 +53,7 @@ class BenchSpec:
     chat: bool = False
     max_seconds: float = 600.0
     predict: bool = False
-    cache: tuple[str, ...] | None = None
+    cache: tuple[Strategy, ...] | None = None
     kv_bits: int | None = None
     compile: bool = False
     steps: bool = False
@@ -119,7 +116,9 @@ class BenchSpec:
         return record
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        found = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        found["cache"] = None if self.cache is None else [str(s) for s in self.cache]
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BenchSpec:
@@ -230,11 +229,10 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
-def _names(name: str, value: Any) -> tuple[str, ...] | None:
+def _names(name: str, value: Any) -> tuple[Strategy, ...] | None:
     if value is None:
         return None
-    items = value.split(",") if isinstance(value, str) else list(value)
-    names = tuple(item.strip() for item in items if isinstance(item, str) and item.strip())
+    names = parse_list(value)
     if not names:
         raise KVMagicError(f"{{{name}}} needs at least one strategy, e.g. off,dynamic,static", name)
     if set(names) == {REFERENCE}:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvmagic.core import sequential
-from kvmagic.core.spec import MIN_AUTO_PAIRS, PAIR, BenchSpec
+from kvmagic.core.spec import MIN_AUTO_PAIRS, BenchSpec
+from kvmagic.core.strategy import PAIR, Strategy
 
 __all__ = ["FixedRounds", "StopRule", "UntilPrecise", "stop_rule"]
 
@@ -23,7 +24,7 @@ class StopRule(Protocol):
         """Whether the number of rounds depends on the times: then only an anytime interval is honest."""
         ...
 
-    def done(self, rounds: int, elapsed: float, times: Mapping[str, Sequence[float]]) -> bool:
+    def done(self, rounds: int, elapsed: float, times: Mapping[Strategy, Sequence[float]]) -> bool:
         """Whether ``rounds`` rounds, taking ``elapsed`` seconds with these times per strategy, are enough."""
         ...
 
@@ -35,7 +36,7 @@ class FixedRounds:
     rounds: int
     sequential = False
 
-    def done(self, rounds: int, elapsed: float, times: Mapping[str, Sequence[float]]) -> bool:
+    def done(self, rounds: int, elapsed: float, times: Mapping[Strategy, Sequence[float]]) -> bool:
         return rounds >= self.rounds
 
 
@@ -49,7 +50,7 @@ class UntilPrecise:
     minimum: int = MIN_AUTO_PAIRS
     sequential = True
 
-    def done(self, rounds: int, elapsed: float, times: Mapping[str, Sequence[float]]) -> bool:
+    def done(self, rounds: int, elapsed: float, times: Mapping[Strategy, Sequence[float]]) -> bool:
         """The cap first (it ignores the times), then the anytime interval's reach (see :mod:`.sequential`)."""
         if rounds < self.minimum:
             return False

@@ -30,7 +30,7 @@ from kvmagic.frontends.ranked import LAUNCH_DIR, RESULT
 
 if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["GRACE_S", "failure", "launch", "launch_cell", "launch_command", "launch_request", "root_cause", "stop"]

@@ -31,7 +31,7 @@ from kvmagic.measure.guards import forget_frames, forget_last_failure
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.plot import SweepFigure
 
 __all__ = ["KVMagics"]

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from kvmagic.core.lengths import LENGTH_FORMS
 from kvmagic.core.spec import FRONTIER_MODES, BenchSpec, check_field
+from kvmagic.core.strategy import BACKENDS, KNOWN
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.values import (
     at_least_one,
@@ -191,11 +192,10 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%%; "
            "comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",),
            examples=("speedup:-50%",)),
-    Option(("--cache",), "Compare KV-cache strategies instead, one row each against off: off, dynamic, static, "
-           "offloaded, offloaded_static, quantized:quanto, quantized:hqq, quantized:fp8, press:METHOD:RATIO (a kvpress "
-           "method dropping that share of the prompt's positions, e.g. press:snapkv:0.5; a sweep "
-           "press:snapkv:0.25-0.75+0.25), or any other cache_implementation the installed transformers has; "
-           "comma-separated.", "cache", metavar="LIST",
+    Option(("--cache",), f"Compare KV-cache strategies instead, one row each against off: {', '.join(KNOWN)}, "
+           "press:METHOD:RATIO (a kvpress method dropping that share of the prompt's positions, e.g. "
+           "press:snapkv:0.5; a sweep press:snapkv:0.25-0.75+0.25), or any other cache_implementation the "
+           "installed transformers has; comma-separated.", "cache", metavar="LIST",
            examples=("off,dynamic,static", "dynamic,quantized:fp8")),
     Option(("--quality",), "With --cache, after the timed runs: one untimed run per strategy, teacher-forced along "
            "the full cache's (dynamic's) greedy tokens, sets its next-token distributions against the full "
@@ -209,7 +209,8 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "starts every run from a copy of that cache, built once, untimed; the table adds time to first token "
            "and total time warm against cold.", "prefix", type=prefix_length, metavar="N|split",
            examples=("4", "split")),
-    Option(("--kv-bits",), "Bits per value of a quantized:quanto (2, 4) or quantized:hqq (1, 2, 3, 4, 8) cache.",
+    Option(("--kv-bits",), "Bits per value of a " + " or ".join(
+           f"quantized:{b.name} ({', '.join(map(str, b.widths))})" for b in BACKENDS.values() if b.widths) + " cache.",
            "kv_bits", type=whole_number, examples=("4",)),
     Option(("--compile",), "With --cache, add static+compile: the static cache under torch.compile (where "
            "transformers compiles generate; the compile is paid by an untimed run).", "compile", action="store_true",

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvmagic.core.strategy import BACKENDS
 from kvmagic.errors import clipped
 from kvmagic.measure.signatures import (
     dtype_keyword,
@@ -31,14 +32,12 @@ from kvmagic.measure.signatures import (
 from kvmagic.measure.static_cache import static_cache_state
 
 __all__ = [
-    "QUANTIZED_SPELLINGS", "CompileCriteria", "accelerator_functions", "attention_implementations",
+    "CompileCriteria", "accelerator_functions", "attention_implementations",
     "cache_implementations", "compile_criteria",
     "dynamic_cache_windows", "press_reason", "quantized_backend_reason", "quantized_backends",
     "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "summary", "transformers_version",
 ]  # fmt: skip
 
-# A backend as users write it -> the spellings a transformers line may use for it (4.55 wrote "HQQ").
-QUANTIZED_SPELLINGS = {"quanto": ("quanto",), "hqq": ("hqq", "HQQ"), "fp8": ("fp8",)}
 _DEVICE_KINDS = ("cuda", "xpu", "mps", "npu", "hpu", "neuron", "tpu", "cpu")
 
 
@@ -68,10 +67,10 @@ def quantized_backends() -> Mapping[str, str]:
     mapping = getattr(configuration_utils, "QUANT_BACKEND_CLASSES_MAPPING", None)
     accepted = (lambda spelling: spelling in mapping) if mapping else _quantized_cache_accepts
     found = {}
-    for name, spellings in QUANTIZED_SPELLINGS.items():
-        spelling = next((s for s in spellings if accepted(s)), None)
+    for backend in BACKENDS.values():
+        spelling = next((s for s in backend.spellings if accepted(s)), None)
         if spelling is not None:
-            found[name] = spelling
+            found[backend.name] = spelling
     return types.MappingProxyType(found)
 
 

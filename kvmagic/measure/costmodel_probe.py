@@ -27,7 +27,7 @@ from kvmagic.core.costmodel import (
 if TYPE_CHECKING:
     from transformers import BatchEncoding
 
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.measure.loaded import LoadedModel
 
 __all__ = ["forward_seconds", "probe"]
 

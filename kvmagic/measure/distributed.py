@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import torch
 
     from kvmagic.core.stop import StopRule
+    from kvmagic.core.strategy import Strategy
 
 __all__ = [
     "LAUNCH_ENV",
@@ -179,7 +180,7 @@ class Lockstep:
     def sequential(self) -> bool:
         return self.rule.sequential
 
-    def done(self, rounds: int, elapsed: float, times: Mapping[str, Sequence[float]]) -> bool:
+    def done(self, rounds: int, elapsed: float, times: Mapping[Strategy, Sequence[float]]) -> bool:
         return bool(from_first(self.rule.done(rounds, elapsed, times)))
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.measure.loaded import LoadedModel
 
 __all__ = ["cuda_driver", "device_name", "environment", "precision_settings"]
 

@@ -23,8 +23,8 @@ from kvmagic.measure.static_cache import reset_static_cache_state
 if TYPE_CHECKING:
     import torch
 
-    from kvmagic.measure.strategies import Strategy
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.measure.loaded import LoadedModel
+    from kvmagic.measure.strategies import Setup
 
 __all__ = ["check_fit", "free_bytes", "in_use", "measure_activations"]
 
@@ -115,7 +115,7 @@ def measure_activations(
 
 
 def check_fit(
-    loaded: LoadedModel, strategy: Strategy, input_ids: torch.Tensor, new_tokens: int, *,
+    loaded: LoadedModel, strategy: Setup, input_ids: torch.Tensor, new_tokens: int, *,
     budget_bytes: float, predicted_bytes: float,
 ) -> FitCheck:  # fmt: skip
     """Run one greedy generate at a predicted frontier: its tensors' peak and the device's, beside the prediction.
@@ -142,7 +142,7 @@ def check_fit(
             tensors = float(live.peak_bytes)
     release_memory()
     return FitCheck(
-        strategy=strategy.name,
+        strategy=strategy.strategy,
         prompt_tokens=input_ids.shape[-1],
         new_tokens=new_tokens,
         batch=input_ids.shape[0],
@@ -153,7 +153,7 @@ def check_fit(
     )
 
 
-def _config(loaded: LoadedModel, strategy: Strategy, new_tokens: int) -> Any:
+def _config(loaded: LoadedModel, strategy: Setup, new_tokens: int) -> Any:
     from kvmagic.measure.greedy import greedy_config
 
     config = greedy_config(loaded.model, loaded.tokenizer, new_tokens, use_cache=True)

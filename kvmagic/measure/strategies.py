@@ -1,192 +1,175 @@
 """The KV-cache strategies ``%%kvbench --cache`` compares, and why one cannot run here.
 
-A strategy is a named set of generation-config settings (``use_cache``, ``cache_implementation``,
-``cache_config``, ``compile_config``). transformers lines spell and support some of them differently
-(the HQQ backend is ``"HQQ"`` in 4.55 and ``"hqq"`` in 5.x; ``fp8`` is in 5.24 but not 5.17), so the
-catalogue resolves a user's name against what the installed transformers accepts, asked of it by
-:mod:`kvmagic.measure.capabilities`. A strategy that cannot run comes back with ``reason`` set
+A strategy (:class:`~kvmagic.core.strategy.Strategy`, read once from its name) runs as a set of generation-config
+settings (``use_cache``, ``cache_implementation``, ``cache_config``, ``compile_config``), its :class:`Setup`.
+transformers lines spell and support some of them differently (the HQQ backend is ``"HQQ"`` in 4.55 and ``"hqq"``
+in 5.x; ``fp8`` is in 5.24 but not 5.17), so each is resolved against what the installed transformers accepts,
+asked of it by :mod:`kvmagic.measure.capabilities`. A strategy that cannot run comes back with ``reason`` set
 instead of raising: the benchmark shows it as a row with a note.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.compression import PRESS, expand_presses, parse_press
-from kvmagic.core.spec import KV_BITS, PAIR, REFERENCE
+from kvmagic.core.strategy import BACKENDS, PAIR, REFERENCE, STATIC, Backend, Strategy, choices
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
-from kvmagic.measure.capabilities import QUANTIZED_SPELLINGS, transformers_version
+from kvmagic.measure.capabilities import transformers_version
+from kvmagic.measure.greedy import greedy_config
+from kvmagic.measure.signatures import cache_keyword
 
 if TYPE_CHECKING:
-    from kvmagic.model.loading import LoadedModel
+    from transformers import GenerationConfig
 
-__all__ = [
-    "COMPILE_SUFFIX",
-    "KNOWN",
-    "PREFIX_SUFFIX",
-    "REFERENCE",
-    "Strategy",
-    "parse_names",
-    "plain_pair",
-    "resolve",
-    "strategies",
-]
+    from kvmagic.measure.loaded import LoadedModel
 
-COMPILE_SUFFIX = "+compile"
-PREFIX_SUFFIX = "+prefix"  # a strategy's warm twin: it starts from the cache of the prompt's shared prefix
-QUANTIZED = "quantized"
-_PACKAGES = {"quanto": "optimum-quanto", "hqq": "hqq"}  # backend -> the pip package it needs; fp8 needs none
-_BACKEND_MODULES = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
-_STATIC = ("static", "offloaded_static")  # the caches torch.compile can work with
-KNOWN = (
-    "off",
-    "dynamic",
-    "static",
-    "offloaded",
-    "offloaded_static",
-    *(f"{QUANTIZED}:{b}" for b in QUANTIZED_SPELLINGS),
-)
+__all__ = ["Setup", "checked", "plain_pair", "resolve", "setups", "strategy_config", "warm_twin"]
 
 
 @dataclass(frozen=True)
-class Strategy:
-    """One column of the comparison: how ``generate`` is told to cache, or why it cannot here."""
+class Setup:
+    """A strategy resolved for this model and the installed libraries: how ``generate`` is told to cache, or why
+    it cannot here."""
 
-    name: str
+    strategy: Strategy
     settings: Mapping[str, Any] = field(default_factory=dict)  # generation-config attribute -> value
     reason: str = ""  # why it cannot run here; empty when it can
-    compiled: bool = False
     note: str = ""  # what a reader of its rows should know though it runs
     pruned: float = 0.0  # the share of the prompt's positions its cache frees after the prefill (a press)
-    warm: str = ""  # a warm twin: the strategy whose cache of the prompt's prefix it starts from
     wrap: Callable[[Any], AbstractContextManager[None]] | None = field(default=None, compare=False, repr=False)
+    # A strategy that starts from a cache object of its own (a warm twin: a copy of its prefix's cache) makes a
+    # fresh one here for every run, before the clock starts.
+    start: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
 
     def around(self, model: Any) -> AbstractContextManager[None]:
-        """The context every ``generate`` of this strategy runs in: ``with strategy.around(model):
+        """The context every ``generate`` of this strategy runs in: ``with setup.around(model):
         model.generate(...)``. A press strategy's registers kvpress's hooks on the model for the duration
         (they compress the prompt's cache at the prefill) and removes them after; every other strategy's
         does nothing. Enter it outside the timed region: only ``generate`` is timed."""
         return nullcontext() if self.wrap is None else self.wrap(model)
 
+    def given(self, model: Any, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What ``generate`` gets: the inputs, and the cache object this strategy starts from, made now (call it
+        outside the timed region)."""
+        return inputs if self.start is None else {**inputs, cache_keyword(model): self.start()}
+
     @property
     def caches(self) -> bool:
-        """Whether ``generate`` keeps keys and values at all (every strategy but ``off``)."""
-        return bool(self.settings.get("use_cache", True))
+        return self.strategy.caches
 
     @property
     def static(self) -> bool:
         """Whether transformers keeps this strategy's cache on the model between calls (see
         :func:`~kvmagic.measure.static_cache.reset_static_cache_state`)."""
-        return self.settings.get("cache_implementation") in _STATIC
+        return self.settings.get("cache_implementation") in STATIC
 
 
-def plain_pair(loaded: LoadedModel) -> tuple[Strategy, Strategy]:
+def strategy_config(
+    loaded: LoadedModel, new_tokens: int, strategy: Setup, *, keep_cache: bool = False
+) -> GenerationConfig:
+    """The greedy config of one strategy: its settings applied to a fresh copy, never to the model's.
+
+    ``keep_cache`` asks ``generate`` to return the cache it built (it builds it either way)."""
+    settings = strategy.settings
+    config = greedy_config(loaded.model, loaded.tokenizer, new_tokens, settings.get("use_cache", True))
+    for key, value in settings.items():
+        setattr(config, key, copy.deepcopy(value))  # generate may consume a cache_config dict
+    config.return_dict_in_generate = keep_cache
+    return config
+
+
+def plain_pair(loaded: LoadedModel) -> tuple[Setup, Setup]:
     """The cache off and on: the plain run, the two-strategy case of a comparison."""
-    reference, cached = (resolve(loaded, name) for name in PAIR)
+    reference, cached = (resolve(loaded, strategy) for strategy in PAIR)
     return reference, cached
 
 
-def parse_names(text: str | Sequence[str]) -> list[str]:
-    """``off,dynamic,quantized:hqq`` -> the names, de-duplicated, ``off`` first (it is the reference); a sweep
-    of press ratios (``press:snapkv:0.25-0.75+0.25``) becomes one name per ratio."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    names = [name for item in items if item.strip() for name in _expanded(item.strip())]
-    if not names:
-        raise KVMagicError(f"{{cache}} needs at least one strategy, e.g. off,dynamic,static ({_choices()})", "cache")
-    for name in names:
-        base = name.removesuffix(COMPILE_SUFFIX)
-        if base.startswith(PRESS + ":"):
-            continue  # read by _expanded
-        if base == QUANTIZED:
-            raise KVMagicError(f"{name!r} needs a backend: write quantized:quanto, quantized:hqq or quantized:fp8")
-        if base.startswith(QUANTIZED + ":") and base not in KNOWN:
-            raise KVMagicError(f"unknown quantization backend in {name!r}: use one of {', '.join(QUANTIZED_SPELLINGS)}")
-        if base not in KNOWN and base not in capabilities.cache_implementations():
-            raise KVMagicError(f"unknown cache strategy {name!r}: use {_choices()}")
-    return list(dict.fromkeys([REFERENCE, *names]))
-
-
-def _expanded(name: str) -> list[str]:
-    """A press name, each ratio of its sweep, its method checked where kvpress can list them; any other as is."""
-    if name != PRESS and not name.startswith(PRESS + ":"):
-        return [name]
-    presses = expand_presses(name)
+def checked(strategies: Sequence[Strategy]) -> list[Strategy]:
+    """The strategies asked for, de-duplicated, ``off`` first (it is the reference), each one the installed
+    libraries know of by name: a ``cache_implementation`` transformers accepts, a method kvpress has."""
+    if not strategies:
+        raise KVMagicError(f"{{cache}} needs at least one strategy, e.g. off,dynamic,static ({choices()})", "cache")
     known = press.methods() if not capabilities.press_reason() else {}
-    if known and presses[0].method not in known:
-        built = [method for method, cls in known.items() if not press.method_reason(cls)]
-        raise KVMagicError(f"kvpress has no method {presses[0].method!r} in {name!r}: use one of {', '.join(built)}")
-    return [p.name for p in presses]
+    for strategy in strategies:
+        implementation = strategy.implementation
+        if implementation and implementation not in capabilities.cache_implementations():
+            raise KVMagicError(f"unknown cache strategy {str(strategy)!r}: use {choices()}")
+        method = strategy.press.method if strategy.press is not None else None
+        if known and method is not None and method not in known:
+            built = [name for name, cls in known.items() if not press.method_reason(cls)]
+            raise KVMagicError(f"kvpress has no method {method!r} in {str(strategy)!r}: use one of {', '.join(built)}")
+    return list(dict.fromkeys([REFERENCE, *strategies]))
 
 
-def strategies(
+def setups(
     loaded: LoadedModel,
-    names: Sequence[str],
+    strategies: Sequence[Strategy],
     *,
     kv_bits: int | None = None,
     compile: bool = False,
     prefix: bool = False,
-) -> list[Strategy]:
-    """Resolve each name for this model and the installed transformers; ``compile`` adds a compiled
+) -> list[Setup]:
+    """Resolve each strategy for this model and the installed transformers; ``compile`` adds a compiled
     twin of each static cache named (``static+compile``) beside the plain one, ``prefix`` a warm twin
     of each strategy that caches (``dynamic+prefix``), after all of them."""
     if kv_bits is not None:
-        _check_bits(names, kv_bits)
-    wanted = list(names)
+        _check_bits(strategies, kv_bits)
+    wanted = list(strategies)
     if compile:
-        plain = [n for n in wanted if n in _STATIC]
+        plain = [s for s in wanted if s.static and not s.compiled]
         if not plain:
             raise KVMagicError(
                 "{compile} compiles a static cache: add static to {cache} (e.g. off,dynamic,static)", "compile", "cache"
             )
-        wanted += [n + COMPILE_SUFFIX for n in plain]
-    found = [resolve(loaded, name, kv_bits=kv_bits) for name in dict.fromkeys(wanted)]
+        wanted += [s.twin(compiled=True) for s in plain]
+    found = [resolve(loaded, s, kv_bits=kv_bits) for s in dict.fromkeys(wanted)]
     return found + [warm_twin(s) for s in found if s.caches] if prefix else found
 
 
-def warm_twin(strategy: Strategy) -> Strategy:
-    """``strategy`` started from the cache of the prompt's prefix, which the runner builds with ``strategy`` itself
-    and passes in (so ``generate`` is told no cache implementation of its own); a static cache and a press get
-    one that says why it cannot run."""
-    name = strategy.name + PREFIX_SUFFIX
-    if parse_press(strategy.name) is not None:
-        return Strategy(name, reason="kvpress compresses only at a prefill, and the rest of a prompt after a reused "
-                        "prefix is not one: its cache would stay whole")  # fmt: skip
-    if strategy.reason:
-        return Strategy(name, reason=strategy.reason)
-    if strategy.static or strategy.compiled:
-        return Strategy(name, reason="a reused prefix needs a cache that grows: a static one is sized by the call "
-                        "that builds it")  # fmt: skip
-    settings = {k: v for k, v in strategy.settings.items() if k != "cache_config"}
-    return Strategy(name, {**settings, "cache_implementation": None}, warm=strategy.name)
+def warm_twin(setup: Setup) -> Setup:
+    """``setup``'s strategy started from the cache of the prompt's prefix, which the runner builds with ``setup``
+    itself and hands in as ``start`` (so ``generate`` is told no cache implementation of its own); a static cache
+    and a press get one that says why it cannot run."""
+    twin = setup.strategy.twin(warm=True)
+    if setup.strategy.press is not None:
+        return Setup(twin, reason="kvpress compresses only at a prefill, and the rest of a prompt after a reused "
+                     "prefix is not one: its cache would stay whole")  # fmt: skip
+    if setup.reason:
+        return Setup(twin, reason=setup.reason)
+    if setup.static or setup.strategy.compiled:
+        return Setup(twin, reason="a reused prefix needs a cache that grows: a static one is sized by the call "
+                     "that builds it")  # fmt: skip
+    settings = {k: v for k, v in setup.settings.items() if k != "cache_config"}
+    return Setup(twin, {**settings, "cache_implementation": None})
 
 
-def resolve(loaded: LoadedModel, name: str, *, kv_bits: int | None = None) -> Strategy:
-    """The settings ``name`` needs under the installed transformers, or the reason it cannot run.
+def resolve(loaded: LoadedModel, strategy: Strategy | str, *, kv_bits: int | None = None) -> Setup:
+    """The settings ``strategy`` needs under the installed transformers, or the reason it cannot run.
 
     Every strategy states its cache implementation and whether transformers may compile: only a
     ``+compile`` strategy may (transformers compiles any static cache by itself on CUDA otherwise).
     """
-    compiled = name.endswith(COMPILE_SUFFIX)
-    base = name.removesuffix(COMPILE_SUFFIX)
-    if base == "off":
-        return Strategy(name, _settings(None))
-    if base == "dynamic":
-        return Strategy(name, _settings("dynamic"))
-    if base.startswith(QUANTIZED + ":"):
-        return _quantized(name, base.split(":", 1)[1], kv_bits)
-    if base.startswith(PRESS + ":"):
-        return _press(loaded, name)
-    settings = _settings(base)
-    reason = _implementation_reason(loaded, base)
-    if compiled and not reason:
+    strategy = Strategy.of(strategy).with_bits(kv_bits)
+    if strategy.cold in PAIR:
+        return Setup(strategy, _settings(strategy.cache_implementation))
+    if strategy.quantized:
+        return _quantized(strategy)
+    if strategy.press is not None:
+        return _press(loaded, strategy)
+    implementation = strategy.cache_implementation
+    assert implementation is not None  # every strategy but off names one
+    settings = _settings(implementation)
+    reason = _implementation_reason(loaded, implementation)
+    if strategy.compiled and not reason:
         reason = _compile_reason(loaded)
         settings.update(compile_config=_compile_config(), disable_compile=False)
-    return Strategy(name, settings, reason, compiled)
+    return Setup(strategy, settings, reason)
 
 
 def _settings(implementation: str | None, **extra: Any) -> dict[str, Any]:
@@ -195,33 +178,33 @@ def _settings(implementation: str | None, **extra: Any) -> dict[str, Any]:
             "disable_compile": True, **extra}  # fmt: skip
 
 
-def _quantized(name: str, backend: str, kv_bits: int | None) -> Strategy:
-    reason = capabilities.quantized_backend_reason(backend)
+def _quantized(strategy: Strategy) -> Setup:
+    reason = capabilities.quantized_backend_reason(strategy.backend)
     if reason:
-        return Strategy(name, reason=reason)
-    package = _PACKAGES.get(backend)
-    if package is not None and not _installed(package):
-        return Strategy(name, reason=f"needs {package}: pip install 'kvmagic[quantized]'")
-    config: dict[str, Any] = {"backend": capabilities.quantized_backends()[backend]}
-    if kv_bits is not None and backend in KV_BITS:
-        config["nbits"] = kv_bits
-    return Strategy(name, _settings(QUANTIZED, cache_config=config))
+        return Setup(strategy, reason=reason)
+    backend = BACKENDS[strategy.backend]
+    if not _installed(backend):
+        return Setup(strategy, reason=f"needs {backend.package}: pip install 'kvmagic[quantized]'")
+    config: dict[str, Any] = {"backend": capabilities.quantized_backends()[strategy.backend]}
+    if strategy.bits is not None:
+        config["nbits"] = strategy.bits
+    return Setup(strategy, _settings("quantized", cache_config=config))
 
 
-def _press(loaded: LoadedModel, name: str) -> Strategy:
+def _installed(backend: Backend) -> bool:
+    """Whether the package the backend needs is there, found without importing it."""
+    return not backend.module or importlib.util.find_spec(backend.module) is not None
+
+
+def _press(loaded: LoadedModel, strategy: Strategy) -> Setup:
     """A dynamic cache that kvpress compresses (:mod:`kvmagic.measure.press`), or why it cannot here."""
-    parsed = parse_press(name)
-    assert parsed is not None  # resolve() sends only press names here
+    assert strategy.press is not None  # resolve() sends only presses here
     reason = capabilities.press_reason()
     if reason:
-        return Strategy(name, reason=reason)
-    plan = press.plan_press(loaded.model, parsed)
+        return Setup(strategy, reason=reason)
+    plan = press.plan_press(loaded.model, strategy.press)
     settings = _settings("dynamic") if not plan.reason else {}
-    return Strategy(name, settings, plan.reason, note=plan.note, pruned=plan.pruned, wrap=plan.around)
-
-
-def _installed(package: str) -> bool:
-    return importlib.util.find_spec(_BACKEND_MODULES[package]) is not None
+    return Setup(strategy, settings, plan.reason, note=plan.note, pruned=plan.pruned, wrap=plan.around)
 
 
 def _implementation_reason(loaded: LoadedModel, implementation: str) -> str:
@@ -236,7 +219,7 @@ def _implementation_reason(loaded: LoadedModel, implementation: str) -> str:
             "full-attention layers: its output would be wrong"
         )
     fullgraph = getattr(loaded.model, "_can_compile_fullgraph", True)
-    if implementation in _STATIC and not fullgraph and capabilities.static_cache_needs_fullgraph():
+    if implementation in STATIC and not fullgraph and capabilities.static_cache_needs_fullgraph():
         return f"{type(loaded.model).__name__} does not support a static cache in transformers {transformers_version()}"
     return ""
 
@@ -272,25 +255,22 @@ def _compile_config() -> Any:
     return CompileConfig()
 
 
-def _check_bits(names: Sequence[str], kv_bits: int) -> None:
-    for name in names:
-        backend = name.removesuffix(COMPILE_SUFFIX).partition(QUANTIZED + ":")[2]
-        allowed = KV_BITS.get(backend)
-        if allowed is not None and kv_bits not in allowed:
+def _check_bits(strategies: Sequence[Strategy], kv_bits: int) -> None:
+    chosen = [s for s in strategies if s.quantized and BACKENDS[s.backend].widths]
+    for strategy in chosen:
+        allowed = BACKENDS[strategy.backend].widths
+        if kv_bits not in allowed:
             raise KVMagicError(
-                f"{{kv_bits}} {kv_bits} is not a width {backend} takes: use one of {', '.join(map(str, allowed))}",
+                f"{{kv_bits}} {kv_bits} is not a width {strategy.backend} takes: use one of "
+                f"{', '.join(map(str, allowed))}",
                 "kv_bits",
             )
-    if not any(n.removesuffix(COMPILE_SUFFIX).partition(QUANTIZED + ":")[2] in KV_BITS for n in names):
-        raise KVMagicError(
-            "{kv_bits} is the width of a quanto or hqq cache: add quantized:quanto to {cache}", "kv_bits", "cache"
-        )
+    if not chosen:
+        takes = [b.name for b in BACKENDS.values() if b.widths]
+        raise KVMagicError(f"{{kv_bits}} is the width of a {' or '.join(takes)} cache: add quantized:{takes[0]} to "
+                           "{cache}", "kv_bits", "cache")  # fmt: skip
 
 
 def _layer_types(loaded: LoadedModel) -> list[str]:
     text = loaded.model.config.get_text_config()
     return list(getattr(text, "layer_types", None) or ["full_attention"])
-
-
-def _choices() -> str:
-    return ", ".join((*KNOWN, f"{PRESS}:METHOD:RATIO"))

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.measure.loaded import LoadedModel
 
 __all__ = [
     "check_split", "load_split", "load_split_model", "random_source", "readable_config", "shard_tied_head",

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import significant_change
-from kvmagic.core.spec import PAIR, REFERENCE
-from kvmagic.results.result import BenchmarkResult, Pair
+from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
+from kvmagic.results.measurement import Pair
+from kvmagic.results.result import BenchmarkResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,8 +44,8 @@ class Comparison:
     def rows(self) -> list[dict[str, Any]]:
         rows = []
         for values in self.result.to_dataframe().to_dict("records"):
-            strategy = values.get("strategy", PAIR[1])
-            now, was = (_pair(r, Config.of(values), strategy) for r in (self.result, self.baseline))
+            config, strategy = _key(values)
+            now, was = (_pair(r, config, strategy) for r in (self.result, self.baseline))
             if now is None or was is None:
                 values.update(speedup_was=math.nan, speedup_change=math.nan, significant=None)
             else:
@@ -56,7 +57,7 @@ class Comparison:
             rows.append(values)
         return rows
 
-    def saved_rows(self) -> dict[tuple[Config, str], dict[str, Any]]:
+    def saved_rows(self) -> dict[tuple[Config, Strategy], dict[str, Any]]:
         """The baseline's table rows, by configuration and strategy."""
         return {_key(row): row for row in self.baseline.to_dataframe().to_dict("records")}
 
@@ -129,10 +130,11 @@ def _show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _pair(result: BenchmarkResult, config: Config, strategy: str) -> Pair | None:
+def _pair(result: BenchmarkResult, config: Config, strategy: Strategy) -> Pair | None:
     """``strategy`` against the reference at ``config`` in ``result``; None where either did not run."""
     return None if strategy == REFERENCE else result.pair(config, strategy)
 
 
-def _key(row: dict[str, Any]) -> tuple[Config, str]:
-    return Config.of(row), row.get("strategy", PAIR[1])
+def _key(row: dict[str, Any]) -> tuple[Config, Strategy]:
+    """A table row's configuration and strategy (the plain run's row is its cached side's)."""
+    return Config.of(row), Strategy.of(row.get("strategy", PAIR[1]))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from kvmagic.results.result import BenchmarkResult
+    from kvmagic.results.benchmark_record import BenchmarkRecord
 
 __all__ = ["FRONTIER_COLUMNS", "frontier_notes", "frontier_table"]
 
@@ -24,7 +24,7 @@ FRONTIER_COLUMNS = (
 _MIB = 2**20
 
 
-def frontier_table(result: BenchmarkResult) -> pd.DataFrame:
+def frontier_table(result: BenchmarkRecord) -> pd.DataFrame:
     """One row per strategy: its predicted reach, and where a check ran, what the run took against it."""
     import pandas as pd
 
@@ -44,7 +44,7 @@ def frontier_table(result: BenchmarkResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(FRONTIER_COLUMNS))
 
 
-def frontier_notes(result: BenchmarkResult) -> list[str]:
+def frontier_notes(result: BenchmarkRecord) -> list[str]:
     """Per strategy, in a sentence: how long a context and how large a batch fit, and what a check found."""
     found, name = result.frontier, result.shown_name
     if not found or not found.rows:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.config import Config
-from kvmagic.core.spec import PAIR
+from kvmagic.core.strategy import PAIR, Strategy
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
@@ -88,7 +88,9 @@ class GateVerdict:
 Row = Mapping[str, Any]
 
 
-def judge(rows: Sequence[Row], saved: Mapping[tuple[Config, str], Row], thresholds: Sequence[Threshold]) -> GateVerdict:
+def judge(
+    rows: Sequence[Row], saved: Mapping[tuple[Config, Strategy], Row], thresholds: Sequence[Threshold]
+) -> GateVerdict:
     """Judge each of ``rows`` (a comparison's, with its ``significant``) against its saved row.
 
     ``saved`` maps (configuration, strategy) to the saved run's row; rows without one are not judged,
@@ -125,8 +127,8 @@ def gate(comparison: Comparison, thresholds: Sequence[Threshold]) -> GateVerdict
     return judge(comparison.rows(), comparison.saved_rows(), thresholds)
 
 
-def _key(row: Mapping[str, Any]) -> tuple[Config, str]:
-    return Config.of(row), row.get("strategy", PAIR[1])
+def _key(row: Mapping[str, Any]) -> tuple[Config, Strategy]:
+    return Config.of(row), Strategy.of(row.get("strategy", PAIR[1]))
 
 
 def _strategy(row: Mapping[str, Any]) -> str:

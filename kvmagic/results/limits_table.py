@@ -9,14 +9,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from kvmagic.core.compression import parse_press
-from kvmagic.core.frontier import layout
 from kvmagic.core.limits import Limits, limits_note
-from kvmagic.measure.strategies import PREFIX_SUFFIX
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
-    from kvmagic.results.result import BenchmarkResult, Measurement, Pair
+    from kvmagic.results.benchmark_record import BenchmarkRecord
+    from kvmagic.results.measurement import Measurement, Pair
 
 __all__ = [
     "LIMIT_COLUMNS",
@@ -51,19 +49,17 @@ def strategy_limit_values(m: Measurement | None, limits: Limits | None) -> dict[
     cache of full-precision keys and values as the cached one. A quantized cache and a press (which drops
     positions) move fewer bytes than the bound counts, and a warm twin computes less than the bound counts (not
     its prompt's prefix): none of them has one."""
-    kind = None if m is None else layout(m.strategy).kind
-    warm = m is not None and m.strategy.endswith(PREFIX_SUFFIX)  # it skips the prefix the bound counts
-    if limits is None or m is None or kind == "quantized" or warm or parse_press(m.strategy) is not None:
+    if limits is None or m is None or not m.strategy.lossless or m.strategy.warm:
         return dict.fromkeys(STRATEGY_LIMIT_COLUMNS, math.nan)
-    bound = limits.uncached if kind == "none" else limits.cached
+    bound = limits.cached if m.strategy.caches else limits.uncached
     return {"limit_tok_s": m.config.batch * bound.decode_tok_s, "of_limit": bound.reached(m.median_s)}
 
 
-def matching(result: BenchmarkResult, config: Config) -> Limits | None:
+def matching(result: BenchmarkRecord, config: Config) -> Limits | None:
     return next((limits for limits in result.limits if limits.config == config), None)
 
 
-def limits_notes(result: BenchmarkResult) -> list[str]:
+def limits_notes(result: BenchmarkRecord) -> list[str]:
     """Which bound governs, for the longest configuration measured, and the probed hardware it is read against."""
     found = [(config, limits) for config in result.configs if (limits := matching(result, config)) is not None]
     if not found or result.hardware is None:

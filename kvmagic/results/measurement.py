@@ -15,6 +15,7 @@ from kvmagic.core.config import Config
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.quality import Quality
 from kvmagic.core.sequential import auto_interval
+from kvmagic.core.strategy import Strategy
 from kvmagic.results.records import Mismatch, Ranks, StepProfile
 
 __all__ = ["MIN_REPEAT_FOR_SPREAD", "Measurement", "Pair"]
@@ -27,7 +28,7 @@ class Measurement:
     """One strategy at one configuration: its timed runs, in round order, and what they left behind."""
 
     config: Config
-    strategy: str
+    strategy: Strategy  # a spelling given here is read once, as every file and older caller gives it
     seconds: tuple[float, ...]
     generated_ids: tuple[int, ...] = ()  # what its first run generated (the batch's first sequence)
     generated_text: str = ""
@@ -40,6 +41,9 @@ class Measurement:
     profile: StepProfile | None = None  # its hooked run (steps), or the one that explains a mismatch
     quality: Quality | None = None  # a comparison of strategies: its logits against the full cache's, teacher-forced
     ranks: Ranks | None = None  # split over the ranks of a tensor-parallel run: what each rank's runs left
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", Strategy.of(self.strategy))
 
     @property
     def median_s(self) -> float:

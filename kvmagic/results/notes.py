@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
-from kvmagic.core.quality import FULL_CACHE
-from kvmagic.core.spec import REFERENCE
+from kvmagic.core.strategy import FULL_CACHE, REFERENCE
 from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes
@@ -17,9 +16,9 @@ from kvmagic.results.split_table import split_notes
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
     from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Pair
     from kvmagic.results.records import Mismatch
-    from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["NEAR_TIE", "describe_mismatch", "more_pairs", "notes"]
 
@@ -27,7 +26,7 @@ NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half p
 FEW_STEPS = 16  # quality read over fewer forced steps than this is called rough
 
 
-def notes(result: BenchmarkResult) -> list[str]:
+def notes(result: BenchmarkRecord) -> list[str]:
     """Plain-language remarks a reader of the table should not miss."""
     found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *_interval_notes(result)]
     found += limits_notes(result)
@@ -46,7 +45,7 @@ def notes(result: BenchmarkResult) -> list[str]:
     return found + _spread_warning(result)
 
 
-def more_pairs(result: BenchmarkResult) -> str:
+def more_pairs(result: BenchmarkRecord) -> str:
     """How to take more pairs under the request's stop rule: -r counts them; -r auto stops at its target
     (--ci-target) or at its cap (--auto-cap), whichever came first for the pairs here."""
     spec = result.spec
@@ -57,7 +56,7 @@ def more_pairs(result: BenchmarkResult) -> str:
     return " or ".join(advice[way] for way in (False, True) if way in reached) or advice[False]
 
 
-def _spread_warning(result: BenchmarkResult) -> list[str]:
+def _spread_warning(result: BenchmarkRecord) -> list[str]:
     """One warning for every strategy whose times vary past :data:`~kvmagic.core.stats.SPREAD_WARNING`, each
     with its spread (and its configuration, in a sweep): one line per strategy would bury the other notes."""
     noisy: dict[Config, list[str]] = {}
@@ -87,7 +86,7 @@ def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str
     return text
 
 
-def _quality_notes(result: BenchmarkResult) -> list[str]:
+def _quality_notes(result: BenchmarkRecord) -> list[str]:
     judged = [m.quality for m in result.measurements if m.quality is not None]
     if not judged:
         return []
@@ -105,7 +104,7 @@ def _quality_notes(result: BenchmarkResult) -> list[str]:
     return [said]
 
 
-def _sweep_notes(result: BenchmarkResult) -> list[str]:
+def _sweep_notes(result: BenchmarkRecord) -> list[str]:
     found, facts = [], result.facts
     if result.partial:
         found.append(
@@ -121,7 +120,7 @@ def _sweep_notes(result: BenchmarkResult) -> list[str]:
     return found
 
 
-def _prediction_notes(result: BenchmarkResult) -> list[str]:
+def _prediction_notes(result: BenchmarkRecord) -> list[str]:
     if not result.predictions or result.cost_model is None:
         return []
     found = []
@@ -140,7 +139,7 @@ def _prediction_notes(result: BenchmarkResult) -> list[str]:
     return found
 
 
-def _interval_notes(result: BenchmarkResult) -> list[str]:
+def _interval_notes(result: BenchmarkRecord) -> list[str]:
     """Each pair whose 95% interval holds 1 (its runs cannot tell which of the two was faster), or leaves out the
     speed-up shown (a ratio of medians, which the machine's drift between pairs can move past what every pair saw)."""
     found = []
@@ -149,7 +148,7 @@ def _interval_notes(result: BenchmarkResult) -> list[str]:
             pair = result.pair(config, strategy)
             low, high = pair.interval if pair is not None else (math.nan, math.nan)
             name = f"{config} " if len(result.configs) > 1 else ""
-            name += "cached" if result.plain else strategy
+            name += result.shown_name(strategy)
             interval = f"95% interval [{low:.3g}, {high:.3g}]"
             if low <= 1 <= high:
                 found.append(
@@ -165,7 +164,7 @@ def _interval_notes(result: BenchmarkResult) -> list[str]:
     return found
 
 
-def _auto_repeat_notes(result: BenchmarkResult) -> list[str]:
+def _auto_repeat_notes(result: BenchmarkRecord) -> list[str]:
     spec = result.spec
     if spec.repeat != "auto":
         return []

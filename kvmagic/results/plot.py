@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 
 from kvmagic.core.config import Config
-from kvmagic.core.spec import REFERENCE
+from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.tradeoff import draw_tradeoff, judged_config
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from kvmagic.results.result import BenchmarkResult
+    from kvmagic.results.benchmark_record import BenchmarkRecord
 
 __all__ = ["SweepFigure", "plot_result"]
 
@@ -42,7 +42,7 @@ class SweepFigure(Figure):
         return buffer.getvalue()
 
 
-def plot_result(result: BenchmarkResult) -> SweepFigure:
+def plot_result(result: BenchmarkRecord) -> SweepFigure:
     """Two panels (time, speed-up against length), three when per-step times exist; below them, where the
     strategies' quality was read, the trade-off (:mod:`kvmagic.results.tradeoff`).
 
@@ -83,17 +83,17 @@ def _groups(configs: Sequence[Config], key: str) -> dict[int, list[Config]]:
     return found
 
 
-def _seconds(result: BenchmarkResult, strategy: str, configs: Sequence[Config]) -> list[float]:
+def _seconds(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
     found = [result.measurement(strategy, c) for c in configs]
     return [math.nan if m is None else m.median_s for m in found]
 
 
-def _speedups(result: BenchmarkResult, strategy: str, configs: Sequence[Config]) -> list[float]:
+def _speedups(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
     found = [result.pair(c, strategy) for c in configs]
     return [math.nan if p is None else p.speedup for p in found]
 
 
-def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkResult) -> None:
+def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
     configs = result.configs
     by_new = len({c.new_tokens for c in configs}) > 1 or len({c.prompt_tokens for c in configs}) == 1
     x_name, group_name = ("new_tokens", "prompt_tokens") if by_new else ("prompt_tokens", "new_tokens")
@@ -117,7 +117,7 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkResult) -> None:
         axis.grid(alpha=0.3)
 
 
-def _draw_one(times: Axes, speedups: Axes, result: BenchmarkResult, config: Config) -> None:
+def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Config) -> None:
     """One configuration: a bar per strategy, its median time and its speed-up, each bar labelled."""
     names = [result.shown_name(s) for s in result.strategies]
     bars = times.bar(names, [_seconds(result, s, [config])[0] for s in result.strategies], color="tab:blue")
@@ -136,7 +136,7 @@ def _draw_one(times: Axes, speedups: Axes, result: BenchmarkResult, config: Conf
         axis.grid(alpha=0.3, axis="y")
 
 
-def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkResult) -> None:
+def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkRecord) -> None:
     """Speed-up and memory against the batch: what a larger batch buys, and what it holds."""
     groups: dict[tuple[int, int], list[Config]] = {}
     for config in result.configs:
@@ -165,7 +165,7 @@ def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkResult) -> None
         axis.grid(alpha=0.3)
 
 
-def _draw_steps(axis: Axes, result: BenchmarkResult, config: Config) -> None:
+def _draw_steps(axis: Axes, result: BenchmarkRecord, config: Config) -> None:
     for m in (m for m in result.measurements if m.config == config and m.profile):
         assert m.profile is not None
         positions = range(config.prompt_tokens, config.prompt_tokens + len(m.profile.step_s))

@@ -10,25 +10,22 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.measure.strategies import PREFIX_SUFFIX
-
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
-    from kvmagic.results.result import BenchmarkResult, Measurement
+    from kvmagic.results.benchmark_record import BenchmarkRecord
+    from kvmagic.results.measurement import Measurement
 
 __all__ = ["PREFIX_COLUMNS", "prefix_notes", "prefix_values"]
 
 PREFIX_COLUMNS = ("reused_tokens", "warm_speedup", "warm_ttft_speedup", "same_as_cold")
 
 
-def _cold(result: BenchmarkResult, m: Measurement) -> Measurement | None:
+def _cold(result: BenchmarkRecord, m: Measurement) -> Measurement | None:
     """The measurement of the strategy a warm twin twins, at its configuration."""
-    if not m.strategy.endswith(PREFIX_SUFFIX):
-        return None
-    return result.measurement(m.strategy.removesuffix(PREFIX_SUFFIX), m.config)
+    return result.measurement(m.strategy.cold, m.config) if m.strategy.warm else None
 
 
-def prefix_values(result: BenchmarkResult, m: Measurement | None) -> dict[str, Any]:
+def prefix_values(result: BenchmarkRecord, m: Measurement | None) -> dict[str, Any]:
     """A row's prefix columns: the tokens it reused (0 for a cold strategy), and for a warm twin how many times
     faster than its cold self it ran (whole run, time to first token) and whether its first run generated its cold
     self's first run's tokens."""
@@ -47,7 +44,7 @@ def prefix_values(result: BenchmarkResult, m: Measurement | None) -> dict[str, A
     }
 
 
-def prefix_notes(result: BenchmarkResult) -> list[str]:
+def prefix_notes(result: BenchmarkRecord) -> list[str]:
     """Per configuration, what each warm twin saved against its cold self, in a sentence."""
     tokens = result.facts.prefix_tokens
     if tokens is None:
@@ -63,11 +60,11 @@ def prefix_notes(result: BenchmarkResult) -> list[str]:
     return found
 
 
-def _where(result: BenchmarkResult, config: Config) -> str:
+def _where(result: BenchmarkRecord, config: Config) -> str:
     return f"{config}: " if len(result.configs) > 1 else "prefix: "
 
 
-def _saved(result: BenchmarkResult, m: Measurement) -> str:
+def _saved(result: BenchmarkRecord, m: Measurement) -> str:
     cold = _cold(result, m)
     assert cold is not None
     values = prefix_values(result, m)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.compression import parse_press
 from kvmagic.core.config import Config
-from kvmagic.core.spec import PAIR_COLUMNS, REFERENCE
+from kvmagic.core.spec import PAIR_COLUMNS
+from kvmagic.core.strategy import FULL_CACHE, REFERENCE, Strategy
 from kvmagic.results.limits_table import (
     LIMIT_COLUMNS,
     STRATEGY_LIMIT_COLUMNS,
@@ -27,8 +27,9 @@ from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
 if TYPE_CHECKING:
     import pandas as pd
 
+    from kvmagic.results.benchmark_record import BenchmarkRecord
+    from kvmagic.results.measurement import Measurement, Pair
     from kvmagic.results.records import Mismatch
-    from kvmagic.results.result import BenchmarkResult, Measurement, Pair
 
 __all__ = [
     "COLUMNS", "MIB", "PREDICTED_COLUMNS", "STRATEGY_COLUMNS", "figures", "row", "short_mismatch", "strategy_row",
@@ -89,13 +90,13 @@ def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
 
 
 def strategy_row(
-    config: Config, name: str, m: Measurement | None, reference: Measurement | None, note: str = "",
+    config: Config, strategy: Strategy, m: Measurement | None, reference: Measurement | None, note: str = "",
     kv_position_bytes: int | None = None, full_bytes: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One strategy's line of a cache comparison; a strategy with no runs here is its ``note`` alone, and one
     that ran notes what its reader should know (``note``, and a press that held no less than ``full_bytes``,
     the full cache's)."""
-    values: dict[str, Any] = {**config._asdict(), "strategy": name}
+    values: dict[str, Any] = {**config._asdict(), "strategy": str(strategy)}
     if m is None:
         empty = dict.fromkeys(STRATEGY_COLUMNS[4:], math.nan)
         return {**values, **empty, "identical": None, "first_mismatch": "", "note": note}
@@ -113,25 +114,25 @@ def strategy_row(
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
         "cache_tokens": math.nan if m.kv_bytes is None or position is None else m.kv_bytes / position,
-        "kv_promised_mib": _promised_mib(name, config, position),
+        "kv_promised_mib": _promised_mib(strategy, config, position),
         "peak_mib": summary["peak_mib"],
         "compile_s": summary["compile_s"],
-        "note": "; ".join(text for text in (note, _masked(name, m, config, full_bytes)) if text),
+        "note": "; ".join(text for text in (note, _masked(strategy, m, config, full_bytes)) if text),
     }
 
 
-def _promised_mib(name: str, config: Config, position: int | None) -> float:
+def _promised_mib(strategy: Strategy, config: Config, position: int | None) -> float:
     """What a press's ratio promises the cache holds at the end, in full precision; NaN for other strategies."""
-    press = parse_press(name)
+    press = strategy.press
     if press is None or position is None:
         return math.nan
     return position * press.promised_positions(config.prompt_tokens, config.new_tokens) / MIB
 
 
-def _masked(name: str, m: Measurement, config: Config, full_bytes: int | None) -> str:
+def _masked(strategy: Strategy, m: Measurement, config: Config, full_bytes: int | None) -> str:
     """A press that dropped prompt positions yet held as many bytes as the full cache hides them from attention
     (kvpress's head-wise masks) instead of freeing them: say so, or its bytes read as a broken promise."""
-    press = parse_press(name)
+    press = strategy.press
     if press is None or m.kv_bytes is None or not full_bytes or m.kv_bytes < full_bytes:
         return ""
     if press.kept(config.prompt_tokens) >= config.prompt_tokens:  # nothing to drop: the full cache is the promise
@@ -149,7 +150,7 @@ def _quality(m: Measurement) -> dict[str, float]:
     return {"top1_agreement": q.top1_agreement, "kl_nats": q.kl_nats, "ppl_ratio": q.ppl_ratio}
 
 
-def table(result: BenchmarkResult) -> pd.DataFrame:
+def table(result: BenchmarkRecord) -> pd.DataFrame:
     """The result's table: one row per configuration (per strategy, in a cache comparison)."""
     import pandas as pd
 
@@ -172,16 +173,16 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
 
 
-def _full_bytes(result: BenchmarkResult, config: Config, position: int | None) -> int | None:
+def _full_bytes(result: BenchmarkRecord, config: Config, position: int | None) -> int | None:
     """The full cache's bytes at ``config``: the dynamic row's where it ran, else 2 x layers x KV heads x
     head_dim x dtype bytes per cached position."""
-    dynamic = result.measurement("dynamic", config)
+    dynamic = result.measurement(FULL_CACHE, config)
     if dynamic is not None and dynamic.kv_bytes:
         return dynamic.kv_bytes
     return None if not position else config.batch * position * config.cached_positions
 
 
-def _strategy_table(result: BenchmarkResult) -> pd.DataFrame:
+def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
     """A comparison's table: a row per (configuration, strategy), its limit and prefix columns where asked for."""
     import pandas as pd
 
@@ -190,17 +191,17 @@ def _strategy_table(result: BenchmarkResult) -> pd.DataFrame:
     for config in result.configs:
         reference, limits = result.measurement(REFERENCE, config), matching(result, config)
         full = _full_bytes(result, config, position)
-        for name in result.strategies:
-            m = result.measurement(name, config)
-            note = result.skipped.get(name, "") or result.remarks.get(name, "")
-            found = strategy_row(config, name, m, reference, note, position, full)
+        for strategy in result.strategies:
+            m = result.measurement(strategy, config)
+            note = result.skipped.get(strategy, "") or result.remarks.get(strategy, "")
+            found = strategy_row(config, strategy, m, reference, note, position, full)
             found.update(strategy_limit_values(m, limits) if result.limits else {})
             rows.append({**found, **(prefix_values(result, m) if reused else {})})
     extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))
     return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
 
 
-def _limits(result: BenchmarkResult, pair: Pair) -> dict[str, float]:
+def _limits(result: BenchmarkRecord, pair: Pair) -> dict[str, float]:
     return limit_values(pair, matching(result, pair.config)) if result.limits else {}
 
 

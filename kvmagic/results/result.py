@@ -1,22 +1,15 @@
-"""What a benchmark found: a :class:`~kvmagic.results.measurement.Measurement` per (configuration, strategy),
-the request, and where it ran. How it is shown lives in the sibling modules (:mod:`~kvmagic.results.report`
-rows, :mod:`~kvmagic.results.notes`, :mod:`~kvmagic.results.stored` JSON, HTML, figures)."""
+"""What a benchmark found, with its renderings at hand: the table, the notes, HTML, figures and files, each a
+function of the record in its own module (:mod:`~kvmagic.results.report` rows, :mod:`~kvmagic.results.notes`,
+:mod:`~kvmagic.results.stored` JSON, :mod:`~kvmagic.results.display` HTML, :mod:`~kvmagic.results.plot`
+figures)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.config import Config
-from kvmagic.core.costmodel import CostModel
-from kvmagic.core.frontier import Frontier
-from kvmagic.core.limits import Hardware, Limits
-from kvmagic.core.spec import PAIR, REFERENCE, BenchSpec
-from kvmagic.errors import KVMagicError
+from kvmagic.results.benchmark_record import BenchmarkRecord
 from kvmagic.results.measurement import Measurement, Pair
-from kvmagic.results.records import Prediction, RunFacts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,111 +19,10 @@ if TYPE_CHECKING:
 __all__ = ["BenchmarkResult", "Measurement", "Pair"]
 
 
-@dataclass
-class BenchmarkResult:
-    """What ``%%kvbench`` found: a :class:`Measurement` per (configuration, strategy), the request, where it ran.
-
-    ``strategies`` names every strategy asked for, in order (``off`` and ``dynamic`` for the plain run), and
-    ``skipped`` why some could not run here, ``remarks`` what to know of some that ran (a press on a model
-    kvpress has not tested). ``metadata`` records the environment (versions, device,
-    dtype); ``facts`` what the run found out besides times. With ``predict``, ``predictions`` holds the cost
-    model's figures for every configuration, including those left unmeasured by the budget.
-    """
-
-    model: str
-    measurements: list[Measurement]
-    spec: BenchSpec = field(default_factory=BenchSpec)
-    strategies: list[str] = field(default_factory=lambda: list(PAIR))
-    skipped: dict[str, str] = field(default_factory=dict)
-    remarks: dict[str, str] = field(default_factory=dict)  # strategy -> what a reader of its rows should know
-    metadata: dict[str, Any] = field(default_factory=dict)
-    facts: RunFacts = field(default_factory=RunFacts)
-    predictions: list[Prediction] = field(default_factory=list)
-    cost_model: CostModel | None = None
-    hardware: Hardware | None = None  # with ``limits``: what the device reached in its probes
-    limits: list[Limits] = field(default_factory=list)  # with ``limits``: each configuration's bound
-    frontier: Frontier | None = None  # with ``frontier``: each strategy's reach, and any check run at it
-
-    @property
-    def partial(self) -> bool:
-        """Stopped before its last configuration (interrupted, out of memory): the rows here are complete."""
-        return bool(self.facts.stopped)
-
-    @property
-    def plain(self) -> bool:
-        """The cache off against on, shown side by side, rather than a comparison of strategies."""
-        return self.spec.plain
-
-    @property
-    def configs(self) -> list[Config]:
-        """The configurations measured, in the order they ran."""
-        return list(dict.fromkeys(m.config for m in self.measurements))
-
-    @property
-    def config(self) -> Config:
-        """The only configuration (a sweep's are in ``configs``)."""
-        return self._only_config()
-
-    def measurement(self, strategy: str, config: Config | None = None) -> Measurement | None:
-        """``strategy``'s measurement at ``config`` (the only one, if none is given); None if it did not run."""
-        config = config or self._only_config()
-        return next((m for m in self.measurements if m.config == config and m.strategy == strategy), None)
-
-    def pair(self, config: Config | None = None, strategy: str | None = None) -> Pair | None:
-        """The reference against ``strategy`` (the plain run's ``dynamic`` by default) at ``config``."""
-        config = config or self._only_config()
-        other = strategy or (PAIR[1] if self.plain else None)
-        if other is None:
-            raise KVMagicError(f"a comparison of strategies has a speed-up per strategy: name one of {self._others()}")
-        reference, found = self.measurement(REFERENCE, config), self.measurement(other, config)
-        if reference is None or found is None:
-            return None
-        return Pair(reference, found, sequential=self.spec.repeat == "auto")
-
-    def pairs(self) -> list[Pair]:
-        """Every configuration's pair (the plain run's), in order."""
-        return [p for config in self.configs if (p := self.pair(config)) is not None]
-
-    @property
-    def speedup(self) -> float:
-        """The speed-up of a single configuration's pair (``result.pair(config).speedup`` for a sweep's)."""
-        found = self.pair()
-        return math.nan if found is None else found.speedup
-
-    @property
-    def identical(self) -> bool:
-        return all(m.identical for m in self.measurements)
-
-    def steps(self, config: Config | None = None) -> pd.DataFrame:
-        """Per-step seconds of each strategy's hooked run (``steps``) at ``config`` (the only one, if none is
-        given), indexed by the position of the new token: without the cache it grows, with it it stays flat."""
-        import pandas as pd
-
-        config = config or self._only_config()
-        found = [m for m in self.measurements if m.config == config and m.profile is not None]
-        columns = {f"{self.shown_name(m.strategy)}_s": list(m.profile.step_s) for m in found if m.profile}
-        index = pd.RangeIndex(config.prompt_tokens, config.prompt_tokens + config.new_tokens, name="position")
-        return pd.DataFrame(columns, index=index)
-
-    def shown_name(self, strategy: str) -> str:
-        """How tables and notes name a strategy: the plain run's two as ``uncached`` and ``cached``."""
-        from kvmagic.core.spec import PAIR_COLUMNS
-
-        return PAIR_COLUMNS.get(strategy, strategy) if self.plain else strategy
-
-    def setup(self) -> dict[str, Any]:
-        """How the run was set up, as a reader and a comparison with a baseline need it: the environment, the
-        request's settings, the prompt and what the model ships."""
-        return {**self.metadata, **self.spec.recorded(), **self.facts.setup()}
-
-    def _only_config(self) -> Config:
-        configs = self.configs
-        if len(configs) != 1:
-            raise KVMagicError(f"this result has {len(configs)} configurations: name one (result.configs lists them)")
-        return configs[0]
-
-    def _others(self) -> str:
-        return ", ".join(s for s in self.strategies if s != REFERENCE)
+class BenchmarkResult(BenchmarkRecord):
+    """What ``%%kvbench`` found (:class:`~kvmagic.results.benchmark_record.BenchmarkRecord`), shown as a table in a
+    notebook and a terminal, and kept as JSON, CSV or Markdown. Each method hands the record to the module that
+    renders it: pandas, matplotlib and the file formats load only when asked for."""
 
     def to_dataframe(self) -> pd.DataFrame:
         from kvmagic.results.report import table
@@ -148,16 +40,6 @@ class BenchmarkResult:
         from kvmagic.results.shown import shown_text
 
         return shown_text(self.to_dataframe(), self.notes())
-
-    def __repr__(self) -> str:
-        if self.plain:
-            rows = ", ".join(f"{p.config.prompt_tokens}+{p.config.new_tokens}"
-                             f"{f'x{p.config.batch}' if p.config.batch > 1 else ''} tokens: {p.speedup:.2f}x"
-                             for p in self.pairs())  # fmt: skip
-        else:
-            rows = f"{len(self.configs)} configurations x strategies {', '.join(self.strategies)}"
-        partial = "; partial" if self.partial else ""
-        return f"<BenchmarkResult {self.model}: {rows}; identical={self.identical}{partial}>"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self) if cycle else str(self))

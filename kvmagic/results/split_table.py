@@ -12,7 +12,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kvmagic.results.result import BenchmarkResult, Measurement, Pair
+    from kvmagic.results.benchmark_record import BenchmarkRecord
+    from kvmagic.results.measurement import Measurement, Pair
 
 __all__ = ["SPLIT_COLUMNS", "split", "split_notes", "split_values"]
 
@@ -23,7 +24,7 @@ SPLIT_COLUMNS = (
 )  # fmt: skip
 
 
-def split(result: BenchmarkResult) -> bool:
+def split(result: BenchmarkRecord) -> bool:
     """Whether the result was measured on a model split over ranks."""
     return any(m.ranks is not None for m in result.measurements)
 
@@ -51,7 +52,7 @@ def split_values(pair: Pair) -> dict[str, Any]:
     }
 
 
-def split_notes(result: BenchmarkResult) -> list[str]:
+def split_notes(result: BenchmarkRecord) -> list[str]:
     """How the model was split, what the split cost at the longest configuration, and any rank whose tokens
     differed."""
     if not split(result):

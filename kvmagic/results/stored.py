@@ -24,7 +24,7 @@ from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, StepP
 from kvmagic.results.serialize import floats_back, seconds_back
 
 if TYPE_CHECKING:
-    from kvmagic.results.result import BenchmarkResult
+    from kvmagic.results.benchmark_record import BenchmarkRecord
 
 __all__ = ["JSON_FORMAT", "JSON_VERSION", "result_fields", "result_to_dict"]
 
@@ -35,24 +35,27 @@ _REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap",
 _PLAIN = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
 
 
-def result_to_dict(result: BenchmarkResult) -> dict[str, Any]:
+def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
     frontier = result.frontier
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
         "model": result.model,
         "spec": result.spec.to_dict(),
-        "strategies": list(result.strategies),
-        "skipped": result.skipped,
-        "remarks": result.remarks,
+        "strategies": [str(s) for s in result.strategies],
+        "skipped": {str(s): why for s, why in result.skipped.items()},
+        "remarks": {str(s): what for s, what in result.remarks.items()},
         "metadata": result.metadata,
         "facts": dataclasses.asdict(result.facts),
-        "measurements": [{**dataclasses.asdict(m), "config": m.config._asdict()} for m in result.measurements],
+        "measurements": [
+            {**dataclasses.asdict(m), "config": m.config._asdict(), "strategy": str(m.strategy)}
+            for m in result.measurements
+        ],
         "predictions": [dataclasses.asdict(p) for p in result.predictions],
         "cost_model": None if result.cost_model is None else result.cost_model.to_dict(),
         "hardware": None if result.hardware is None else dataclasses.asdict(result.hardware),
         "limits": [dataclasses.asdict(limits) for limits in result.limits],
-        "frontier": None if frontier is None else dataclasses.asdict(frontier),
+        "frontier": None if frontier is None else _frontier_dict(frontier),
     }
 
 
@@ -114,6 +117,16 @@ def _frontier(data: Mapping[str, Any] | None) -> Frontier | None:
     rows = [FrontierRow(**row) for row in data["rows"]]
     checks = [FitCheck(**_numbers(check)) for check in data["checks"]]
     return Frontier(rows, checks, data["free_bytes"], dict(data["unchecked"]))
+
+
+def _frontier_dict(frontier: Frontier) -> dict[str, Any]:
+    """The frontier as JSON: each record's strategy by its name."""
+    named = [
+        [{**dataclasses.asdict(record), "strategy": str(record.strategy)} for record in records]
+        for records in (frontier.rows, frontier.checks)
+    ]
+    unchecked = {str(s): seconds for s, seconds in frontier.unchecked.items()}
+    return {"rows": named[0], "checks": named[1], "free_bytes": frontier.free_bytes, "unchecked": unchecked}
 
 
 def _numbers(data: Mapping[str, Any]) -> dict[str, Any]:

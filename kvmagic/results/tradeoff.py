@@ -12,13 +12,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from kvmagic.core.quality import FULL_CACHE
+from kvmagic.core.compression import PRESS
+from kvmagic.core.strategy import FULL_CACHE, Strategy
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from kvmagic.core.config import Config
-    from kvmagic.results.result import BenchmarkResult, Measurement
+    from kvmagic.results.benchmark_record import BenchmarkRecord
+    from kvmagic.results.measurement import Measurement
 
 __all__ = ["draw_tradeoff", "judged_config", "method"]
 
@@ -26,33 +28,30 @@ MIB = 2**20
 LINEAR_BELOW = 1e-6  # the KL below which the scale is linear: rounding of a lossless strategy sits there
 
 
-def method(name: str) -> tuple[str, float | None]:
-    """A strategy's method and compression ratio: ``press:snapkv:0.5`` -> (``press:snapkv``, 0.5); a name
-    without a trailing ratio is its own method."""
-    head, _, tail = name.rpartition(":")
-    try:
-        return (head, float(tail)) if head else (name, None)
-    except ValueError:
-        return name, None
+def method(strategy: Strategy) -> tuple[str, float | None]:
+    """A strategy's method and compression ratio: ``press:snapkv:0.5`` -> (``press:snapkv``, 0.5); any other strategy
+    is its own method, with no ratio."""
+    press = strategy.press
+    return (str(strategy), None) if press is None else (f"{PRESS}:{press.method}", press.ratio)
 
 
-def judged_config(result: BenchmarkResult) -> Config | None:
+def judged_config(result: BenchmarkRecord) -> Config | None:
     """The longest configuration whose strategies' quality was read, or None."""
     judged = [m.config for m in result.measurements if m.quality is not None]
     return max(judged, key=lambda c: (c.prompt_tokens + c.new_tokens, c.batch)) if judged else None
 
 
-def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkResult, config: Config) -> None:
+def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkRecord, config: Config) -> None:
     """KL against the KV cache's bytes, and against decode tok/s, at ``config``."""
     curves: dict[str, list[Measurement]] = {}
     for m in result.measurements:
-        if m.config == config and m.quality is not None and m.strategy != "off":  # off holds no cache to trade
+        if m.config == config and m.quality is not None and m.strategy.caches:  # off holds no cache to trade
             curves.setdefault(method(m.strategy)[0], []).append(m)
     for axis, figure, label in ((memory, _kv_mib, "KV cache (MiB)"), (speed, _tok_s, "decode tok/s")):
         for name, found in curves.items():
             found = sorted(found, key=figure)
             kl = [m.quality.kl_nats if m.quality else math.nan for m in found]
-            if name == FULL_CACHE:
+            if found[0].strategy == FULL_CACHE:
                 axis.plot([figure(m) for m in found], kl, "*", markersize=14, label=f"full cache ({FULL_CACHE})")
             else:
                 axis.plot([figure(m) for m in found], kl, "o-", label=name)

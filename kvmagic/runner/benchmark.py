@@ -38,7 +38,8 @@ from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
 if TYPE_CHECKING:
     from transformers import BatchEncoding
 
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.core.strategy import Strategy
+    from kvmagic.measure.loaded import LoadedModel
 
 __all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
 
@@ -103,7 +104,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
         model=loaded.name,
         measurements=measurements,
         spec=spec,
-        strategies=[s.name for s in plan.strategies],
+        strategies=[s.strategy for s in plan.strategies],
         skipped=dict(plan.skipped),
         remarks=plan.remarks,
         metadata=environment(loaded),
@@ -150,20 +151,20 @@ def _warm(plan: Plan, prompt_tokens: int) -> None:
         warm_up(plan.loaded, inputs, tokens, plan.runnable)
         return
     for strategy in plan.runnable:
-        if not strategy.compiled:  # a compiled strategy warms up at each configuration's own shape
+        if not strategy.strategy.compiled:  # a compiled strategy warms up at each configuration's own shape
             plan.attempt(strategy, partial(warm_up, plan.loaded, inputs, max(tokens, 1), [strategy]))
 
 
-def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[str, float]:
+def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[Strategy, float]:
     """The static cache is sized to the whole length, so every configuration starts from a fresh one, and
     a compiled strategy compiles here, untimed, at exactly the shape its timed runs use."""
     reset_static_cache_state(plan.loaded.model)
     found = {}
     for strategy in plan.runnable:
-        if strategy.compiled:
+        if strategy.strategy.compiled:
             seconds = plan.attempt(strategy, partial(first_call, plan.loaded, inputs, new_tokens, strategy))
             if seconds is not None:
-                found[strategy.name] = seconds
+                found[strategy.strategy] = seconds
     return found
 
 
@@ -185,11 +186,13 @@ def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[list[M
                 _warm(plan, prompt_tokens)
                 warmed.add(prompt_tokens)
             inputs = batched(plan.inputs[prompt_tokens], batch)
-            prefix = build_prefix(plan, inputs, plan.prefix_tokens) if plan.prefix_tokens else None
+            runnable = plan.runnable
+            if plan.prefix_tokens:  # each warm twin starts from its copy of the prefix's cache
+                runnable = build_prefix(plan, inputs, plan.prefix_tokens).started(plan.runnable)
             first = _first_calls(plan, inputs, new_tokens)
             yield measure_rounds(
-                loaded, inputs, new_tokens=new_tokens, strategies=plan.runnable, stop=stop, steps=spec.steps,
-                on_run=on_run, first_calls=first, judge=plan.judge, prefix=prefix,
+                loaded, inputs, new_tokens=new_tokens, strategies=runnable, stop=stop, steps=spec.steps,
+                on_run=on_run, first_calls=first, judge=plan.judge,
             )  # fmt: skip
             if not timed:
                 bar.update(weight)

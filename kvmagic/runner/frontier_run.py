@@ -13,7 +13,7 @@ from kvmagic.measure.shape_probe import model_shape
 from kvmagic.runner.prompt import batched
 
 if TYPE_CHECKING:
-    from kvmagic.measure.strategies import Strategy
+    from kvmagic.measure.strategies import Setup
     from kvmagic.results.result import Measurement
     from kvmagic.runner.plan import Plan
 
@@ -30,7 +30,8 @@ def memory_frontier(plan: Plan, measurements: list[Measurement]) -> Frontier:
     activations = measure_activations(loaded, inputs["input_ids"])
     windowed = dynamic_cache_windows()  # 4.55's dynamic cache keeps sliding layers whole
     layouts = {
-        s.name: layout(s.name, kv_bits=spec.kv_bits, windowed_dynamic=windowed, pruned=s.pruned) for s in plan.runnable
+        s.strategy: layout(s.strategy, kv_bits=spec.kv_bits, windowed_dynamic=windowed, pruned=s.pruned)
+        for s in plan.runnable
     }
     rows = frontier(shape, free, activations, list(layouts.values()), **largest._asdict())
     checks, unchecked = [], {}
@@ -38,17 +39,17 @@ def memory_frontier(plan: Plan, measurements: list[Measurement]) -> Frontier:
         for row, strategy in zip(rows, plan.runnable):
             if not strategy.caches or row.max_new_tokens < 1:
                 continue  # an uncached run to its frontier is the longest there is: not run
-            per_token = seconds[strategy.name] / largest.new_tokens
+            per_token = seconds[strategy.strategy] / largest.new_tokens
             estimate = row.max_new_tokens * per_token  # as long as its timed runs took per token: a lower bound
             if spec.max_seconds and estimate > spec.max_seconds:
-                unchecked[strategy.name] = estimate
+                unchecked[strategy.strategy] = estimate
                 continue
-            cache = layouts[strategy.name]
+            cache = layouts[strategy.strategy]
             predicted = peak_bytes(shape, cache, activations, row.prompt_tokens, row.max_new_tokens, row.batch)
             checks.append(_check(plan, strategy, row, free, predicted))
     return Frontier(rows, checks, free, unchecked)
 
 
-def _check(plan: Plan, strategy: Strategy, row: FrontierRow, free: float, predicted: float) -> FitCheck:
+def _check(plan: Plan, strategy: Setup, row: FrontierRow, free: float, predicted: float) -> FitCheck:
     ids = batched(plan.inputs[row.prompt_tokens], row.batch)["input_ids"]
     return check_fit(plan.loaded, strategy, ids, row.max_new_tokens, budget_bytes=free, predicted_bytes=predicted)

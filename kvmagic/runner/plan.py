@@ -19,13 +19,13 @@ from kvmagic.core.budget import (
 )  # fmt: skip
 from kvmagic.core.config import Config
 from kvmagic.core.lengths import configurations
-from kvmagic.core.spec import PAIR
+from kvmagic.core.strategy import PAIR
 from kvmagic.errors import clipped
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.distributed import slowest
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import predicted_kv_nbytes
-from kvmagic.measure.strategies import Strategy, parse_names, plain_pair, strategies
+from kvmagic.measure.strategies import Setup, checked, plain_pair, setups
 from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge
 from kvmagic.runner.prompt import check_positions, prompt_inputs, text_ids
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
     from kvmagic.core.costmodel import CostModel
     from kvmagic.core.spec import BenchSpec
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.core.strategy import Strategy
+    from kvmagic.measure.loaded import LoadedModel
 
 __all__ = ["Budget", "Plan", "make_plan", "plan_budget"]
 
@@ -55,17 +56,17 @@ class Plan:
     inputs: dict[int, BatchEncoding]
     natural_tokens: int
     configs: list[Config]
-    strategies: list[Strategy]  # every strategy asked for, in order, runnable or not
-    skipped: dict[str, str] = field(default_factory=dict)  # strategy -> why it did not run
+    strategies: list[Setup]  # every strategy asked for, in order, runnable or not
+    skipped: dict[Strategy, str] = field(default_factory=dict)  # strategy -> why it did not run
     judge: Judge | None = None  # a comparison of strategies: how each one's quality is read
     prefix_tokens: int | None = None  # the prompt's first tokens whose cache the warm twins start from
 
     @property
-    def remarks(self) -> dict[str, str]:
-        """Strategy -> what a reader of its rows should know though it runs (see ``Strategy.note``)."""
-        return {s.name: s.note for s in self.runnable if s.note}
+    def remarks(self) -> dict[Strategy, str]:
+        """Strategy -> what a reader of its rows should know though it runs (see ``Setup.note``)."""
+        return {s.strategy: s.note for s in self.runnable if s.note}
 
-    def attempt(self, strategy: Strategy, run: Callable[[], T]) -> T | None:
+    def attempt(self, strategy: Setup, run: Callable[[], T]) -> T | None:
         """``run()``; a strategy whose run fails (not for memory) is skipped with the error as its reason.
 
         Only a comparison of strategies tolerates it: in the plain off/on run an error is the user's to see.
@@ -78,12 +79,12 @@ class Plan:
             if is_out_of_memory(error):
                 raise
             said = clipped((str(error).splitlines() or [""])[0])
-            self.skipped[strategy.name] = f"failed: {type(error).__name__}: {said}"
+            self.skipped[strategy.strategy] = f"failed: {type(error).__name__}: {said}"
             return None
 
     @property
-    def runnable(self) -> list[Strategy]:
-        return [s for s in self.strategies if not s.reason and s.name not in self.skipped]
+    def runnable(self) -> list[Setup]:
+        return [s for s in self.strategies if not s.reason and s.strategy not in self.skipped]
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,8 @@ def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
     if spec.plain:
         chosen = list(plain_pair(loaded))
     else:
-        names = parse_names(spec.cache or PAIR)
         warm = spec.prefix is not None
-        chosen = strategies(loaded, names, kv_bits=spec.kv_bits, compile=spec.compile, prefix=warm)
+        chosen = setups(loaded, checked(spec.cache or PAIR), kv_bits=spec.kv_bits, compile=spec.compile, prefix=warm)
     inputs, natural_tokens, prefix_tokens = prompt_inputs(loaded, prompt, spec)
     configs = configurations(list(inputs), spec.new_tokens, spec.batch)
     forced = None if spec.quality_text is None else text_ids(loaded, spec.quality_text)
@@ -115,7 +115,7 @@ def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
         check_positions(loaded, prompt_tokens, spec.warmup_tokens, "warmup_tokens", stretched=stretched)
         if forced is not None:
             check_positions(loaded, prompt_tokens, len(forced), "quality_text", stretched=stretched)
-    skipped = {s.name: s.reason for s in chosen if s.reason}
+    skipped = {s.strategy: s.reason for s in chosen if s.reason}
     judge = Judge(forced) if spec.judged else None
     return Plan(loaded, spec, inputs, natural_tokens, configs, chosen, skipped, judge, prefix_tokens)
 
@@ -209,20 +209,20 @@ def _rounds(plan: Plan) -> int:
     return plan.spec.rounds + (plan.loaded.world is not None)
 
 
-def _fastest_round(plan: Plan, inputs: BatchEncoding) -> dict[str, tuple[float, bool]]:
+def _fastest_round(plan: Plan, inputs: BatchEncoding) -> dict[Strategy, tuple[float, bool]]:
     """Each strategy's two-token run and ``use_cache`` in the fastest of ``TRIES`` rounds (U C U C ...).
 
     The fastest round as a whole, as a sweep's probes count it (:class:`kvmagic.core.costmodel.Probes`);
     a compiled strategy runs as its uncompiled self (its compile is no part of a timed run)."""
-    rounds: list[dict[str, float]] = []
+    rounds: list[dict[Strategy, float]] = []
     for _ in range(TRIES):
         rounds.append({})
         for strategy in plan.runnable:
-            plain = dataclasses.replace(strategy, compiled=False) if strategy.compiled else strategy
+            plain = dataclasses.replace(strategy, strategy=strategy.strategy.uncompiled)
             seconds = plan.attempt(strategy, partial(first_call, plan.loaded, inputs, 2, plain))
             if seconds is not None:
-                rounds[-1][strategy.name] = seconds
-    caches = {c.name: c.caches for c in plan.runnable}  # a strategy that failed in any round is skipped
+                rounds[-1][strategy.strategy] = seconds
+    caches = {c.strategy: c.caches for c in plan.runnable}  # a strategy that failed in any round is skipped
     fastest = min((r for r in rounds if set(caches) <= set(r)), key=lambda r: sum(r[name] for name in caches))
     return {name: (fastest[name], use_cache) for name, use_cache in caches.items()}
 

@@ -9,21 +9,22 @@ computes only the rest of the prompt and the new tokens. Its cold self is the sa
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kvmagic.measure.signatures import cache_keyword
+from kvmagic.measure.strategies import strategy_config
 from kvmagic.measure.timing import returned_cache, timed_generate
-from kvmagic.runner.rounds import strategy_config
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
 
-    from kvmagic.measure.strategies import Strategy
+    from kvmagic.core.strategy import Strategy
+    from kvmagic.measure.strategies import Setup
     from kvmagic.runner.plan import Plan
 
 __all__ = ["Prefix", "build_prefix"]
@@ -31,43 +32,45 @@ __all__ = ["Prefix", "build_prefix"]
 
 @dataclass
 class Prefix:
-    """The cache of the first ``tokens`` of the prompt, per warm twin, and how ``generate`` takes one."""
+    """The cache of the first ``tokens`` of the prompt, per warm twin."""
 
     tokens: int
-    keyword: str
-    caches: dict[str, Any] = field(default_factory=dict)
+    caches: dict[Strategy, Any] = field(default_factory=dict)
 
-    def inputs(self, strategy: Strategy, inputs: Mapping[str, torch.Tensor]) -> Mapping[str, Any]:
-        """What ``generate`` gets for ``strategy``: for a warm twin, the inputs and a fresh copy of its prefix's cache
-        (copied here, before any timed region starts)."""
-        if not strategy.warm:
-            return inputs
-        return {**inputs, self.keyword: copy.deepcopy(self.caches[strategy.name])}
+    def started(self, setups: Sequence[Setup]) -> list[Setup]:
+        """Each warm twin starting from a fresh copy of its prefix's cache, made for each run before the clock
+        starts (:meth:`~kvmagic.measure.strategies.Setup.given`); every other strategy as it is."""
+        return [
+            dataclasses.replace(s, start=partial(copy.deepcopy, self.caches[s.strategy]))
+            if s.strategy in self.caches
+            else s
+            for s in setups
+        ]
 
 
 def build_prefix(plan: Plan, inputs: BatchEncoding, tokens: int) -> Prefix:
     """Each runnable warm twin's prefix cache for these inputs (every sequence of the batch), built by the strategy
     it twins; a twin whose cache cannot be built or copied is skipped with the reason."""
-    prefix = Prefix(tokens, cache_keyword(plan.loaded.model))
+    prefix = Prefix(tokens)
     head = {key: value[:, :tokens] for key, value in inputs.items()}
-    by_name = {s.name: s for s in plan.strategies}
-    for twin in [s for s in plan.runnable if s.warm]:
-        cache = plan.attempt(twin, partial(_built, plan, head, by_name[twin.warm]))
+    by_name = {s.strategy: s for s in plan.strategies}
+    for twin in [s for s in plan.runnable if s.strategy.warm]:
+        cache = plan.attempt(twin, partial(_built, plan, head, by_name[twin.strategy.cold]))
         if cache is None:
             continue
         try:
             copy.deepcopy(cache)
         except Exception as error:  # a quantized tensor type may not copy (optimum-quanto's does not)
-            plan.skipped[twin.name] = (
+            plan.skipped[twin.strategy] = (
                 f"its {type(cache).__name__} cannot be copied for each run ({type(error).__name__}), so a "
                 "prefix cannot be reused with it"
             )
             continue
-        prefix.caches[twin.name] = cache
+        prefix.caches[twin.strategy] = cache
     return prefix
 
 
-def _built(plan: Plan, head: Mapping[str, torch.Tensor], strategy: Strategy) -> Any:
+def _built(plan: Plan, head: Mapping[str, torch.Tensor], strategy: Setup) -> Any:
     """The cache ``strategy`` builds over the prefix alone: one untimed generate of one token (whose own keys
     and values are never computed, so the cache holds exactly the prefix)."""
     loaded, config = plan.loaded, strategy_config(plan.loaded, 1, strategy, keep_cache=True)

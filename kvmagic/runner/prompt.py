@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from transformers import BatchEncoding
 
     from kvmagic.core.spec import BenchSpec
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.measure.loaded import LoadedModel
 
 __all__ = ["batched", "check_positions", "encode_prompt", "prompt_inputs", "split_prompt", "stretch_prompt", "text_ids"]
 

@@ -23,7 +23,7 @@ from kvmagic.results.records import Ranks
 if TYPE_CHECKING:
     from transformers import BatchEncoding, GenerationConfig
 
-    from kvmagic.model.loading import LoadedModel
+    from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["merged", "put_together", "rank_view", "tokens_digest"]

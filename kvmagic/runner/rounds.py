@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -13,10 +12,9 @@ from kvmagic.core.config import Config
 from kvmagic.core.stop import FixedRounds, StopRule
 from kvmagic.measure.accelerator import PeakMemory
 from kvmagic.measure.distributed import from_first
-from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes
 from kvmagic.measure.static_cache import reset_static_cache_state
-from kvmagic.measure.strategies import Strategy, plain_pair
+from kvmagic.measure.strategies import Setup, plain_pair, strategy_config
 from kvmagic.measure.timing import profiled_generate, returned_cache, timed_generate
 from kvmagic.results.records import StepProfile
 from kvmagic.results.result import Measurement
@@ -27,32 +25,19 @@ if TYPE_CHECKING:
     import torch
     from transformers import BatchEncoding, GenerationConfig
 
-    from kvmagic.model.loading import LoadedModel
-    from kvmagic.runner.judge import Judge
-    from kvmagic.runner.prefix import Prefix
+    from kvmagic.core.quality import Quality
+    from kvmagic.core.strategy import Strategy
+    from kvmagic.measure.loaded import LoadedModel
 
-__all__ = ["first_call", "measure_rounds", "strategy_config", "warm_up"]
+__all__ = ["Judging", "first_call", "measure_rounds", "warm_up"]
 
 _ONE_ROUND = FixedRounds(1)
 TTFT_RUNS = 3  # one-token runs per strategy whose median is its time to first token
-_Given = Callable[[Strategy, Mapping[str, Any]], Mapping[str, Any]]
+# How a comparison reads each strategy's quality at one configuration (:class:`~kvmagic.runner.judge.Judge`).
+Judging = Callable[["LoadedModel", "BatchEncoding", int, Sequence[Setup]], Mapping["Strategy", "Quality"]]
 
 
-def strategy_config(
-    loaded: LoadedModel, new_tokens: int, strategy: Strategy, *, keep_cache: bool = False
-) -> GenerationConfig:
-    """The greedy config of one strategy: its settings applied to a fresh copy, never to the model's.
-
-    ``keep_cache`` asks ``generate`` to return the cache it built (it builds it either way)."""
-    settings = strategy.settings
-    config = greedy_config(loaded.model, loaded.tokenizer, new_tokens, settings.get("use_cache", True))
-    for key, value in settings.items():
-        setattr(config, key, copy.deepcopy(value))  # generate may consume a cache_config dict
-    config.return_dict_in_generate = keep_cache
-    return config
-
-
-def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int, strategies: Sequence[Strategy] = ()) -> None:
+def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int, strategies: Sequence[Setup] = ()) -> None:
     """One untimed run per strategy (the cache off and on unless told), so first-call costs stay out of
     the timed runs."""
     if not tokens:
@@ -62,22 +47,21 @@ def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int, strategies:
             timed_generate(loaded.model, inputs, strategy_config(loaded, tokens, strategy), loaded.devices)
 
 
-def first_call(loaded: LoadedModel, inputs: Mapping[str, Any], new_tokens: int, strategy: Strategy) -> float:
+def first_call(loaded: LoadedModel, inputs: Mapping[str, Any], new_tokens: int, strategy: Setup) -> float:
     """Seconds of one untimed run of ``strategy`` at this configuration's exact shape (a compile's first call)."""
     config = strategy_config(loaded, new_tokens, strategy)
+    inputs = strategy.given(loaded.model, inputs)
     with strategy.around(loaded.model):
         return timed_generate(loaded.model, inputs, config, loaded.devices)[1]
 
 
-def _first_tokens(
-    loaded: LoadedModel, inputs: BatchEncoding, strategies: Sequence[Strategy], given: _Given
-) -> dict[str, float]:
+def _first_tokens(loaded: LoadedModel, inputs: BatchEncoding, strategies: Sequence[Setup]) -> dict[Strategy, float]:
     """Each strategy's time to first token: the median of TTFT_RUNS one-token runs, interleaved like the rounds,
     so that no single run slowed by the machine decides it."""
-    runs: dict[str, list[float]] = {s.name: [] for s in strategies}
+    runs: dict[Strategy, list[float]] = {s.strategy: [] for s in strategies}
     for _ in range(TTFT_RUNS):
         for strategy in strategies:
-            runs[strategy.name].append(first_call(loaded, given(strategy, inputs), 1, strategy))
+            runs[strategy.strategy].append(first_call(loaded, inputs, 1, strategy))
     return {name: statistics.median(seconds) for name, seconds in runs.items()}
 
 
@@ -86,13 +70,12 @@ def measure_rounds(
     inputs: BatchEncoding,
     *,
     new_tokens: int,
-    strategies: Sequence[Strategy] = (),
+    strategies: Sequence[Setup] = (),
     stop: StopRule = _ONE_ROUND,
     steps: bool = False,
     on_run: Callable[[float], object] | None = None,
-    first_calls: Mapping[str, float] | None = None,
-    judge: Judge | None = None,
-    prefix: Prefix | None = None,
+    first_calls: Mapping[Strategy, float] | None = None,
+    judge: Judging | None = None,
 ) -> list[Measurement]:
     """Time interleaved rounds (one run of each strategy per round) until ``stop`` says enough; a
     :class:`Measurement` per strategy, each checked against the first strategy's first run (the reference).
@@ -105,23 +88,21 @@ def measure_rounds(
     strategy whose run differed first, to say how close its choice was there. ``first_calls`` are the
     compiled strategies' untimed first calls, whose excess over the median run is their compile time.
     ``on_run`` hears each run's seconds.
-    ``judge``, in a comparison of strategies, reads each strategy's quality against the full cache's;
-    ``prefix`` holds the warm twins' prefix caches, a copy of which each of their runs starts from.
+    ``judge``, in a comparison of strategies, reads each strategy's quality against the full cache's.
     """
     strategies = strategies or plain_pair(loaded)
     prompt_tokens = inputs["input_ids"].shape[-1]
-    configs = {s.name: strategy_config(loaded, new_tokens, s, keep_cache=True) for s in strategies}
-    given: _Given = prefix.inputs if prefix is not None else _as_given
-    rounds = _Rounds(loaded, inputs, prompt_tokens, on_run, given)
+    configs = {s.strategy: strategy_config(loaded, new_tokens, s, keep_cache=True) for s in strategies}
+    rounds = _Rounds(loaded, inputs, prompt_tokens, on_run)
     started = perf_counter()
     while True:
         for strategy in strategies:
-            rounds.run(strategy, configs[strategy.name])
-        if stop.done(len(rounds.seconds[strategies[0].name]), perf_counter() - started, rounds.seconds):
+            rounds.run(strategy, configs[strategy.strategy])
+        if stop.done(len(rounds.seconds[strategies[0].strategy]), perf_counter() - started, rounds.seconds):
             break
-    ttft = _first_tokens(loaded, inputs, strategies, given)
+    ttft = _first_tokens(loaded, inputs, strategies)
     quality = judge(loaded, inputs, new_tokens, strategies) if judge is not None else {}
-    found = [rounds.measurement(s.name, Config(prompt_tokens, new_tokens, rounds.batch), ttft) for s in strategies]
+    found = [rounds.measurement(s.strategy, Config(prompt_tokens, new_tokens, rounds.batch), ttft) for s in strategies]
     if loaded.world is not None:  # split over ranks: each rank's cache, communication and tokens
         views = {m.strategy: rank_view(loaded, inputs, configs[m.strategy], rounds.generated[m.strategy], m.kv_bytes,
                                        m.identical) for m in found}  # fmt: skip
@@ -129,9 +110,9 @@ def measure_rounds(
     profiled = set(configs) if steps else from_first(_first_to_differ(found))  # every rank profiles alike
     measured = []
     for m in found:
-        strategy = next(s for s in strategies if s.name == m.strategy)
+        strategy = next(s for s in strategies if s.strategy == m.strategy)
         profiled_run = m.strategy in profiled
-        profile = _profile(loaded, given(strategy, inputs), configs[m.strategy], strategy) if profiled_run else None
+        profile = _profile(loaded, inputs, configs[m.strategy], strategy) if profiled_run else None
         mismatch = m.mismatch
         if mismatch is not None and profile is not None:
             ids = rounds.generated[m.strategy][mismatch.run][mismatch.sequence]
@@ -143,12 +124,7 @@ def measure_rounds(
     return measured
 
 
-def _as_given(strategy: Strategy, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The inputs as they are: no strategy here starts from a prefix's cache."""
-    return inputs
-
-
-def _first_to_differ(found: Sequence[Measurement]) -> set[str]:
+def _first_to_differ(found: Sequence[Measurement]) -> set[Strategy]:
     """The strategy whose run, in the order they ran, first left the reference's tokens."""
     differing = [(m.mismatch.run, i, m.strategy) for i, m in enumerate(found) if m.mismatch is not None]
     return {min(differing)[2]} if differing else set()
@@ -163,26 +139,24 @@ class _Rounds:
         inputs: BatchEncoding,
         prompt_tokens: int,
         on_run: Callable[[float], object] | None,
-        given: _Given,
     ) -> None:
         self.loaded, self.inputs, self.prompt_tokens, self.on_run = loaded, inputs, prompt_tokens, on_run
-        self.given = given  # what generate gets for a strategy: the inputs, and a warm twin's prefix cache
         self.devices = loaded.devices  # once: reading it walks every parameter
         self.batch = int(inputs["input_ids"].shape[0])
-        self.seconds: dict[str, list[float]] = {}
-        self.generated: dict[str, list[list[list[int]]]] = {}  # per strategy, per run, every sequence of its batch
-        self.kv_bytes: dict[str, int] = {}
-        self.peak_bytes: dict[str, int] = {}
+        self.seconds: dict[Strategy, list[float]] = {}
+        self.generated: dict[Strategy, list[list[list[int]]]] = {}  # per strategy, per run, every sequence of its batch
+        self.kv_bytes: dict[Strategy, int] = {}
+        self.peak_bytes: dict[Strategy, int] = {}
         self.peak_source = ""
-        self._holder: str | None = None  # the static strategy whose cache transformers keeps on the model now
+        self._holder: Strategy | None = None  # the static strategy whose cache transformers keeps on the model now
 
-    def run(self, strategy: Strategy, config: GenerationConfig) -> None:
+    def run(self, strategy: Setup, config: GenerationConfig) -> None:
         """One timed run; the cache it returned is counted and dropped, all outside the timed region."""
-        loaded, name = self.loaded, strategy.name
+        loaded, name = self.loaded, strategy.strategy
         if strategy.static and self._holder not in (None, name):
             reset_static_cache_state(loaded.model)  # one static strategy must not run on another's cache
         self._holder = name if strategy.static else self._holder
-        given, peak = self.given(strategy, self.inputs), _quiet_peak(self.devices)
+        given, peak = strategy.given(loaded.model, self.inputs), _quiet_peak(self.devices)
         with strategy.around(loaded.model):
             output, elapsed = timed_generate(loaded.model, given, config, self.devices, peak=peak)
         cache = returned_cache(output)
@@ -195,7 +169,7 @@ class _Rounds:
             self.on_run(elapsed)
         self.generated.setdefault(name, []).append(output.sequences[:, self.prompt_tokens :].tolist())
 
-    def measurement(self, name: str, config: Config, ttft: Mapping[str, float]) -> Measurement:
+    def measurement(self, name: Strategy, config: Config, ttft: Mapping[Strategy, float]) -> Measurement:
         tokenizer = self.loaded.tokenizer
         reference = next(iter(self.generated.values()))[0][0]
         ids = self.generated[name][0][0]
@@ -212,7 +186,7 @@ class _Rounds:
             peak_source=self.peak_source if name in self.peak_bytes else "",
         )
 
-    def _first(self) -> str:
+    def _first(self) -> Strategy:
         return next(iter(self.generated))
 
 
@@ -223,10 +197,9 @@ def _quiet_peak(devices: tuple[torch.device, ...]) -> PeakMemory | None:
     return None if peak.host and peak.sample else peak
 
 
-def _profile(
-    loaded: LoadedModel, inputs: Mapping[str, Any], config: GenerationConfig, strategy: Strategy
-) -> StepProfile:
+def _profile(loaded: LoadedModel, inputs: Mapping[str, Any], config: GenerationConfig, strategy: Setup) -> StepProfile:
     prompt_tokens = inputs["input_ids"].shape[-1]
+    inputs = strategy.given(loaded.model, inputs)
     with strategy.around(loaded.model):
         run = profiled_generate(loaded.model, inputs, config, loaded.devices)
     return StepProfile(

@@ -1,0 +1,213 @@
+"""A cache strategy as a value: what ``--cache`` names, read once, and carried by every layer.
+
+``off``, ``dynamic``, ``static``, ``offloaded``, ``offloaded_static``, ``quantized:BACKEND``,
+``press:METHOD:RATIO`` or any other ``cache_implementation`` the installed transformers accepts, each with
+``+compile`` (a compiled twin of a static cache) and ``+prefix`` (a warm twin, started from the cache of
+the prompt's prefix). :func:`parse` is the only reader of that spelling; ``str(strategy)`` writes it back
+for tables and files. Whether the installed libraries can run a strategy is asked below this value, in
+:mod:`kvmagic.measure.strategies`; what it is, here, with no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from kvmagic.core.compression import PRESS, PressName, expand_presses
+from kvmagic.errors import KVMagicError
+
+__all__ = [
+    "BACKENDS", "DYNAMIC", "FULL_CACHE", "KNOWN", "OFF", "PAIR", "REFERENCE", "Backend", "Strategy", "choices", "parse",
+    "parse_list",
+]  # fmt: skip
+
+COMPILE_SUFFIX = "+compile"
+PREFIX_SUFFIX = "+prefix"
+QUANTIZED = "quantized"
+NAMED = ("off", "dynamic", "static", "offloaded", "offloaded_static")
+STATIC = ("static", "offloaded_static")  # the caches transformers keeps on the model, and torch.compile works with
+_IMPLEMENTATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A quantized cache's backend: how transformers lines spell it, the package it needs, the widths it takes."""
+
+    name: str
+    spellings: tuple[str, ...]  # as a transformers line may spell it (4.55 wrote "HQQ")
+    package: str = ""  # the pip package it needs; empty: none
+    module: str = ""  # what that package installs, to find it without importing it
+    widths: tuple[int, ...] = ()  # the bits `kv_bits` may choose; empty: one width only
+    bits: int = 4  # the width stored when none is chosen (transformers' default nbits)
+
+
+BACKENDS = {
+    b.name: b
+    for b in (
+        Backend("quanto", ("quanto",), "optimum-quanto", "optimum.quanto", widths=(2, 4)),
+        Backend("hqq", ("hqq", "HQQ"), "hqq", "hqq", widths=(1, 2, 3, 4, 8)),
+        Backend("fp8", ("fp8",), bits=8),
+    )
+}
+KNOWN = (*NAMED, *(f"{QUANTIZED}:{b}" for b in BACKENDS))  # every spelling but a press's and a passed-through one
+
+
+@dataclass(frozen=True, eq=False)
+class Strategy:
+    """How ``generate`` keeps keys and values: one row of a comparison, one side of the plain run's pair.
+
+    ``kind`` is one of :data:`NAMED`, ``quantized`` (with ``backend``), ``press`` (with ``press``) or
+    ``implementation`` (another ``cache_implementation`` by its name). ``bits`` is a quantized cache's
+    chosen width: how it runs, not which strategy it is, so rows and files name it without. A strategy
+    equals its spelling, as a ``StrEnum`` member does (``result.skipped["offloaded"]``, ``m.strategy ==
+    "static"``), so a notebook's lookups by name keep working.
+    """
+
+    kind: str
+    backend: str = ""
+    press: PressName | None = None
+    implementation: str = ""
+    compiled: bool = False
+    warm: bool = False
+    bits: int | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return self._spelling
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (Strategy, str)) and self._spelling == str(other)
+
+    def __hash__(self) -> int:
+        return hash(self._spelling)
+
+    @functools.cached_property
+    def _spelling(self) -> str:
+        if self.kind == QUANTIZED:
+            base = f"{QUANTIZED}:{self.backend}"
+        elif self.press is not None:
+            base = self.press.name
+        else:
+            base = self.implementation or self.kind
+        return base + (COMPILE_SUFFIX if self.compiled else "") + (PREFIX_SUFFIX if self.warm else "")
+
+    @classmethod
+    def of(cls, value: Strategy | str) -> Strategy:
+        """``value`` as a strategy: itself, or its spelling read."""
+        return value if isinstance(value, Strategy) else parse(value)
+
+    @property
+    def caches(self) -> bool:
+        """Whether ``generate`` keeps keys and values at all (every strategy but ``off``)."""
+        return self.kind != "off"
+
+    @property
+    def static(self) -> bool:
+        """A cache sized once for the call, which transformers keeps on the model between calls."""
+        return self.kind in STATIC
+
+    @property
+    def quantized(self) -> bool:
+        return self.kind == QUANTIZED
+
+    @property
+    def offloaded(self) -> bool:
+        """Its cache moves between the accelerator and CPU memory, a few layers on the device at a time."""
+        return self.kind.startswith("offloaded")
+
+    @property
+    def cold(self) -> Strategy:
+        """The strategy a warm twin twins (itself for any other)."""
+        return dataclasses.replace(self, warm=False)
+
+    @property
+    def uncompiled(self) -> Strategy:
+        return dataclasses.replace(self, compiled=False)
+
+    @property
+    def lossless(self) -> bool:
+        """Keeps every key and value at full precision: its tokens and logits are the full cache's."""
+        return self.kind in NAMED or self.kind == "implementation"
+
+    @property
+    def cache_implementation(self) -> str | None:
+        """What ``generate``'s ``cache_implementation`` is told: None with the cache off; a press runs on a
+        dynamic cache."""
+        if self.kind == "off":
+            return None
+        if self.kind == "press":
+            return "dynamic"
+        return self.implementation or self.kind
+
+    def twin(self, *, compiled: bool = False, warm: bool = False) -> Strategy:
+        """Its compiled twin (``static+compile``) or its warm twin (``dynamic+prefix``)."""
+        return dataclasses.replace(self, compiled=self.compiled or compiled, warm=self.warm or warm)
+
+    def with_bits(self, bits: int | None) -> Strategy:
+        """A quantized cache whose backend takes a choice of width, stored at ``bits``; any other as it is."""
+        backend = BACKENDS.get(self.backend)
+        chosen = self.quantized and bits is not None and backend is not None and bool(backend.widths)
+        return dataclasses.replace(self, bits=bits) if chosen else self
+
+    @property
+    def stored_bits(self) -> int:
+        """The width a quantized cache stores its keys and values at; 0 for any other."""
+        backend = BACKENDS.get(self.backend)
+        return 0 if backend is None else self.bits or backend.bits
+
+
+OFF = Strategy("off")
+DYNAMIC = Strategy("dynamic")
+REFERENCE = OFF  # the strategy every other one is measured against
+FULL_CACHE = DYNAMIC  # the strategy every other one's quality is judged against: full precision, nothing dropped
+PAIR = (OFF, DYNAMIC)  # the plain run: the cache off and on
+
+
+def parse(text: str) -> Strategy:
+    """One strategy from its spelling (a press names one ratio, not a sweep of them)."""
+    found = _read(text)
+    if len(found) > 1:
+        raise KVMagicError(f"{text!r} is a sweep of ratios: name one ratio, e.g. {found[0]}")
+    return found[0]
+
+
+def parse_list(text: str | Iterable[str | Strategy]) -> tuple[Strategy, ...]:
+    """``off,dynamic,press:snapkv:0.25-0.75+0.25`` -> each strategy, a press sweep one per ratio, in order."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    found: list[Strategy] = []
+    for item in items:
+        if isinstance(item, Strategy):
+            found.append(item)
+        elif isinstance(item, str) and item.strip():
+            found += _read(item.strip())
+    return tuple(found)
+
+
+def _read(text: str) -> Sequence[Strategy]:
+    name, compiled, warm = text, False, False
+    while name.endswith((COMPILE_SUFFIX, PREFIX_SUFFIX)):
+        compiled = compiled or name.endswith(COMPILE_SUFFIX)
+        warm = warm or name.endswith(PREFIX_SUFFIX)
+        name = name.removesuffix(COMPILE_SUFFIX).removesuffix(PREFIX_SUFFIX)
+    if name == PRESS or name.startswith(PRESS + ":"):
+        return [Strategy("press", press=press, compiled=compiled, warm=warm) for press in expand_presses(name)]
+    if name == QUANTIZED:
+        spellings = " or ".join(spelling for spelling in KNOWN if spelling.startswith(QUANTIZED))
+        raise KVMagicError(f"{text!r} needs a backend: write {spellings}")
+    if name.startswith(QUANTIZED + ":"):
+        backend = name.split(":", 1)[1]
+        if backend not in BACKENDS:
+            raise KVMagicError(f"unknown quantization backend in {text!r}: use one of {', '.join(BACKENDS)}")
+        return [Strategy(QUANTIZED, backend=backend, compiled=compiled, warm=warm)]
+    if name in NAMED:
+        return [Strategy(name, compiled=compiled, warm=warm)]
+    if not _IMPLEMENTATION.match(name):
+        raise KVMagicError(f"unknown cache strategy {text!r}: use {choices()}")
+    return [Strategy("implementation", implementation=name, compiled=compiled, warm=warm)]
+
+
+def choices() -> str:
+    """Every spelling ``--cache`` takes, for help and errors."""
+    return ", ".join((*KNOWN, f"{PRESS}:METHOD:RATIO"))

@@ -1,0 +1,120 @@
+"""A strategy is a value read once from its spelling: what it is, how it is written back, and that nothing else
+in the package reads a spelling."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvmagic.core.compression import PressName
+from kvmagic.core.strategy import BACKENDS, DYNAMIC, KNOWN, NAMED, OFF, Strategy, parse, parse_list
+from kvmagic.errors import KVMagicError
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kvmagic"
+READER = PACKAGE / "core" / "strategy.py"
+
+
+def test_each_spelling_is_read_into_its_parts() -> None:
+    assert parse("off") == Strategy("off") and not parse("off").caches
+    assert parse("quantized:hqq") == Strategy("quantized", backend="hqq") and parse("quantized:hqq").quantized
+    assert parse("press:snapkv:0.5").press == PressName("snapkv", 0.5) and parse("press:snapkv:0.5").kind == "press"
+    compiled = parse("static+compile")
+    assert compiled.kind == "static" and compiled.compiled and compiled.static and compiled.uncompiled == "static"
+    warm = parse("dynamic+prefix")
+    assert warm.warm and warm.cold == DYNAMIC and not DYNAMIC.warm
+    assert parse("hybrid") == Strategy("implementation", implementation="hybrid")
+
+
+def test_a_list_keeps_order_and_expands_a_sweep_of_ratios() -> None:
+    found = parse_list("off, dynamic,press:knorm:0.25-0.75+0.25")
+    assert [str(s) for s in found] == ["off", "dynamic", "press:knorm:0.25", "press:knorm:0.5", "press:knorm:0.75"]
+    assert parse_list([OFF, "static"]) == (OFF, parse("static"))
+
+
+def test_a_strategy_equals_its_spelling_and_keys_a_dict_by_it() -> None:
+    """So a notebook's ``result.skipped["offloaded"]`` and ``m.strategy == "static"`` keep working."""
+    assert OFF == "off" and OFF == "off" and DYNAMIC != "off" and Strategy("dynamic") != OFF
+    assert {parse("quantized:hqq"): 1}["quantized:hqq"] == 1
+    assert parse("press:knorm:0.50") == "press:knorm:0.5"  # one spelling per ratio
+
+
+def test_bits_say_how_it_runs_not_which_strategy_it_is() -> None:
+    hqq = parse("quantized:hqq")
+    assert hqq.with_bits(2) == hqq and hqq.with_bits(2).stored_bits == 2 and hqq.stored_bits == BACKENDS["hqq"].bits
+    fp8 = parse("quantized:fp8")
+    assert fp8.with_bits(2).bits is None and fp8.stored_bits == 8  # fp8 takes no width
+    assert DYNAMIC.with_bits(2).bits is None and DYNAMIC.stored_bits == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("quantized", "'quantized' needs a backend: write quantized:quanto or quantized:hqq or quantized:fp8"),
+        ("quantized:int3", "unknown quantization backend in 'quantized:int3': use one of quanto, hqq, fp8"),
+        ("stat ic", "unknown cache strategy 'stat ic'"),
+        ("press:knorm:0.25-0.5+0.25", "'press:knorm:0.25-0.5\\+0.25' is a sweep of ratios: name one ratio"),
+    ],
+)
+def test_a_spelling_that_names_nothing_says_what_to_write(text: str, message: str) -> None:
+    with pytest.raises(KVMagicError, match="^" + message.replace("(", r"\(")):
+        parse(text)
+
+
+_PRESSES = st.builds(
+    lambda method, ratio: f"press:{method}:{ratio / 100:g}",
+    st.sampled_from(["snapkv", "knorm", "tova"]),
+    st.integers(0, 99),
+)
+_SPELLINGS = st.builds(
+    lambda base, compiled, warm: base + ("+compile" if compiled else "") + ("+prefix" if warm else ""),
+    st.one_of(st.sampled_from(KNOWN), _PRESSES, st.sampled_from(["hybrid", "sliding_window"])),
+    st.booleans(),
+    st.booleans(),
+)
+
+
+@given(_SPELLINGS)
+def test_every_spelling_reads_back_as_itself(text: str) -> None:
+    strategy = parse(text)
+    assert str(strategy) == text and parse(str(strategy)) == strategy and hash(strategy) == hash(text)
+
+
+def _strategy_literals(path: Path) -> list[str]:
+    """Places that read a strategy from its spelling: a strategy compared with a named strategy's spelling, or a
+    string test of a suffix or a prefix of the grammar."""
+    spelled = {*NAMED, "quantized", "press"}
+    grammar = ("+compile", "+prefix", "quantized:", "press:")
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare) and "strategy" in ast.unparse(node):
+            sides = [node.left, *node.comparators]
+            values = [e for side in sides for e in (side.elts if isinstance(side, (ast.Tuple, ast.List)) else [side])]
+            if any(isinstance(e, ast.Constant) and e.value in spelled for e in values):
+                found.append(f"{path.name}:{node.lineno} compares with a strategy's spelling")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            texts = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if node.func.attr in (
+                "startswith",
+                "endswith",
+                "removesuffix",
+                "removeprefix",
+                "partition",
+                "split",
+            ) and any(text.startswith(grammar) for text in texts):
+                found.append(f"{path.name}:{node.lineno} reads a strategy's spelling with {node.func.attr}()")
+    return found
+
+
+def test_nothing_but_its_own_module_reads_a_strategys_spelling() -> None:
+    found = [place for path in sorted(PACKAGE.rglob("*.py")) if path != READER for place in _strategy_literals(path)]
+    assert found == []
+
+
+def test_the_check_finds_a_spelling_read_elsewhere(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text('a = name.endswith("+prefix")\nb = m.strategy == "off"\nc = strategy.kind in ("static", "x")\n')
+    assert len(_strategy_literals(sample)) == 3
