@@ -93,7 +93,7 @@ def test_every_drawn_speedup_has_its_error_bar() -> None:
     assert _error_bars(drawn) == [] and drawn.get_ylabel() == "times faster"  # no interval, no bar
 
 
-LOSSLESS = Quality(16, 1.0, 0.0, 1.0, "greedy", 1.0, 1.0)
+LOSSLESS = Quality(16, 1.0, 0.0, 1.0, "greedy", (1.0, 1.0))
 
 
 def test_a_trade_off_of_lossless_strategies_is_a_sentence() -> None:
@@ -113,7 +113,7 @@ def _lossy(quality: Quality) -> BenchmarkResult:
 
 
 def test_a_lossy_strategy_shows_its_agreement_and_its_kl_within_100_columns() -> None:
-    text = str(_lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", 1.1, 1.3)))
+    text = str(_lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", (1.1, 1.3))))
     header = text.splitlines()[0].split()
     assert {"top1_agreement", "kl_nats", "[95%"} <= set(header)
     assert max(map(len, text.splitlines())) <= WIDTH
@@ -121,15 +121,15 @@ def test_a_lossy_strategy_shows_its_agreement_and_its_kl_within_100_columns() ->
 
 
 def test_a_ppl_ratio_within_the_noise_of_its_steps_says_so() -> None:
-    noisy = _lossy(Quality(16, 0.9375, 0.003274, 0.97, "greedy", 0.91, 1.04)).notes()
+    noisy = _lossy(Quality(16, 0.9375, 0.003274, 0.97, "greedy", (0.91, 1.04))).notes()
     assert (
         "quantized:quanto: ppl_ratio 0.97 is within noise (rough 95% interval [0.91, 1.04] over its 16 steps holds "
         "1): neither better nor worse than dynamic's"
     ) in noisy
-    surer = _lossy(Quality(16, 0.9375, 0.003274, 0.9, "greedy", 0.85, 0.95)).notes()
+    surer = _lossy(Quality(16, 0.9375, 0.003274, 0.9, "greedy", (0.85, 0.95))).notes()
     assert any(note.startswith("quantized:quanto: ppl_ratio 0.9 (rough 95% interval [0.85, 0.95] over its 16 "
                                "steps): surer of these tokens than dynamic, not closer") for note in surer)  # fmt: skip
-    clear = _lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", 1.1, 1.3)).notes()
+    clear = _lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", (1.1, 1.3))).notes()
     assert not any("ppl_ratio" in note for note in clear)  # worse beyond noise, as the table says
     (said,) = [note for note in clear if note.startswith("quality: ")]
     assert said == "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps (--wide: every figure)"

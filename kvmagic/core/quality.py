@@ -45,9 +45,9 @@ class Quality:
     ``top1_agreement``: the share of steps whose argmax is the full cache's. ``kl_nats``: the mean
     KL(full || strategy) per step. ``ppl_ratio``: the perplexity of the forced continuation under the
     strategy over its perplexity under the full cache (above 1: the strategy finds the text less likely).
-    ``along``: ``greedy`` (the full cache's own greedy tokens) or ``text`` (a given text). ``ppl_low`` and
-    ``ppl_high``: a rough 95% interval of ``ppl_ratio`` from the steps' spread (Student's t on their log
-    ratios, as if the steps were independent, which the steps of one text are not): where it holds 1, the
+    ``along``: ``greedy`` (the full cache's own greedy tokens) or ``text`` (a given text). ``ppl_interval``:
+    a rough 95% interval of ``ppl_ratio`` from the steps' spread (Student's t on their log ratios, as if the
+    steps were independent, which the steps of one text are not), None below 2 steps: where it holds 1, the
     ratio is within the noise of the steps read, neither better nor worse than the full cache's.
     """
 
@@ -56,8 +56,7 @@ class Quality:
     kl_nats: float
     ppl_ratio: float
     along: str = "greedy"
-    ppl_low: float = math.nan
-    ppl_high: float = math.nan
+    ppl_interval: tuple[float, float] | None = None
 
 
 def quality_of(steps: Sequence[Step], along: str = "greedy") -> Quality:
@@ -71,5 +70,5 @@ def quality_of(steps: Sequence[Step], along: str = "greedy") -> Quality:
     kl = sum(0.0 if same else step.kl_nats for step, same in zip(steps, exact)) / count
     logs = [0.0 if same else step.nll - step.full_nll for step, same in zip(steps, exact)]
     interval = log_mean_interval(logs)
-    low, high = (math.nan, math.nan) if interval is None else (math.exp(interval[0]), math.exp(interval[1]))
-    return Quality(count, agreement, kl, math.exp(math.fsum(logs) / count), along, low, high)
+    ends = None if interval is None else (math.exp(interval[0]), math.exp(interval[1]))
+    return Quality(count, agreement, kl, math.exp(math.fsum(logs) / count), along, ends)

@@ -109,14 +109,14 @@ def _ppl_notes(result: BenchmarkResult, judged: list[Measurement]) -> list[str]:
     found = []
     for m in judged:
         q = m.quality
-        if q is None or q.ppl_ratio == 1 or math.isnan(q.ppl_low) or not (q.ppl_ratio < 1 or q.ppl_low <= 1):
+        if q is None or q.ppl_interval is None or q.ppl_ratio == 1:
             continue
-        name = m.strategy + (f" at {m.config}" if len(result.configs) > 1 else "")
-        interval = f"rough 95% interval [{q.ppl_low:.3g}, {q.ppl_high:.3g}] over its {q.steps} steps"
-        if q.ppl_low <= 1 <= q.ppl_high:
+        (low, high), name = q.ppl_interval, m.strategy + (f" at {m.config}" if len(result.configs) > 1 else "")
+        interval = f"rough 95% interval [{low:.3g}, {high:.3g}] over its {q.steps} steps"
+        if low <= 1 <= high:
             found.append(f"{name}: ppl_ratio {q.ppl_ratio:.3g} is within noise ({interval} holds 1): neither "
                          f"better nor worse than {FULL_CACHE}'s")  # fmt: skip
-        else:
+        elif q.ppl_ratio < 1:
             found.append(f"{name}: ppl_ratio {q.ppl_ratio:.3g} ({interval}): surer of these tokens than "
                          f"{FULL_CACHE}, not closer to its predictions (kl_nats says how far they moved)")  # fmt: skip
     return found
