@@ -17,7 +17,7 @@ from kvmagic.results.split_table import split_notes
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
     from kvmagic.core.spec import BenchSpec
-    from kvmagic.results.measurement import Measurement, Pair
+    from kvmagic.results.measurement import Pair
     from kvmagic.results.records import Mismatch
     from kvmagic.results.result import BenchmarkResult
 
@@ -90,24 +90,24 @@ def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str
 def _quality_notes(result: BenchmarkResult) -> list[str]:
     """One line on how quality was read (docs/columns.md says what each figure means), and a line for each
     perplexity ratio within the noise of its steps, which must not read as better or worse than the full cache."""
-    judged = [m for m in result.measurements if m.quality is not None]
+    judged = [m.quality for m in result.measurements if m.quality is not None]
     if not judged:
         return []
-    along = "the given text" if judged[0].quality and judged[0].quality.along == "text" else "its greedy tokens"
-    steps = min(m.quality.steps for m in judged if m.quality)
+    along = "the given text" if judged[0].along == "text" else "its greedy tokens"
+    steps = min(q.steps for q in judged)
     said = f"quality: against {FULL_CACHE}, teacher-forced along {along}, {steps} steps (--wide: every figure)"
     if steps < FEW_STEPS:
         said += "; few steps make rough figures: a longer -n, or --quality-text, reads more"
     if result.metadata.get("random_weights"):
         said += "; with random weights, how far a cache moves the logits, not what a trained model loses"
-    return [said, *_ppl_notes(result, judged)]
+    return [said, *_ppl_notes(result)]
 
 
-def _ppl_notes(result: BenchmarkResult, judged: list[Measurement]) -> list[str]:
+def _ppl_notes(result: BenchmarkResult) -> list[str]:
     """Each perplexity ratio within the noise of its steps (its rough interval holds 1), or below 1 beyond it:
     neither reads as predicting better than the full cache."""
     found = []
-    for m in judged:
+    for m in result.measurements:
         q = m.quality
         if q is None or q.ppl_interval is None or q.ppl_ratio == 1:
             continue
