@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from kvmagic import BenchmarkResult, run_benchmark
-from kvmagic.core.quality import Quality, Step, quality_of
+from kvmagic.core.quality import FLOAT_NOISE_NATS, Quality, Step, quality_of
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities
 from kvmagic.measure.forcing import ForcedTokens, forced_logits, steps_against
@@ -67,9 +67,24 @@ def test_a_token_both_rule_out_adds_nothing_and_kl_is_never_negative() -> None:
 def test_the_means_by_hand_and_no_steps() -> None:
     steps = [Step(True, 0.2, 1.0, 1.5), Step(False, 0.4, 2.0, 2.5), Step(True, 0.0, 0.5, 0.5)]
     quality = quality_of(steps, along="text")
-    assert quality == Quality(3, 2 / 3, pytest.approx(0.2), pytest.approx(math.exp(1 / 3)), "text")
+    # log ratios 0.5, 0.5, 0: mean 1/3, sd sqrt(1/12); t(0.975, 2 df) = 4.302653, so the half-width is
+    # 4.302653 x sqrt(1/12) / sqrt(3) = 0.717109 and the interval exp(1/3 -+ 0.717109) = 0.681284, 2.858915.
+    ends = pytest.approx((0.681284, 2.858915), abs=1e-6)
+    assert quality == Quality(3, 2 / 3, pytest.approx(0.2), pytest.approx(math.exp(1 / 3)), "text", ends)
     empty = quality_of([])
     assert empty.steps == 0 and math.isnan(empty.kl_nats) and math.isnan(empty.ppl_ratio)
+    assert quality_of(steps[:1]).ppl_interval is None  # one step has no spread to read
+
+
+def test_a_step_within_float_noise_counts_as_the_full_caches_own() -> None:
+    # KL 1e-12 is float32 rounding: that step agrees, adds no KL and no loss, even with its argmax flipped (a tie).
+    noise = [Step(False, 1e-12, 1.0, 1.000001), Step(True, 0.0, 2.0, 2.0)]
+    quality = quality_of(noise)
+    assert (quality.top1_agreement, quality.kl_nats, quality.ppl_ratio) == (1.0, 0.0, 1.0)
+    assert quality.ppl_interval == (1.0, 1.0)
+    # Just past FLOAT_NOISE_NATS a step counts whole: mean KL (2e-9 + 0) / 2, ppl ratio exp(0.5 / 2).
+    past = quality_of([Step(False, 2 * FLOAT_NOISE_NATS, 1.0, 1.5), Step(True, 0.0, 2.0, 2.0)])
+    assert (past.top1_agreement, past.kl_nats, past.ppl_ratio) == (0.5, FLOAT_NOISE_NATS, math.exp(0.25))
 
 
 def test_forcing_leaves_only_the_forced_token_and_follows_it(tiny) -> None:
@@ -90,14 +105,13 @@ def judged(tiny) -> BenchmarkResult:
     return run_benchmark(tiny, PROMPT, new_tokens=6, warmup_tokens=0, cache=f"off,dynamic,static,{LOSSY}")
 
 
-def test_the_full_cache_scores_exactly_and_exact_caches_as_close_as_rounding(judged) -> None:
+def test_the_full_cache_and_exact_caches_score_exactly_one_zero_one(judged) -> None:
     quality = {m.strategy: m.quality for m in judged.measurements}
     full = quality["dynamic"]
     assert full is not None and (full.steps, full.top1_agreement, full.kl_nats, full.ppl_ratio) == (6, 1.0, 0.0, 1.0)
-    for name in ("off", "static"):
+    for name in ("off", "static"):  # the same logits summed in another order: float32 rounding, shown as none
         exact = quality[name]
-        assert exact is not None and exact.top1_agreement == 1.0
-        assert exact.kl_nats < 1e-6 and exact.ppl_ratio == pytest.approx(1.0, abs=1e-4)
+        assert exact is not None and (exact.top1_agreement, exact.kl_nats, exact.ppl_ratio) == (1.0, 0.0, 1.0)
     lossy = quality[LOSSY]
     assert lossy is not None and lossy.steps == 6 and lossy.kl_nats > 1e-6 and lossy.ppl_ratio != 1.0
 
@@ -106,9 +120,8 @@ def test_the_table_the_notes_and_a_file_keep_the_quality(judged) -> None:
     frame = judged.to_dataframe().set_index("strategy")
     assert frame.loc["dynamic", ["top1_agreement", "kl_nats", "ppl_ratio"]].tolist() == [1.0, 0.0, 1.0]
     assert "kl_nats" in str(judged).splitlines()[0]
-    (note,) = [n for n in judged.notes() if n.startswith("quality: each strategy ran once more, untimed")]
-    assert "greedy tokens for 6 steps;" in note and note.endswith("; 6 steps make these rough figures: a longer -n, "
-                                                                  "or --quality-text, reads more")  # fmt: skip
+    (note,) = [n for n in judged.notes() if n.startswith("quality: against dynamic, teacher-forced along")]
+    assert "its greedy tokens, 6 steps (--wide: every figure); few steps make rough figures" in note
     again = BenchmarkResult.from_json(judged.to_json())
     assert [m.quality for m in again.measurements] == [m.quality for m in judged.measurements]
 
@@ -137,7 +150,7 @@ def test_along_a_given_text(tiny) -> None:
     full = result.measurement("dynamic").quality
     assert full is not None and (full.top1_agreement, full.kl_nats, full.ppl_ratio) == (1.0, 0.0, 1.0)
     (note,) = [n for n in result.notes() if n.startswith("quality: ")]
-    assert f"teacher-forced along the given text for {forced} steps" in note
+    assert f"teacher-forced along the given text, {forced} steps" in note
     assert forced >= 16 and "rough" not in note
 
 

@@ -22,6 +22,7 @@ from kvmagic.core.distributions import rank_sum_counts, t_cdf, t_quantile
 
 __all__ = [
     "SIGNIFICANCE",
+    "log_mean_interval",
     "log_speedups",
     "order_statistic_rank",
     "significant_change",
@@ -73,11 +74,18 @@ def speedup_interval(
     if rank:
         ordered = sorted(logs)
         return math.exp(ordered[rank - 1]), math.exp(ordered[-rank])
+    found = log_mean_interval(logs, confidence)
+    return None if found is None else (math.exp(found[0]), math.exp(found[1]))
+
+
+def log_mean_interval(logs: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Student's t interval of the mean of ``logs`` (log ratios, so their exponents bound a geometric mean);
+    None below 2 values."""
     if len(logs) < 2:
         return None
     centre = statistics.fmean(logs)
     half = t_quantile((1 + confidence) / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(centre - half), math.exp(centre + half)
+    return centre - half, centre + half
 
 
 def significant_change(

@@ -81,7 +81,8 @@ MEANINGS: dict[str, str] = {
     "teacher-forced along the same tokens (the full cache's greedy continuation, or `--quality-text`) after the timed "
     "runs; 1 for a lossless strategy (docs/strategies.md)",
     "kl_nats": "the mean KL divergence per step of the strategy's next-token distribution from the full cache's, "
-    "KL(full || strategy), in nats, on the same forced steps; 0 for a lossless strategy",
+    "KL(full || strategy), in nats, on the same forced steps; 0 for a lossless strategy (a step that differs by "
+    "float32 rounding alone, KL at most 1e-9, counts as the full cache's own in all three figures)",
     "ppl_ratio": "the perplexity of the forced continuation under the strategy over its perplexity under the full "
     "cache; above 1, the strategy finds the text less likely; 1 for a lossless strategy",
     "reused_tokens": "`--prefix`: the prompt's first tokens whose cache a warm twin (`NAME+prefix`) starts each run "

@@ -87,21 +87,38 @@ def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str
 
 
 def _quality_notes(result: BenchmarkRecord) -> list[str]:
+    """One line on how quality was read (docs/columns.md says what each figure means), and a line for each
+    perplexity ratio within the noise of its steps, which must not read as better or worse than the full cache."""
     judged = [m.quality for m in result.measurements if m.quality is not None]
     if not judged:
         return []
-    along = "the given text" if judged[0].along == "text" else f"the full cache's ({FULL_CACHE}'s) greedy tokens"
+    along = "the given text" if judged[0].along == "text" else "its greedy tokens"
     steps = min(q.steps for q in judged)
-    said = (
-        f"quality: each strategy ran once more, untimed, teacher-forced along {along} for {steps} steps; "
-        f"top1_agreement, kl_nats and ppl_ratio set its next-token distributions against {FULL_CACHE}'s at every "
-        "step (the table may leave some out for width: --wide, or the DataFrame, has them all)"
-    )
+    said = f"quality: against {FULL_CACHE}, teacher-forced along {along}, {steps} steps (--wide: every figure)"
     if steps < FEW_STEPS:
-        said += f"; {steps} steps make these rough figures: a longer -n, or --quality-text, reads more"
+        said += "; few steps make rough figures: a longer -n, or --quality-text, reads more"
     if result.metadata.get("random_weights"):
-        said += "; with random weights these show how far a cache moves the logits, not what a trained model loses"
-    return [said]
+        said += "; with random weights, how far a cache moves the logits, not what a trained model loses"
+    return [said, *_ppl_notes(result)]
+
+
+def _ppl_notes(result: BenchmarkRecord) -> list[str]:
+    """Each perplexity ratio within the noise of its steps (its rough interval holds 1), or below 1 beyond it:
+    neither reads as predicting better than the full cache."""
+    found = []
+    for m in result.measurements:
+        q = m.quality
+        if q is None or q.ppl_interval is None or q.ppl_ratio == 1:
+            continue
+        (low, high), name = q.ppl_interval, str(m.strategy) + (f" at {m.config}" if len(result.configs) > 1 else "")
+        interval = f"rough 95% interval [{low:.3g}, {high:.3g}] over its {q.steps} steps"
+        if low <= 1 <= high:
+            found.append(f"{name}: ppl_ratio {q.ppl_ratio:.3g} is within noise ({interval} holds 1): neither "
+                         f"better nor worse than {FULL_CACHE}'s")  # fmt: skip
+        elif q.ppl_ratio < 1:
+            found.append(f"{name}: ppl_ratio {q.ppl_ratio:.3g} ({interval}): surer of these tokens than "
+                         f"{FULL_CACHE}, not closer to its predictions (kl_nats says how far they moved)")  # fmt: skip
+    return found
 
 
 def _sweep_notes(result: BenchmarkRecord) -> list[str]:
@@ -140,8 +157,9 @@ def _prediction_notes(result: BenchmarkRecord) -> list[str]:
 
 
 def _interval_notes(result: BenchmarkRecord) -> list[str]:
-    """Each pair whose 95% interval holds 1 (its runs cannot tell which of the two was faster), or leaves out the
-    speed-up shown (a ratio of medians, which the machine's drift between pairs can move past what every pair saw)."""
+    """Each pair whose 95% interval holds 1 (its runs cannot tell which of the two was faster), lies below 1 (the
+    strategy was the slower), or leaves out the speed-up shown (a ratio of medians, which the machine's drift
+    between pairs can move past what every pair saw)."""
     found = []
     for config in result.configs:
         for strategy in [s for s in result.strategies if s != REFERENCE]:
@@ -155,7 +173,10 @@ def _interval_notes(result: BenchmarkRecord) -> list[str]:
                     f"{name}: the {interval} holds 1, so these runs cannot tell whether it is faster than "
                     f"{result.shown_name(REFERENCE)}: {more_pairs(result)} for more pairs"
                 )
-            elif pair is not None and math.isfinite(low) and not low <= pair.speedup <= high:
+                continue
+            if high < 1:
+                found.append(f"{name}: slower than {result.shown_name(REFERENCE)}: its {interval} lies below 1")
+            if pair is not None and math.isfinite(low) and not low <= pair.speedup <= high:
                 found.append(
                     f"{name}: the speed-up {pair.speedup:.3g} (a ratio of median times) lies outside its {interval}, "
                     f"drawn from each pair's own ratio (median {_reach(pair)[0]:.3g}): the machine's speed changed "

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 
 from kvmagic.core.config import Config
@@ -21,6 +22,7 @@ from kvmagic.results.tradeoff import draw_tradeoff, judged_config
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.typing import ColorType
 
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
@@ -93,6 +95,25 @@ def _speedups(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Con
     return [math.nan if p is None else p.speedup for p in found]
 
 
+def _intervals(axis: Axes, xs: Sequence[float], result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config],
+               color: ColorType) -> None:  # fmt: skip
+    """Each speed-up's 95% interval as an error bar at ``xs``, where it has one (``-r 3`` or more): from its
+    low end to its high end, which the ratio of medians drawn may lie outside."""
+    found = [result.pair(c, strategy) for c in configs]
+    ends = [(x, *p.interval) for x, p in zip(xs, found) if p is not None and math.isfinite(p.interval[0])]
+    if ends:
+        at, lows, highs = zip(*ends)
+        middles = [(low + high) / 2 for low, high in zip(lows, highs)]
+        halves = [(high - low) / 2 for low, high in zip(lows, highs)]
+        axis.errorbar(at, middles, yerr=halves, fmt="none", ecolor=color, capsize=4, label="_95% interval")
+
+
+def _times_faster(axis: Axes) -> str:
+    """The speed-up axis's label, saying what its error bars are where it has some."""
+    drawn = any(isinstance(container, ErrorbarContainer) for container in axis.containers)
+    return "times faster" + (" (error bars: 95% intervals)" if drawn else "")
+
+
 def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
     configs = result.configs
     by_new = len({c.new_tokens for c in configs}) > 1 or len({c.prompt_tokens for c in configs}) == 1
@@ -106,11 +127,12 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
             times.plot(xs, _seconds(result, strategy, rows), style, label=result.shown_name(strategy) + suffix)
             if strategy != REFERENCE:
                 label = "speed-up" if result.plain else f"{strategy} speed-up"
-                speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
+                (line,) = speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
+                _intervals(speedups, xs, result, strategy, rows, line.get_color())
     label = x_name.replace("_", " ")
     times.set(title="Time per generate (median)", xlabel=label, ylabel="seconds")
     title = "Speed-up (uncached / cached)" if result.plain else "Speed-up over off"
-    speedups.set(title=title, xlabel=label, ylabel="times faster")
+    speedups.set(title=title, xlabel=label, ylabel=_times_faster(speedups))
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     for axis in (times, speedups):
         axis.legend()
@@ -125,11 +147,13 @@ def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Conf
     others = [s for s in result.strategies if s != REFERENCE]
     bars = speedups.bar([result.shown_name(s) for s in others], [_speedups(result, s, [config])[0] for s in others],
                         color="tab:orange")  # fmt: skip
-    speedups.bar_label(bars, fmt="%.3gx", padding=2)
+    for bar, strategy in zip(bars, others):
+        _intervals(speedups, [bar.get_x() + bar.get_width() / 2], result, strategy, [config], "black")
+    speedups.bar_label(bars, fmt="%.3gx", label_type="center")  # inside its bar: clear of the error bar above it
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     times.set(title=f"Time per generate (median, {config})", ylabel="seconds")
     title = "Speed-up (uncached / cached)" if result.plain else "Speed-up over off"
-    speedups.set(title=title, ylabel="times faster")
+    speedups.set(title=title, ylabel=_times_faster(speedups))
     for axis in (times, speedups):
         axis.margins(y=0.15)
         axis.tick_params(axis="x", labelrotation=30 if len(names) > 3 else 0)
@@ -150,14 +174,15 @@ def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkRecord) -> None
             found = [result.measurement(strategy, c) for c in rows]
             if strategy != REFERENCE:
                 label = "speed-up" if result.plain else f"{strategy} speed-up"
-                speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
+                (line,) = speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
+                _intervals(speedups, xs, result, strategy, rows, line.get_color())
                 kv = [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found]
                 memory.plot(xs, kv, style, label=("KV cache" if result.plain else f"{name} KV cache") + suffix)
             peaks = [math.nan if m is None or m.peak_bytes is None else m.peak_bytes / MIB for m in found]
             if not all(math.isnan(p) for p in peaks):
                 memory.plot(xs, peaks, style, label=f"{name} peak{suffix}")
     speedups.set(title="Speed-up (uncached / cached)" if result.plain else "Speed-up over off", xlabel="batch",
-                 ylabel="times faster")  # fmt: skip
+                 ylabel=_times_faster(speedups))  # fmt: skip
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     memory.set(title="Memory of the whole batch", xlabel="batch", ylabel="MiB")
     for axis in (speedups, memory):

@@ -21,6 +21,7 @@ from kvmagic.results.limits_table import (
     matching,
     strategy_limit_values,
 )
+from kvmagic.results.measurement import Pair
 from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
 from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
 
@@ -46,9 +47,9 @@ COLUMNS = (
 PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_speedup", "measured")
 # With a cache comparison: one row per (prompt_tokens, new_tokens, batch, strategy), each against the "off" runs.
 STRATEGY_COLUMNS = (
-    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "first_mismatch",
-    "top1_agreement", "kl_nats", "ppl_ratio", "kv_cache_mib", "kv_promised_mib", "cache_tokens", "peak_mib",
-    "compile_s", "note",
+    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "speedup_ci_low",
+    "speedup_ci_high", "identical", "first_mismatch", "top1_agreement", "kl_nats", "ppl_ratio", "kv_cache_mib",
+    "kv_promised_mib", "cache_tokens", "peak_mib", "compile_s", "note",
 )  # fmt: skip
 
 
@@ -90,12 +91,14 @@ def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
 
 
 def strategy_row(
-    config: Config, strategy: Strategy, m: Measurement | None, reference: Measurement | None, note: str = "",
-    kv_position_bytes: int | None = None, full_bytes: int | None = None,
+    config: Config, strategy: Strategy | str, m: Measurement | None, reference: Measurement | None, note: str = "",
+    kv_position_bytes: int | None = None, full_bytes: int | None = None, sequential: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """One strategy's line of a cache comparison; a strategy with no runs here is its ``note`` alone, and one
     that ran notes what its reader should know (``note``, and a press that held no less than ``full_bytes``,
-    the full cache's)."""
+    the full cache's). Its speed-up and interval are its :class:`Pair` with the ``reference``'s runs, as the
+    plain run's row is (``sequential``: after ``-r auto``, the anytime interval)."""
+    strategy = Strategy.of(strategy)
     values: dict[str, Any] = {**config._asdict(), "strategy": str(strategy)}
     if m is None:
         empty = dict.fromkeys(STRATEGY_COLUMNS[4:], math.nan)
@@ -106,7 +109,7 @@ def strategy_row(
         **values,
         "seconds": summary["s"],
         "tok_s": summary["tok_s"],
-        "speedup": math.nan if reference is None else reference.median_s / summary["s"],
+        **_speedup(m, reference, sequential),
         "identical": m.identical,
         "first_mismatch": "" if m.mismatch is None else short_mismatch(m.mismatch),
         **_quality(m),
@@ -119,6 +122,16 @@ def strategy_row(
         "compile_s": summary["compile_s"],
         "note": "; ".join(text for text in (note, _masked(strategy, m, config, full_bytes)) if text),
     }
+
+
+def _speedup(m: Measurement, reference: Measurement | None, sequential: bool) -> dict[str, float]:
+    """The speed-up over the reference and its 95% interval; the reference's own row is 1 by definition, with
+    no interval to give."""
+    if reference is None:
+        return dict.fromkeys(("speedup", "speedup_ci_low", "speedup_ci_high"), math.nan)
+    pair = Pair(reference, m, sequential)
+    low, high = (math.nan, math.nan) if m is reference else pair.interval
+    return {"speedup": pair.speedup, "speedup_ci_low": low, "speedup_ci_high": high}
 
 
 def _promised_mib(strategy: Strategy, config: Config, position: int | None) -> float:
@@ -187,6 +200,7 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
     import pandas as pd
 
     position, reused = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None
+    sequential = result.spec.repeat == "auto"
     rows = []
     for config in result.configs:
         reference, limits = result.measurement(REFERENCE, config), matching(result, config)
@@ -194,7 +208,7 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
         for strategy in result.strategies:
             m = result.measurement(strategy, config)
             note = result.skipped.get(strategy, "") or result.remarks.get(strategy, "")
-            found = strategy_row(config, strategy, m, reference, note, position, full)
+            found = strategy_row(config, strategy, m, reference, note, position, full, sequential)
             found.update(strategy_limit_values(m, limits) if result.limits else {})
             rows.append({**found, **(prefix_values(result, m) if reused else {})})
     extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))

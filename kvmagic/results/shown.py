@@ -40,11 +40,12 @@ SHOWN_STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "speedup_change",
     "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "note",
 )  # fmt: skip
-# Left out one by one, in this order, while the table is wider than WIDTH.
+# Left out one by one, in this order, while the table is wider than WIDTH; then each, the most needed first, comes
+# back where the table fits with it.
 _LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "kv_cache_mib")
-# Where quality was read, `identical` goes before `kl_nats`: each row whose tokens differed keeps its footnote, and
-# KL says how far they moved (a press's long names would otherwise leave quality no room beside the bytes held).
-_LEAST_NEEDED_JUDGED = ("peak_mib", "tok_s", "top1_agreement", "identical", "kl_nats", "kv_cache_mib")
+# Where some strategy lost quality, both its figures stay to the last: `identical` goes first (each row whose
+# tokens differed keeps its footnote), then the seconds (the speed-up says them against off) and the bytes held.
+_LEAST_NEEDED_LOSSY = ("peak_mib", "tok_s", "identical", "seconds", "kv_cache_mib", "top1_agreement", "kl_nats")
 # Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
 _WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
 # What says which row a line of the wide table is: each block of its columns starts with these, where present
@@ -154,12 +155,26 @@ def _lines(cells: pd.DataFrame) -> list[str]:
 
 def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, list[str]]:
     """The shown columns of ``frame`` (a result's or a comparison's table) as text cells, and their footnotes."""
-    cells, footnotes = _cells(frame)
-    for name in _LEAST_NEEDED_JUDGED if "kl_nats" in cells.columns and footnotes else _LEAST_NEEDED:
-        if max(map(len, _lines(cells))) <= width:
+    full, footnotes = _cells(frame)
+    cells, dropped = full, list[str]()
+    for name in [n for n in (_LEAST_NEEDED_LOSSY if _lossy(frame) else _LEAST_NEEDED) if n in full.columns]:
+        if _width(cells) <= width:
             break
-        cells = cells.drop(columns=[name], errors="ignore")
+        cells, dropped = cells.drop(columns=[name]), [name, *dropped]
+    for name in dropped:  # the most needed first, back where the table still fits without it gone
+        tried = full[[n for n in full.columns if n in cells.columns or n == name]]
+        cells = tried if _width(tried) <= width else cells
     return cells, footnotes
+
+
+def _width(cells: pd.DataFrame) -> int:
+    return max(map(len, _lines(cells)))
+
+
+def _lossy(frame: pd.DataFrame) -> bool:
+    """Some strategy's predictions left the full cache's (a lossless one scores exactly 1 and 0)."""
+    agreement, kl = frame.get("top1_agreement", ()), frame.get("kl_nats", ())
+    return any(value < 1 for value in agreement if not _missing(value)) or any(value > 0 for value in kl)
 
 
 def _filled(text: str, width: int, indent: str) -> str:

@@ -94,12 +94,20 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     profile = values.get("profile")
     values["profile"] = None if profile is None else StepProfile(**{k: floats_back(v) for k, v in profile.items()})
     quality = values.get("quality")
-    values["quality"] = None if quality is None else Quality(**_numbers(quality))
+    values["quality"] = None if quality is None else _quality(quality)
     ranks = values.get("ranks")
     values["ranks"] = None if ranks is None else Ranks(**{k: floats_back(v) for k, v in ranks.items()})
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)
+
+
+def _quality(data: Mapping[str, Any]) -> Quality:
+    """A strategy's quality as written; one without its perplexity's interval (under 2 steps, an older file) has
+    none."""
+    interval = data.get("ppl_interval")
+    rest = _numbers({k: v for k, v in data.items() if k != "ppl_interval"})
+    return Quality(**rest, ppl_interval=None if interval is None else floats_back(interval))
 
 
 def _limits(data: Mapping[str, Any]) -> Limits:

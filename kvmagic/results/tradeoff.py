@@ -4,7 +4,7 @@ fast it decodes.
 One point per strategy whose quality was read, at one configuration; the strategies of one method at several
 compression ratios (``press:snapkv:0.25``, ``press:snapkv:0.5``) join into that method's curve, and the full
 cache is marked. The y axis is ``kl_nats`` on a scale linear near 0 (the full cache scores exactly 0) and
-logarithmic above.
+logarithmic above. Where every strategy kept the full cache's predictions (KL 0), a sentence says so instead.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkRecord, config: Co
     for m in result.measurements:
         if m.config == config and m.quality is not None and m.strategy.caches:  # off holds no cache to trade
             curves.setdefault(method(m.strategy)[0], []).append(m)
+    if not any(m.quality and m.quality.kl_nats > 0 for found in curves.values() for m in found):
+        _nothing_lost(memory, speed, config)
+        return
     for axis, figure, label in ((memory, _kv_mib, "KV cache (MiB)"), (speed, _tok_s, "decode tok/s")):
         for name, found in curves.items():
             found = sorted(found, key=figure)
@@ -66,6 +69,15 @@ def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkRecord, config: Co
         axis.grid(alpha=0.3)
     memory.set_title(f"Quality against memory ({config})")
     speed.set_title(f"Quality against decode speed ({config})")
+
+
+def _nothing_lost(memory: Axes, speed: Axes, config: Config) -> None:
+    """Every strategy kept the full cache's predictions: a sentence says so where a plot of zeros would stand."""
+    for axis in (memory, speed):
+        axis.set_axis_off()
+    memory.text(0.5, 0.5, f"Quality ({config}): every strategy kept the full cache's predictions\n"
+                "(kl_nats 0, top1_agreement 1): no trade-off to draw", ha="center", va="center",
+                transform=memory.transAxes)  # fmt: skip
 
 
 def _kv_mib(m: Measurement) -> float:
