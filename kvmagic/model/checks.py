@@ -7,14 +7,21 @@ leaves that model in place.
 from __future__ import annotations
 
 import os
+import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 from kvmagic.errors import KVMagicError
 
-__all__ = ["DEVICE_MAP_STRATEGIES", "check_attention", "check_device_map", "check_gguf", "local_path"]
+__all__ = [
+    "DEVICE_MAP_STRATEGIES", "PROBE_SECONDS", "check_attention", "check_device_map", "check_gguf", "hub_reachable",
+    "local_only", "local_path",
+]  # fmt: skip
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+PROBE_SECONDS = 2.0  # a Hub that answers takes well under a second; an unreachable one costs this, once
 
 
 def check_device_map(device_map: str | dict[str, Any] | None) -> None:
@@ -122,3 +129,35 @@ def _path_only(name: str) -> bool:
     except HFValidationError:
         return True
     return False
+
+
+def local_only(source: str | Path) -> bool:
+    """Whether ``source`` must come from the local cache: a hub id while the Hub does not answer. Asked file by
+    file, huggingface_hub would retry each with back-off and print every retry, for most of a minute."""
+    return not Path(source).exists() and not hub_reachable()
+
+
+def hub_reachable() -> bool:
+    """Whether the Hub (``HF_ENDPOINT``, or huggingface.co) answers an HTTP request within :data:`PROBE_SECONDS`,
+    whatever it answers; never in offline mode (``HF_HUB_OFFLINE``). A name that does not resolve or a server
+    that never replies both cost at most that long: the probe runs aside, and is left behind if late."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    answered: list[bool] = []
+    probe = threading.Thread(target=_ask, args=(constants.ENDPOINT, answered), daemon=True)
+    probe.start()
+    probe.join(PROBE_SECONDS)
+    return answered == [True]
+
+
+def _ask(endpoint: str, answered: list[bool]) -> None:
+    request = urllib.request.Request(endpoint, method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=PROBE_SECONDS).close()
+    except urllib.error.HTTPError:
+        pass  # a status, even an error's, is an answer
+    except (OSError, ValueError):
+        return
+    answered.append(True)

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.measure.signatures import dtype_keyword
-from kvmagic.model.checks import DEVICE_MAP_STRATEGIES, check_attention, check_device_map, check_gguf, local_path
+from kvmagic.model.checks import (
+    DEVICE_MAP_STRATEGIES,
+    check_attention,
+    check_device_map,
+    check_gguf,
+    local_only,
+    local_path,
+)
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
@@ -24,10 +31,8 @@ if TYPE_CHECKING:
 
     from kvmagic.measure.distributed import World
 
-__all__ = [
-    "DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "quiet_progress_bars", "resolve_dtype",
-    "without_progress_bars",
-]  # fmt: skip
+__all__ = ["DEFAULT_MODEL", "DTYPES", "LoadedModel", "load_model", "quiet_progress_bars", "resolve_dtype",
+           "without_progress_bars"]  # fmt: skip
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
@@ -196,10 +201,10 @@ def load_model(
 ) -> LoadedModel:
     """Load ``name`` (a hub id, a local directory, or ``"tiny"``) with its tokenizer.
 
-    Remote code runs only with ``trust_remote_code=True``. Loading failures become one-line
-    :class:`KVMagicError` messages that name the cause. ``before_weights`` runs once the
-    tokenizer has loaded (so the name is good) and before the weights take memory: the place
-    to free a previous model. ``random_weights`` builds the model from its config instead
+    Remote code runs only with ``trust_remote_code=True``. A hub id comes from the local cache alone while the
+    Hub does not answer. Loading failures become one-line :class:`KVMagicError` messages that name the cause.
+    ``before_weights`` runs once the tokenizer has loaded (so the name is good) and before the weights take
+    memory: the place to free a previous model. ``random_weights`` builds the model from its config instead
     (:mod:`kvmagic.model.random_weights`), with no download. Split over the ranks torchrun started:
     :func:`kvmagic.model.parallel.load_split_model`.
     """
@@ -212,7 +217,8 @@ def load_model(
         options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
         return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
     source = _source(name, revision, gguf_file)
-    common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
+    common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code,
+              "local_files_only": local_only(source)}  # fmt: skip
 
     def load() -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
