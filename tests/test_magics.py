@@ -28,6 +28,15 @@ def test_kvbench_returns_the_table(shell):
     assert bool(row.identical)
 
 
+def test_the_cells_value_in_underscore_carries_its_result(shell):
+    """``r = _`` after a cell is the table, and the result it shows is one attribute away."""
+    shell.run_cell(f"%%kvbench -n 3 -w 0\n{PROMPT}")
+    table = shell.user_ns["_"]
+    assert isinstance(table, pd.DataFrame) and isinstance(table.result, BenchmarkResult)
+    assert table.to_dataframe().equals(table.result.to_dataframe())
+    assert table.result.measurement("off").generated_ids == table.result.measurement("dynamic").generated_ids
+
+
 def test_output_var_and_quiet(shell, capsys):
     result = bench(shell, "-n 3 -o -v saved")
     assert isinstance(result, BenchmarkResult)

@@ -182,7 +182,8 @@ class KVMagics(Magics):
         The cell's value is a table, one row per configuration: the prompt's and the new tokens, the median
         times without and with the cache, the speed-up (with -r 3 or more, its 95% interval), whether the tokens
         were identical and the KV cache's size, with notes beneath. It is a pandas DataFrame holding every
-        column. Defaults are settings: %config KVMagics.new_tokens = 128.
+        column; its .result is everything measured (the BenchmarkResult), and its .plot() draws time and speed-up
+        against length. Defaults are settings: %config KVMagics.new_tokens = 128.
 
         Examples:
             %kvbench -n 16 "The KV cache stores each token's keys and values so that"
@@ -234,7 +235,8 @@ class KVMagics(Magics):
         from kvmagic.results.display import styled_table
 
         metadata = {"model": result.model, **result.setup()}
-        return styled_table(shown.to_dataframe(), metadata, shown.notes(), wide=resolved(args, configured, "wide"))
+        wide = resolved(args, configured, "wide")
+        return styled_table(shown.to_dataframe(), metadata, shown.notes(), wide=wide, result=result)
 
     def unload(self) -> None:
         """Drop the loaded model and free its memory."""
