@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +151,9 @@ def hub_reachable() -> bool:
 
 
 def _ask(endpoint: str, answered: list[bool]) -> None:
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(endpoint, method="HEAD")
     try:
         urllib.request.urlopen(request, timeout=PROBE_SECONDS).close()
