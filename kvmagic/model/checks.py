@@ -15,7 +15,7 @@ from kvmagic.errors import KVMagicError
 
 __all__ = [
     "DEVICE_MAP_STRATEGIES", "PROBE_SECONDS", "check_attention", "check_device_map", "check_gguf", "hub_reachable",
-    "local_only", "local_path",
+    "local_path", "offline_source",
 ]  # fmt: skip
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -129,22 +129,26 @@ def _path_only(name: str) -> bool:
     return False
 
 
-def local_only(source: str | Path) -> bool:
-    """Whether ``source`` must come from the local cache: a hub id while the Hub does not answer. Asked file by
-    file, huggingface_hub would retry each with back-off and print every retry, for most of a minute."""
-    return not Path(source).exists() and not hub_reachable()
-
-
-def hub_reachable() -> bool:
-    """Whether the Hub (``HF_ENDPOINT``, or huggingface.co) answers an HTTP request within :data:`PROBE_SECONDS`,
-    whatever it answers; never in offline mode (``HF_HUB_OFFLINE``). A name that does not resolve or a server
-    that never replies both cost at most that long: the probe runs aside, and is left behind if late."""
+def offline_source(source: str | Path, revision: str | None) -> str | Path:
+    """``source``, or for a hub id while the Hub does not answer, its snapshot in the local cache, so that
+    nothing asks the Hub: asked file by file, huggingface_hub would retry each with back-off and print every
+    retry, for most of a minute. Not in the cache: huggingface_hub's ``LocalEntryNotFoundError``. In offline
+    mode (``HF_HUB_OFFLINE``) huggingface_hub asks nothing itself, and neither does this."""
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE:
-        return False
+    if constants.HF_HUB_OFFLINE or Path(source).exists() or hub_reachable(constants.ENDPOINT):
+        return source
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(str(source), revision=revision, local_files_only=True)
+
+
+def hub_reachable(endpoint: str) -> bool:
+    """Whether the Hub at ``endpoint`` (``HF_ENDPOINT``, else huggingface.co) answers an HTTP request within
+    :data:`PROBE_SECONDS`, whatever it answers. A name that does not resolve or a server that never replies
+    costs at most that long: the probe runs aside, and is left behind if late."""
     answered: list[bool] = []
-    probe = threading.Thread(target=_ask, args=(constants.ENDPOINT, answered), daemon=True)
+    probe = threading.Thread(target=_ask, args=(endpoint, answered), daemon=True)
     probe.start()
     probe.join(PROBE_SECONDS)
     return answered == [True]

@@ -19,8 +19,8 @@ from kvmagic.model.checks import (
     check_attention,
     check_device_map,
     check_gguf,
-    local_only,
     local_path,
+    offline_source,
 )
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
@@ -217,15 +217,15 @@ def load_model(
         options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
         return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
     source = _source(name, revision, gguf_file)
-    common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code,
-              "local_files_only": local_only(source)}  # fmt: skip
+    common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
 
     def load() -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
-        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        where = offline_source(source, revision)
+        tokenizer = AutoTokenizer.from_pretrained(where, **common)
         if before_weights is not None:
             before_weights()
         model = AutoModelForCausalLM.from_pretrained(
-            source,
+            where,
             device_map=device_map,
             attn_implementation=attn_implementation,
             **{dtype_keyword(): torch_dtype},
