@@ -58,12 +58,12 @@ def test_significant_change_is_marked():
 
 def test_styled_table_is_a_dataframe_with_plain_text_and_plain_derivatives():
     result = _result()
-    table = styled_table(result.to_dataframe(), result.metadata)
+    table = styled_table(result.to_dataframe(), result.metadata, result=result)
     assert isinstance(table, StyledTable) and isinstance(table, pd.DataFrame)
     assert list(table.columns) == list(COLUMNS)  # the data keeps every column; only the view is short
     assert repr(table) == shown_text(result.to_dataframe())
     assert "speedup_ci_high" not in table._repr_html_()
-    wide = styled_table(result.to_dataframe(), result.metadata, wide=True)
+    wide = styled_table(result.to_dataframe(), result.metadata, wide=True, result=result)
     assert all(column in repr(wide) and column in wide._repr_html_() for column in COLUMNS)
     assert "<details>" in table._repr_html_()
     assert type(table[["speedup"]]) is pd.DataFrame and type(table.head(1)) is pd.DataFrame
@@ -84,7 +84,7 @@ def test_how_it_was_measured_reads_rounded_and_leaves_out_what_is_empty():
 def test_notes_sit_under_the_table_whether_it_is_the_table_or_the_result():
     """The magic's table and -o's result show the same notes in the same place: beneath the table."""
     result = _result()
-    table = styled_table(result.to_dataframe(), result.metadata, result.notes())
+    table = styled_table(result.to_dataframe(), result.metadata, result.notes(), result=result)
     for text in (repr(table), str(result)):
         assert text.startswith("prompt_tokens") and "\n8+8 tokens: generated tokens differ" in text
         assert text.index("\n8+8 tokens") > text.index("False")  # after the last row
@@ -95,9 +95,30 @@ def test_notes_sit_under_the_table_whether_it_is_the_table_or_the_result():
 def test_wide_reads_as_the_short_table_does_in_html_and_in_text():
     rows = rounds((16384, 4096), [(12345.678, 0.00123456), (12345.678, 0.00123456)])
     result = BenchmarkResult("tiny", rows, metadata={"dtype": "float32"})
-    wide = styled_table(result.to_dataframe(), result.metadata, ["a note"], wide=True)
+    wide = styled_table(result.to_dataframe(), result.metadata, ["a note"], wide=True, result=result)
     page = wide._repr_html_()
     cells = re.findall(r"<td id=\"T_\w+_row0_col\d+\" class=\"[^\"]*\" >([^<]*)</td>", page)
     assert cells[:7] == ["16384", "4096", "1", "12346", "0.001235", "10000063", "True"], cells
     assert "nan" not in page.lower() and "e+04" not in page
     assert repr(wide) == wide_text(result.to_dataframe(), ["a note"])
+
+
+def test_the_table_carries_its_result_its_figure_and_its_plain_frame():
+    """What a user grabs after a cell (``r = _``) answers ``.result``, ``.plot()`` and ``.to_dataframe()``."""
+    from matplotlib.axes import Axes
+
+    from kvmagic.results.plot import SweepFigure
+
+    result = _result()
+    table = styled_table(result.to_dataframe(), result.metadata, result=result)
+    assert table.result is result
+    frame = table.to_dataframe()
+    assert type(frame) is pd.DataFrame and frame.equals(result.to_dataframe())
+    frame.loc[0, "speedup"] = 0.0
+    assert table.loc[0, "speedup"] == result.to_dataframe().loc[0, "speedup"] > 0  # a copy: the table is as it was
+    assert isinstance(table.plot(), SweepFigure)  # the result's figure, not pandas' every column
+    assert isinstance(table.plot(x="new_tokens", y="speedup"), Axes)  # given arguments, pandas' own
+    assert isinstance(table.plot.bar(x="new_tokens", y="speedup"), Axes)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

@@ -28,6 +28,15 @@ def test_kvbench_returns_the_table(shell):
     assert bool(row.identical)
 
 
+def test_the_cells_value_in_underscore_carries_its_result(shell):
+    """``r = _`` after a cell is the table, and the result it shows is one attribute away."""
+    shell.run_cell(f"%%kvbench -n 3 -w 0\n{PROMPT}")
+    table = shell.user_ns["_"]
+    assert isinstance(table, pd.DataFrame) and isinstance(table.result, BenchmarkResult)
+    assert table.to_dataframe().equals(table.result.to_dataframe())
+    assert table.result.measurement("off").generated_ids == table.result.measurement("dynamic").generated_ids
+
+
 def test_output_var_and_quiet(shell, capsys):
     result = bench(shell, "-n 3 -o -v saved")
     assert isinstance(result, BenchmarkResult)
@@ -83,7 +92,7 @@ def test_help_pages_document_every_option(shell):
     }.items():
         kind = "cell" if name == "kvbench" else "line"
         doc = shell.find_magic(name, kind).__doc__
-        assert "Example" in doc
+        assert "\nexamples:\n" in doc
         for option in options:
             assert option in doc
 
@@ -333,7 +342,7 @@ def test_kvbench_is_a_line_magic_too_and_its_help_is_where_the_errors_point(shel
     """`%timeit` works both ways; the errors say "see %kvbench?", so that must be a help page."""
     line = shell.find_magic("kvbench", "line")
     assert line is not None and line.__doc__ == shell.find_magic("kvbench", "cell").__doc__
-    usage = line.__doc__.split("\n\n")[1].splitlines()
+    usage = line.__doc__.split("\n\n")[0].removeprefix("usage: ").splitlines()
     assert [u.split()[0] for u in usage] == ["%kvbench", "%%kvbench"]
     quoted = shell.run_line_magic("kvbench", '-n 3 -w 0 -o "The KV cache"')
     unquoted = shell.run_line_magic("kvbench", "-n 3 -w 0 -o The KV cache")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.baseline import finish, read_baseline
+from kvmagic.frontends.helppage import Formatter, add_grouped, describe
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -52,20 +53,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{_SAID}{fitted(f'{one_line(message)} (see {self.prog} --help)', _SAID)}\n")
 
 
+_ABOUT = """Time greedy generation of a prompt with the KV cache off and on, as %%kvbench does in a notebook, and
+check that both generate the same tokens. The model loads as %kvload loads it: -m names a Hugging Face Hub
+id, a local directory, or tiny (built in, works offline).
+
+The table goes to stdout, the model's summary, the notes and the progress to stderr, so --format csv or json
+can be piped. Exit status: 0; 1 when --fail-on finds a regression; 2 on a mistake, said in one line."""
+_EXAMPLES = """kvbench -m tiny -n 16 'The KV cache'
+echo 'The KV cache' | kvbench -m tiny -n 16,64 --format csv
+kvbench -m tiny -r 3 --save before.json 'The KV cache'
+kvbench -m tiny -r 3 --compare before.json 'The KV cache'"""
+
+
 def parser() -> argparse.ArgumentParser:
-    cli = _Parser(
-        prog=PROG,
-        description="Time greedy generation of a prompt with the KV cache off and on, as %%kvbench does.",
-        epilog="examples:\n  kvbench -m tiny -n 16 'The KV cache'\n  echo 'The KV cache' | kvbench -m tiny -n 16,64 "
-        "--format csv\n  kvbench -m tiny -r 3 --save before.json 'The KV cache'\n"
-        "  kvbench -m tiny -r 3 --compare before.json 'The KV cache'",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    cli.add_argument("prompt", nargs="?", help="The prompt; without it, --prompt-file or stdin.")
-    cli.add_argument("--prompt-file", metavar="FILE", help="Read the prompt from FILE ('-': stdin).")
-    cli.add_argument("--format", choices=FORMATS, default="table", help="How to print the result (default: table).")
+    usage = "%(prog)s [options] PROMPT\n       %(prog)s [options] --prompt-file FILE\n       ... | %(prog)s [options]"
+    cli = _Parser(prog=PROG, usage=usage, formatter_class=Formatter)
+    given = cli.add_argument_group("prompt and output")
+    given.add_argument("prompt", nargs="?", help="The prompt; without it, --prompt-file or stdin.")
+    given.add_argument("--prompt-file", metavar="FILE", help="Read the prompt from FILE ('-': stdin).")
+    given.add_argument("--format", choices=FORMATS, default="table", help="How to print the result (default: table).")
     add_arguments(cli.add_argument_group("model (as %kvload)"), LOAD_OPTIONS, "cli")
-    add_arguments(cli.add_argument_group("benchmark (as %%kvbench)"), BENCH_OPTIONS, "cli")
+    add_grouped(cli, "cli")
+    describe(cli, _ABOUT, _EXAMPLES)
     return cli
 
 

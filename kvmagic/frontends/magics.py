@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import inspect
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -12,6 +14,7 @@ from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode
 
 from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.baseline import finish, read_baseline
+from kvmagic.frontends.helppage import magic_page
 from kvmagic.frontends.lines import cell_prompt, parse_line
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
@@ -55,27 +58,27 @@ def _trait(name: str) -> TraitType[Any, Any]:
     return trait.tag(config=True)
 
 
-def _with_options(options: Sequence[Option], usage: str | None = None) -> Callable[[Any], Any]:
-    """``@magic_arguments`` plus one ``@argument`` per option, in the order declared; ``usage`` replaces the
-    help page's generated usage line (``%(prog)s`` is the magic's name)."""
+def _with_options(options: Sequence[Option], usage: str) -> Callable[[Any], Any]:
+    """``@magic_arguments`` plus one ``@argument`` per option, in the order declared; the help page
+    (:func:`magic_page`) from ``usage`` (``%(prog)s`` is the magic's name) and the docstring, which is what the
+    magic does, then ``Examples:``."""
 
     def decorate(func: Any) -> Any:
+        about, _, examples = inspect.cleandoc(func.__doc__).partition("\nExamples:\n")
         for option in reversed(options):
             if "magic" in option.hosts:
                 func = argument(*option.spelling("magic"), **option.argparse_kwargs("magic"))(func)
         func = magic_arguments()(func)
-        if usage is not None:
-            func.parser.usage = usage
-            func.__doc__ = func.parser.format_help()
+        func.__doc__ = magic_page(f"%{func.__name__}", usage, about, textwrap.dedent(examples), tuple(options))
         return func
 
     return decorate
 
 
-# Both ways to write a benchmark, as the user types them (argparse's own line would show one ``%`` only).
+# Both ways to write a benchmark, as the user types them.
 _BENCH_USAGE = (
     "%(prog)s [options] PROMPT    the prompt on the line\n"
-    "  %%%%%(prog)s [options]          the prompt as the cell's body"
+    "       %%%(prog)s [options]          the prompt as the cell's body"
 )
 _PROMPT_HELP = "The prompt, in the one-line form (%%kvbench); in a %%%%kvbench cell the body is the prompt."
 
@@ -138,14 +141,15 @@ class KVMagics(Magics):
     def _configured(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _CONFIGURABLE}
 
-    @_with_options(LOAD_OPTIONS)
+    @_with_options(LOAD_OPTIONS, "%(prog)s [MODEL] [options]")
     @line_magic
     @_worded
     def kvload(self, line: str) -> None:
-        """Load a causal LM and its tokenizer for %%kvbench, and print a summary.
+        """Load a causal LM and its tokenizer for %%kvbench, and print a one-line summary. MODEL is a Hugging
+        Face Hub id, a local directory saved with save_pretrained, or tiny (built in, works offline); without
+        the Hub, a model comes from the local cache. Loading another model releases the one loaded before.
 
-        Example::
-
+        Examples:
             %kvload tiny
             %kvload LGAI-EXAONE/EXAONE-4.0-1.2B --dtype bfloat16
         """
@@ -172,25 +176,16 @@ class KVMagics(Magics):
     @line_cell_magic
     @_worded
     def kvbench(self, line: str, cell: str | None = None) -> Any:
-        """Time greedy generation of a prompt with the KV cache off and on.
+        """Time greedy generation of a prompt with the KV cache off and on, and check that both generate the
+        same tokens. The prompt is the cell's whole body, or the rest of the line (quote it if it has spaces).
 
-        The prompt is the cell's whole body (%%kvbench), or the rest of the line (%kvbench -n 16 "The KV
-        cache"). kvmagic tokenizes it once, warms up each strategy, then times `generate` with
-        use_cache=False and use_cache=True, interleaved and device-synchronized, and checks that both
-        generated the same tokens. It returns a DataFrame, one row per configuration: prompt_tokens,
-        new_tokens, uncached_s, cached_s (medians), speedup (their ratio; with -r 3 or more, its 95%
-        interval beside it), identical, kv_cache_mib, then time to first token, decode tokens/s, peak
-        memory and spread per strategy. The table shows the columns a reader needs first, to fit 100
-        columns; --wide shows every one, and the DataFrame, -o, -v and --save keep all of them. Notes
-        (where tokens differed, a large spread, what was turned off) are shown under the table.
+        The cell's value is a table, one row per configuration: the prompt's and the new tokens, the median
+        times without and with the cache, the speed-up (with -r 3 or more, its 95% interval), whether the tokens
+        were identical and the KV cache's size, with notes beneath. It is a pandas DataFrame holding every
+        column; its .result is everything measured (the BenchmarkResult), and its .plot() draws time and speed-up
+        against length. Defaults are settings: %config KVMagics.new_tokens = 128.
 
-        Lists and ranges (-n 16,64,256; -p 16-256*4; -b 1,4) sweep their cross product, one row each;
-        Ctrl-C stops a sweep and keeps the rows finished. --cache compares cache strategies instead, one
-        row per strategy against off. A run estimated past --max-seconds is refused before it starts.
-        Defaults are settings: %config KVMagics.new_tokens = 128.
-
-        Examples::
-
+        Examples:
             %kvbench -n 16 "The KV cache stores each token's keys and values so that"
 
             %%kvbench -n 64 -r 3
@@ -198,9 +193,6 @@ class KVMagics(Magics):
 
             %%kvbench -n 16,64,256 -p 16-256*4 --plot --save sweep.json
             The KV cache stores each token's keys and values so that
-
-            %%kvbench -r 5 --compare sweep.json --expand
-            {prompt}
 
             %%kvbench -n 64,256 -r 3 --cache off,dynamic,static,quantized:quanto --kv-bits 4
             The KV cache stores each token's keys and values so that
@@ -243,7 +235,8 @@ class KVMagics(Magics):
         from kvmagic.results.display import styled_table
 
         metadata = {"model": result.model, **result.setup()}
-        return styled_table(shown.to_dataframe(), metadata, shown.notes(), wide=resolved(args, configured, "wide"))
+        wide = resolved(args, configured, "wide")
+        return styled_table(shown.to_dataframe(), metadata, shown.notes(), wide=wide, result=result)
 
     def unload(self) -> None:
         """Drop the loaded model and free its memory."""

@@ -230,11 +230,11 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?",
            examples=("", "check")),
     Option(("--tp",), "Split the model by its own tensor-parallel plan over the ranks torchrun starts (torchrun "
-           "--nproc-per-node N -m kvmagic --tp ...); every rank measures in lockstep, rank 0 prints one table "
-           "(docs/parallel.md).", "tp", action="store_true", hosts=("cli",), examples=("",)),
+           "--nproc-per-node N -m kvmagic --tp ...); every rank measures in lockstep, rank 0 prints one table.",
+           "tp", action="store_true", hosts=("cli",), examples=("",)),
     Option(("--tp",), "Split the model over N processes by tensor parallelism: runs the kvbench command under "
            "torchrun (python -m torch.distributed.run --nproc-per-node N) in a subprocess, shows its progress, and "
-           "returns its result as any other (docs/parallel.md).", "tp", type=at_least_one, metavar="N",
+           "returns its result as any other.", "tp", type=at_least_one, metavar="N",
            hosts=("magic",), examples=("2",)),
     Option(("-m", "--model"), "With --tp: the model the ranks load (default: the one %%kvload loaded, with its "
            "options).", "tp_model", metavar="MODEL", hosts=("magic",), examples=("tiny",)),

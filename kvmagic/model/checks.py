@@ -7,14 +7,19 @@ leaves that model in place.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 from kvmagic.errors import KVMagicError
 
-__all__ = ["DEVICE_MAP_STRATEGIES", "check_attention", "check_device_map", "check_gguf", "local_path"]
+__all__ = [
+    "DEVICE_MAP_STRATEGIES", "PROBE_SECONDS", "check_attention", "check_device_map", "check_gguf", "hub_reachable",
+    "local_path", "offline_source",
+]  # fmt: skip
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+PROBE_SECONDS = 2.0  # a Hub that answers takes well under a second; an unreachable one costs this, once
 
 
 def check_device_map(device_map: str | dict[str, Any] | None) -> None:
@@ -122,3 +127,42 @@ def _path_only(name: str) -> bool:
     except HFValidationError:
         return True
     return False
+
+
+def offline_source(source: str | Path, revision: str | None) -> str | Path:
+    """``source``, or for a hub id while the Hub does not answer, its snapshot in the local cache, so that
+    nothing asks the Hub: asked file by file, huggingface_hub would retry each with back-off and print every
+    retry, for most of a minute. Not in the cache: huggingface_hub's ``LocalEntryNotFoundError``. In offline
+    mode (``HF_HUB_OFFLINE``) huggingface_hub asks nothing itself, and neither does this."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or Path(source).exists() or hub_reachable(constants.ENDPOINT):
+        return source
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(str(source), revision=revision, local_files_only=True)
+
+
+def hub_reachable(endpoint: str) -> bool:
+    """Whether the Hub at ``endpoint`` (``HF_ENDPOINT``, else huggingface.co) answers an HTTP request within
+    :data:`PROBE_SECONDS`, whatever it answers. A name that does not resolve or a server that never replies
+    costs at most that long: the probe runs aside, and is left behind if late."""
+    answered: list[bool] = []
+    probe = threading.Thread(target=_ask, args=(endpoint, answered), daemon=True)
+    probe.start()
+    probe.join(PROBE_SECONDS)
+    return answered == [True]
+
+
+def _ask(endpoint: str, answered: list[bool]) -> None:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(endpoint, method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=PROBE_SECONDS).close()
+    except urllib.error.HTTPError:
+        pass  # a status, even an error's, is an answer
+    except (OSError, ValueError):
+        return
+    answered.append(True)

@@ -14,7 +14,14 @@ from kvmagic.errors import KVMagicError
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.measure.loaded import LoadedModel
 from kvmagic.measure.signatures import dtype_keyword
-from kvmagic.model.checks import DEVICE_MAP_STRATEGIES, check_attention, check_device_map, check_gguf, local_path
+from kvmagic.model.checks import (
+    DEVICE_MAP_STRATEGIES,
+    check_attention,
+    check_device_map,
+    check_gguf,
+    local_path,
+    offline_source,
+)
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
@@ -130,10 +137,10 @@ def load_model(
 ) -> LoadedModel:
     """Load ``name`` (a hub id, a local directory, or ``"tiny"``) with its tokenizer.
 
-    Remote code runs only with ``trust_remote_code=True``. Loading failures become one-line
-    :class:`KVMagicError` messages that name the cause. ``before_weights`` runs once the
-    tokenizer has loaded (so the name is good) and before the weights take memory: the place
-    to free a previous model. ``random_weights`` builds the model from its config instead
+    Remote code runs only with ``trust_remote_code=True``. A hub id comes from the local cache alone while the
+    Hub does not answer. Loading failures become one-line :class:`KVMagicError` messages that name the cause.
+    ``before_weights`` runs once the tokenizer has loaded (so the name is good) and before the weights take
+    memory: the place to free a previous model. ``random_weights`` builds the model from its config instead
     (:mod:`kvmagic.model.random_weights`), with no download. Split over the ranks torchrun started:
     :func:`kvmagic.model.parallel.load_split_model`.
     """
@@ -149,11 +156,12 @@ def load_model(
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
 
     def load() -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
-        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        where = offline_source(source, revision)
+        tokenizer = AutoTokenizer.from_pretrained(where, **common)
         if before_weights is not None:
             before_weights()
         model = AutoModelForCausalLM.from_pretrained(
-            source,
+            where,
             device_map=device_map,
             attn_implementation=attn_implementation,
             **{dtype_keyword(): torch_dtype},

@@ -18,7 +18,7 @@ import pandas as pd
 
 from kvmagic.results.shown import INTERVAL_HEADER, cell, shown_table, shown_text, wide_text
 
-__all__ = ["StyledTable", "styled_table", "to_html"]
+__all__ = ["StyledTable", "TablePlot", "styled_table", "to_html"]
 
 _FLAGGED = "background-color: #f8d7da; color: #842029; font-weight: bold"
 _MARKED = "background-color: #fff3cd; font-weight: bold"
@@ -75,14 +75,30 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
 
 class StyledTable(pd.DataFrame):
     """A DataFrame that shows the shown table (every column if ``kvmagic_wide``), styled in Jupyter, with its
-    notes beneath it; it holds every column, and anything derived from it is a plain DataFrame."""
+    notes beneath it; it holds every column, and anything derived from it is a plain DataFrame.
 
-    _metadata: ClassVar[list[str]] = ["kvmagic_metadata", "kvmagic_notes", "kvmagic_wide"]
+    It is the cell's value, so ``_`` after a cell: it carries the result it shows (``.result``), draws that
+    result's figure (``.plot()``) and gives its columns as ``.to_dataframe()`` does on the result."""
+
+    _metadata: ClassVar[list[str]] = ["kvmagic_metadata", "kvmagic_notes", "kvmagic_wide", "kvmagic_result"]
 
     @property
     def _constructor(self) -> type[pd.DataFrame]:
         plain: type[pd.DataFrame] = pd.DataFrame
         return plain
+
+    @property
+    def result(self) -> Any:
+        """The BenchmarkResult this table shows: every measurement, the request and where it ran (``-o``'s)."""
+        return self.kvmagic_result
+
+    @property
+    def plot(self) -> TablePlot:
+        return TablePlot(self)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """Every column of this table as a plain DataFrame, a copy."""
+        return pd.DataFrame(self, copy=True)
 
     def _wide(self) -> bool:
         return bool(getattr(self, "kvmagic_wide", False))
@@ -100,13 +116,32 @@ class StyledTable(pd.DataFrame):
         return shown_text(pd.DataFrame(self), self._notes())
 
 
+class TablePlot:
+    """``table.plot()``: the figure of the result the table shows, as ``result.plot()`` draws it (pandas' own,
+    every column against the row number, says nothing here). Given arguments (``x=``, ``y=``, ``kind=``), or as
+    ``table.plot.bar(...)``, it is pandas' plot of the table's columns."""
+
+    def __init__(self, table: StyledTable) -> None:
+        self._table = table
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs:
+            return pd.DataFrame(self._table).plot(*args, **kwargs)
+        return self._table.result.plot()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(pd.DataFrame(self._table).plot, name)
+
+
 def styled_table(
-    frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False
+    frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False, *, result: Any
 ) -> pd.DataFrame:
     """``frame`` as what the magic returns: still a DataFrame with every column, shown compact (every column
-    if ``wide``) with ``notes`` beneath it, and styled with ``metadata`` when shown as HTML."""
+    if ``wide``) with ``notes`` beneath it, styled with ``metadata`` when shown as HTML, and carrying ``result``
+    (the BenchmarkResult it shows) for ``.plot()`` and ``.result``."""
     table = StyledTable(frame)
     table.kvmagic_metadata = dict(metadata)
     table.kvmagic_notes = list(notes)
     table.kvmagic_wide = wide
+    table.kvmagic_result = result
     return table

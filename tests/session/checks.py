@@ -17,8 +17,10 @@ __all__ = ["COLUMNS", "facts_problems", "kernel_problems", "terminal_problems", 
 
 COLUMNS = 100
 _ERROR_LINE = re.compile(r"^\s*[A-Z]\w*(Error|Exception|Interrupt)\b")
-# A usage line as argparse writes it: the magic's name, then its options in brackets.
-_USAGE = re.compile(r"^\s*(?:usage:\s*)?(%{1,2}kvbench) \[", re.MULTILINE)
+# The usage lines a help page opens with, as argparse writes them: the magic's name, then its options.
+_USAGE = re.compile(r"^\s*(?:usage:\s*)?(%{1,2}kvbench) \[")
+# IPython's own title over every magic's help (%timeit? too), and a terminal's blank lines around it.
+_TITLE = re.compile(r"^\s*(Docstring:)?\s*$")
 _WARNING = re.compile(r"\b[A-Z]\w*Warning: ")
 _BAR = re.compile(r"(\d+)%\|")
 # An interrupt as a kernel names it: Python's own, or kvmagic's, which shows itself as one line.
@@ -26,13 +28,16 @@ INTERRUPTS = ("KeyboardInterrupt", "Interrupted")
 
 
 def _help_problems(text: str, spelling: str) -> list[str]:
-    """The help a user asked for exists, and its usage line reads as they typed it."""
+    """The help a user asked for exists and opens with its usage lines, one as they typed it."""
     text = ANSI.sub("", text)
     if "not found" in text or not text.strip():
         return [f"{spelling}? shows no help: {text.strip()[:120]!r}"]
-    usages = [match.group(1) for match in _USAGE.finditer(text)]
+    lines = text.splitlines()
+    while lines and _TITLE.match(lines[0]):
+        lines.pop(0)
+    usages = [match.group(1) for match in map(_USAGE.match, lines[:2]) if match]
     if spelling not in usages:
-        return [f"{spelling}? shows help, but its usage lines read {usages}, not {spelling!r} [..."]
+        return [f"{spelling}? shows help, but it opens with {lines[:2]}, not the usage of {spelling!r}"]
     return []
 
 

@@ -1,0 +1,78 @@
+"""The help pages of ``%kvload``, ``%%kvbench`` and the ``kvbench`` command, laid out alike.
+
+A page opens with its usage and what it does, then the options by purpose on a few lines, so that its first
+screen answers "what can I change"; every option follows with its meaning, in the same groups. It is wrapped
+at 100 columns between words only: an option's name (``--ci-target``) or a model's stays whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+from kvmagic.frontends.options import BENCH_OPTIONS, Host, Option, add_arguments
+from kvmagic.frontends.usage import WIDTH
+
+__all__ = ["BENCH_GROUPS", "Formatter", "add_grouped", "describe", "magic_page"]
+
+# The benchmark's options by purpose, as parameter names, each in one group (tests/test_help.py checks).
+BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("what to measure", ("new_tokens", "prompt_tokens", "batch", "chat", "expand", "prefix")),
+    ("how long", ("repeat", "ci_target", "auto_cap", "warmup_tokens", "max_seconds", "threads")),
+    ("what to show", ("output", "var", "quiet", "wide", "plot", "steps", "save", "compare", "fail_on")),
+    ("strategies", ("cache", "quality", "quality_text", "kv_bits", "compile")),
+    ("scale", ("predict", "limits", "frontier", "tp", "tp_model")),
+)
+_INDENT = 22  # where the overview's flags start
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's layout at 100 columns, the text above the options kept as written, and each option's help
+    wrapped between words only (argparse would break ``--ci-target`` after its hyphen)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=WIDTH, max_help_position=30)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_long_words=False, break_on_hyphens=False)
+
+
+def add_grouped(parser: argparse.ArgumentParser, host: Host) -> None:
+    """The benchmark options ``host`` has, one argument group per purpose."""
+    ours = {option.dest: option for option in BENCH_OPTIONS if host in option.hosts}
+    for title, names in BENCH_GROUPS:
+        add_arguments(parser.add_argument_group(title), [ours[name] for name in names if name in ours], host)
+
+
+def describe(parser: argparse.ArgumentParser, about: str, examples: str) -> None:
+    """Set ``parser``'s text above its options: ``about``, its titled groups' flags by purpose, ``examples``."""
+    lines = []
+    for group in parser._action_groups:
+        actions = [action for action in group._group_actions if action.option_strings]
+        if group in (parser._positionals, parser._optionals) or not actions:
+            continue
+        flags = ", ".join(next((f for f in a.option_strings if f.startswith("--")), "") for a in actions)
+        lines += textwrap.wrap(
+            flags, WIDTH, initial_indent=f"  {group.title:<{_INDENT - 3}} ", subsequent_indent=" " * _INDENT,
+            break_long_words=False, break_on_hyphens=False,
+        )  # fmt: skip
+    purposes = "\n\noptions by purpose (each explained below):\n" + "\n".join(lines) if lines else ""
+    parser.description = f"{_wrapped(about)}{purposes}\n\nexamples:\n{textwrap.indent(examples, '  ')}"
+
+
+def magic_page(prog: str, usage: str, about: str, examples: str, options: tuple[Option, ...]) -> str:
+    """A magic's help page (its docstring, what ``%kvbench?`` shows), the benchmark's options by purpose;
+    ``usage`` as argparse takes it (``%(prog)s`` is ``prog``)."""
+    page = argparse.ArgumentParser(prog, usage=usage, formatter_class=Formatter, add_help=False)
+    if options is BENCH_OPTIONS:
+        add_grouped(page, "magic")
+    else:
+        add_arguments(page, options, "magic")
+    describe(page, about, examples)
+    return page.format_help()
+
+
+def _wrapped(text: str) -> str:
+    """Paragraphs (apart by a blank line) wrapped at 100 columns between words."""
+    paragraphs = [" ".join(p.split()) for p in text.strip().split("\n\n")]
+    return "\n\n".join(textwrap.fill(p, WIDTH, break_long_words=False, break_on_hyphens=False) for p in paragraphs)
