@@ -27,6 +27,7 @@ from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
 if TYPE_CHECKING:
     import pandas as pd
 
+    from kvmagic.core.kvbytes import KVSizes
     from kvmagic.results.records import Mismatch
     from kvmagic.results.result import BenchmarkResult, Measurement, Pair
 
@@ -69,8 +70,9 @@ def figures(m: Measurement) -> dict[str, float]:
     }
 
 
-def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
-    """The plain run's row: the pair side by side, as ``uncached_*`` and ``cached_*``."""
+def row(pair: Pair, sizes: KVSizes | None = None) -> dict[str, Any]:
+    """The plain run's row: the pair side by side, as ``uncached_*`` and ``cached_*``; ``sizes`` predict its
+    cache's bytes, layer by layer."""
     config, sides = pair.config, (pair.reference, pair.other)
     uncached, cached = (figures(m) for m in sides)
     ci_low, ci_high = pair.interval
@@ -80,8 +82,7 @@ def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
     for key in ("ttft_s", "tok_s"):
         values.update({f"{name}_{key}": summary[key] for name, summary in named})
     values["kv_cache_mib"] = cached["kv_cache_mib"]
-    predicted = None if kv_position_bytes is None else config.batch * kv_position_bytes * config.cached_positions
-    values["kv_predicted_mib"] = math.nan if predicted is None else predicted / MIB
+    values["kv_predicted_mib"] = math.nan if sizes is None else sizes.after(*config) / MIB
     for key in ("peak_mib", "min_s", "iqr_s"):
         values.update({f"{name}_{key}": summary[key] for name, summary in named})
     values.update(speedup_ci_low=ci_low, speedup_ci_high=ci_high)
@@ -90,7 +91,7 @@ def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
 
 def strategy_row(
     config: Config, name: str, m: Measurement | None, reference: Measurement | None, note: str = "",
-    kv_position_bytes: int | None = None, full_bytes: int | None = None,
+    sizes: KVSizes | None = None, full_bytes: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One strategy's line of a cache comparison; a strategy with no runs here is its ``note`` alone, and one
     that ran notes what its reader should know (``note``, and a press that held no less than ``full_bytes``,
@@ -100,7 +101,6 @@ def strategy_row(
         empty = dict.fromkeys(STRATEGY_COLUMNS[4:], math.nan)
         return {**values, **empty, "identical": None, "first_mismatch": "", "note": note}
     summary = figures(m)
-    position = None if not kv_position_bytes else config.batch * kv_position_bytes
     return {
         **values,
         "seconds": summary["s"],
@@ -112,20 +112,20 @@ def strategy_row(
         "kv_cache_mib": summary["kv_cache_mib"],
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
-        "cache_tokens": math.nan if m.kv_bytes is None or position is None else m.kv_bytes / position,
-        "kv_promised_mib": _promised_mib(name, config, position),
+        "cache_tokens": math.nan if m.kv_bytes is None or sizes is None else sizes.positions(m.kv_bytes, config.batch),
+        "kv_promised_mib": _promised_mib(name, config, sizes),
         "peak_mib": summary["peak_mib"],
         "compile_s": summary["compile_s"],
         "note": "; ".join(text for text in (note, _masked(name, m, config, full_bytes)) if text),
     }
 
 
-def _promised_mib(name: str, config: Config, position: int | None) -> float:
+def _promised_mib(name: str, config: Config, sizes: KVSizes | None) -> float:
     """What a press's ratio promises the cache holds at the end, in full precision; NaN for other strategies."""
     press = parse_press(name)
-    if press is None or position is None:
+    if press is None or sizes is None:
         return math.nan
-    return position * press.promised_positions(config.prompt_tokens, config.new_tokens) / MIB
+    return sizes.held_bytes(press.promised_positions(config.prompt_tokens, config.new_tokens), config.batch) / MIB
 
 
 def _masked(name: str, m: Measurement, config: Config, full_bytes: int | None) -> str:
@@ -153,13 +153,13 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
     """The result's table: one row per configuration (per strategy, in a cache comparison)."""
     import pandas as pd
 
-    position = result.facts.kv_position_bytes
+    sizes = result.facts.kv_sizes
     if not result.plain:
         return _strategy_table(result)
     divided = split(result)
     extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]
     measured = {
-        pair.config: {**row(pair, position), **_limits(result, pair), **(split_values(pair) if divided else {})}
+        pair.config: {**row(pair, sizes), **_limits(result, pair), **(split_values(pair) if divided else {})}
         for pair in result.pairs()
     }
     if not result.predictions:
@@ -172,28 +172,27 @@ def table(result: BenchmarkResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
 
 
-def _full_bytes(result: BenchmarkResult, config: Config, position: int | None) -> int | None:
-    """The full cache's bytes at ``config``: the dynamic row's where it ran, else 2 x layers x KV heads x
-    head_dim x dtype bytes per cached position."""
+def _full_bytes(result: BenchmarkResult, config: Config, sizes: KVSizes | None) -> int | None:
+    """The full cache's bytes at ``config``: the dynamic row's where it ran, else as predicted layer by layer."""
     dynamic = result.measurement("dynamic", config)
     if dynamic is not None and dynamic.kv_bytes:
         return dynamic.kv_bytes
-    return None if not position else config.batch * position * config.cached_positions
+    return None if sizes is None else sizes.after(*config)
 
 
 def _strategy_table(result: BenchmarkResult) -> pd.DataFrame:
     """A comparison's table: a row per (configuration, strategy), its limit and prefix columns where asked for."""
     import pandas as pd
 
-    position, reused = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None
+    sizes, reused = result.facts.kv_sizes, result.facts.prefix_tokens is not None
     rows = []
     for config in result.configs:
         reference, limits = result.measurement(REFERENCE, config), matching(result, config)
-        full = _full_bytes(result, config, position)
+        full = _full_bytes(result, config, sizes)
         for name in result.strategies:
             m = result.measurement(name, config)
             note = result.skipped.get(name, "") or result.remarks.get(name, "")
-            found = strategy_row(config, name, m, reference, note, position, full)
+            found = strategy_row(config, name, m, reference, note, sizes, full)
             found.update(strategy_limit_values(m, limits) if result.limits else {})
             rows.append({**found, **(prefix_values(result, m) if reused else {})})
     extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))
