@@ -16,7 +16,7 @@ import pytest
 from kvmagic import run_benchmark
 from kvmagic.core.compression import PressName, expand_presses, parse_press
 from kvmagic.core.frontier import kv_bytes, layout
-from kvmagic.core.kvbytes import KVSizes
+from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
@@ -149,6 +149,16 @@ def test_a_press_row_sets_its_promise_beside_what_it_held() -> None:
     assert row["kv_promised_mib"] == 78 * 16 / MIB and row["kv_cache_mib"] == 78 * 16 / MIB and row["note"] == ""
     dynamic = timed(config, "dynamic", [0.1], kv_bytes=103 * 16)
     assert math.isnan(strategy_row(dynamic.config, "dynamic", dynamic, None, "", position)["kv_promised_mib"])
+
+
+def test_a_press_on_a_sliding_model_promises_each_layer_its_own_positions() -> None:
+    """The same press with a layer of window 8 beside a full one, kept as transformers 5 keeps it: the sliding
+    layer holds min(77, 7) + 1 = 8 of the 78 promised positions, plus its window as 8 bytes."""
+    sizes = KVSizes(16, (8, None), SlidingKeep(windowed=True, kept=-1, view=True, fixed_bytes=8))
+    held = timed((100, 4, 1), "press:knorm:0.25", [0.1], kv_bytes=(8 + 78) * 16 + 8)
+    row = strategy_row(held.config, held.strategy, held, None, "", sizes, full_bytes=(8 + 103) * 16 + 8)
+    assert row["kv_promised_mib"] == row["kv_cache_mib"] == ((8 + 78) * 16 + 8) / MIB
+    assert row["cache_tokens"] == 78 and row["note"] == ""
 
 
 def test_a_press_that_held_the_full_cache_is_said_to_mask() -> None:
