@@ -103,7 +103,7 @@ def sliding_keep() -> SlidingKeep:
         states = torch.zeros(1, 1, length, 8)
         cache.update(states, states, 0)
     layer: Any = cache.layers[0]
-    visible, stored = layer.keys.shape[-2], layer.keys.untyped_storage().nbytes() // (8 * 4)
+    visible, stored = layer.keys.shape[-2], layer.keys.untyped_storage().nbytes() // states[0, 0].nbytes
     if stored >= 7:  # every position written
         return SlidingKeep()
     tensors = cache_nbytes(layer.keys) + cache_nbytes(layer.values)
