@@ -60,11 +60,3 @@ def test_no_positions_fill_a_cache_past_every_window() -> None:
     sizes = KVSizes(POSITION, (16, 16), WINDOWED)
     assert sizes.positions(sizes.held_bytes(16)) == 16
     assert math.isnan(sizes.positions(sizes.held_bytes(16) + POSITION))
-
-
-def test_it_says_what_it_counts() -> None:
-    assert str(KVSizes(1024, (None,) * 4)) == "1024 B per position in each of 4 layers"
-    assert str(KVSizes(POSITION, HYBRID, WINDOWED)) == (
-        "128 B per position in each of 6 layers, 5 sliding (window 16, kept to the window)"
-    )
-    assert str(KVSizes(POSITION, HYBRID, WHOLE)).endswith("5 sliding (window 16, kept whole by this cache)")

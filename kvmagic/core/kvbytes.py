@@ -47,14 +47,6 @@ class KVSizes:
     windows: tuple[int | None, ...]
     keep: SlidingKeep = field(default_factory=SlidingKeep)
 
-    def __str__(self) -> str:
-        sliding = [window for window in self.windows if window is not None]
-        text = f"{self.position_bytes} B per position in each of {len(self.windows)} layers"
-        if not sliding:
-            return text
-        kept = "kept to the window" if self.keep.windowed else "kept whole by this cache"
-        return f"{text}, {len(sliding)} sliding (window {', '.join(map(str, sorted(set(sliding))))}, {kept})"
-
     def held_bytes(self, positions: int, batch: int = 1, written: int = 1) -> int:
         """Bytes held with ``positions`` cached per sequence, the last ``written`` of them written at once."""
         held = sum(self.keep.held(window, positions, written) for window in self.windows)

@@ -118,9 +118,11 @@ class RunFacts:
     weight_bytes: int | None = None  # with predict: the weights, for the cost model's explanation
 
     def setup(self) -> dict[str, Any]:
-        """The facts as ``how this was measured`` lists them, the empty ones left out."""
+        """The facts as ``how this was measured`` lists them, the empty ones left out, and the cache's sizes,
+        which the model, its dtype and the transformers version already say (a baseline saved before kvmagic
+        kept them per layer would differ from every run in them)."""
         found = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", {})}
-        return {**found, **({"kv_sizes": str(self.kv_sizes)} if self.kv_sizes else {})}
+        return {k: v for k, v in found.items() if k != "kv_sizes"}
 
 
 @dataclass(frozen=True)
