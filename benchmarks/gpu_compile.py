@@ -17,7 +17,7 @@ from checklist import SKIP, Check, verdict
 from gpu_results import NEEDS_CUDA, Sizes, bench, kept, kv_bytes, rows
 
 from kvmagic.core.strategy import COMPILE_SUFFIX, KNOWN, parse, parse_list
-from kvmagic.measure.memory import predicted_kv_nbytes
+from kvmagic.measure.memory import kv_sizes
 from kvmagic.measure.strategies import checked, setups
 from kvmagic.model.loading import LoadedModel
 
@@ -157,13 +157,13 @@ def _no_recompiles(calls: list[dict[str, Any]]) -> Check:
 def _kv_checks(loaded: LoadedModel, found: list[dict[str, Any]], first_new: int) -> list[Check]:
     """Counted KV bytes against the prediction: dynamic rows exactly, static ones within 8 bytes a layer
     (transformers 5's position counters); a static row after a longer one must not hold the longer cache."""
-    config, layers = loaded.model.config, loaded.model.config.get_text_config().num_hidden_layers
+    sizes, layers = kv_sizes(loaded.model.config, loaded.dtype), loaded.model.config.get_text_config().num_hidden_layers
     matched, sized = [], []
     for row in found:
         if row["note"] or row["strategy"] not in ("dynamic", *STATIC_FAMILY):
             continue
         positions = row["prompt_tokens"] + row["new_tokens"] - 1
-        expected, per_position = (predicted_kv_nbytes(config, n, loaded.dtype) for n in (positions, 1))
+        expected, per_position = sizes.after(row["prompt_tokens"], row["new_tokens"]), sizes.held_bytes(1)
         ok = 0 <= kv_bytes(row) - expected <= (0 if row["strategy"] == "dynamic" else 8 * layers)
         text = f"{row['strategy']}@{row['new_tokens']}: {kv_bytes(row)} B vs {expected} B"
         text += "" if ok else f" ({kv_bytes(row) // per_position} positions held, {positions} needed)"

@@ -16,6 +16,7 @@ import pytest
 from kvmagic import run_benchmark
 from kvmagic.core.compression import PressName, expand_presses
 from kvmagic.core.frontier import kv_bytes, layout
+from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import parse, parse_list
@@ -147,7 +148,7 @@ def test_a_method_is_named_from_its_class(cls: str, method: str) -> None:
 
 def test_a_press_row_sets_its_promise_beside_what_it_held() -> None:
     """P = 100, N = 4, 16 bytes a position: the ratio 0.25 keeps int(100 x 0.75) = 75 prompt positions + 3 new."""
-    config, position = (100, 4, 1), 16
+    config, position = (100, 4, 1), KVSizes(16, (None,))
     held = timed(config, "press:knorm:0.25", [0.1], kv_bytes=78 * 16)
     row = strategy_row(held.config, held.strategy, held, None, "", position, full_bytes=103 * 16)
     assert row["kv_promised_mib"] == 78 * 16 / MIB and row["kv_cache_mib"] == 78 * 16 / MIB and row["note"] == ""
@@ -155,8 +156,18 @@ def test_a_press_row_sets_its_promise_beside_what_it_held() -> None:
     assert math.isnan(strategy_row(dynamic.config, dynamic.strategy, dynamic, None, "", position)["kv_promised_mib"])
 
 
+def test_a_press_on_a_sliding_model_promises_each_layer_its_own_positions() -> None:
+    """The same press with a layer of window 8 beside a full one, kept as transformers 5 keeps it: the sliding
+    layer holds min(77, 7) + 1 = 8 of the 78 promised positions, plus its window as 8 bytes."""
+    sizes = KVSizes(16, (8, None), SlidingKeep(windowed=True, kept=-1, view=True, fixed_bytes=8))
+    held = timed((100, 4, 1), "press:knorm:0.25", [0.1], kv_bytes=(8 + 78) * 16 + 8)
+    row = strategy_row(held.config, held.strategy, held, None, "", sizes, full_bytes=(8 + 103) * 16 + 8)
+    assert row["kv_promised_mib"] == row["kv_cache_mib"] == ((8 + 78) * 16 + 8) / MIB
+    assert row["cache_tokens"] == 78 and row["note"] == ""
+
+
 def test_a_press_that_held_the_full_cache_is_said_to_mask() -> None:
-    config, position, full = (100, 4, 2), 16, 2 * 103 * 16
+    config, position, full = (100, 4, 2), KVSizes(16, (None,)), 2 * 103 * 16
     masked = timed(config, "press:lukv:0.5", [0.1], kv_bytes=full)
     row = strategy_row(masked.config, masked.strategy, masked, None, "kvpress has not tested X", position, full)
     assert row["kv_promised_mib"] == 2 * 16 * (50 + 3) / MIB
@@ -166,7 +177,9 @@ def test_a_press_that_held_the_full_cache_is_said_to_mask() -> None:
     )
     nothing_dropped = timed(config, "press:lukv:0", [0.1], kv_bytes=full)
     assert (
-        strategy_row(nothing_dropped.config, nothing_dropped.strategy, nothing_dropped, None, "", 16, full)["note"]
+        strategy_row(nothing_dropped.config, nothing_dropped.strategy, nothing_dropped, None, "", position, full)[
+            "note"
+        ]
         == ""
     )
 
@@ -197,7 +210,7 @@ def test_a_press_promise_is_data_beside_its_bytes_and_the_short_table_keeps_to_1
     names = ["off", "dynamic", "press:knorm:0.5"]
     held = {"off": 0, "dynamic": 9 * 1024, "press:knorm:0.5": 5 * 1024}
     rows = [timed((8, 2, 1), name, [0.2 if name == "off" else 0.1], kv_bytes=held[name]) for name in names]
-    facts = RunFacts(kv_position_bytes=1024)
+    facts = RunFacts(kv_sizes=KVSizes(1024, (None,)))
     result = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(names)), strategies=names, facts=facts)
     frame = result.to_dataframe().set_index("strategy")
     assert frame.loc["press:knorm:0.5", ["kv_cache_mib", "kv_promised_mib"]].tolist() == [5 / 1024, 5 / 1024]

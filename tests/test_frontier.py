@@ -55,7 +55,8 @@ def test_peak_memory_of_a_generate_per_strategy() -> None:
     assert peak_bytes(SHAPE, layout("off"), ACTIVATIONS, 2, 10) == 100 + 10 * 11
     # dynamic: max(prefill 120 + 64, held 224 + decode 50 + 2 x 11)
     assert peak_bytes(SHAPE, DYNAMIC, ACTIVATIONS, 2, 10) == 296
-    assert peak_bytes(SHAPE, DYNAMIC, ACTIVATIONS, 4, 2) == 140 + 16 * 7  # the prefill's activations dominate
+    # the prefill dominates: its activations, and the prompt whole in both layers (the window slides at the step)
+    assert peak_bytes(SHAPE, DYNAMIC, ACTIVATIONS, 4, 2) == 140 + 16 * 8
     assert peak_bytes(SHAPE, DYNAMIC, ACTIVATIONS, 2, 10, batch=2) == 2 * 224 + 50 + 2 * 2 * 11
     # static: 11 positions preallocated, plus the larger of the prefill (120) and a decode step's fixed part
     assert peak_bytes(SHAPE, layout("static"), ACTIVATIONS, 2, 10) == 224 + 120
@@ -85,6 +86,21 @@ def test_the_frontier_per_strategy_in_the_memory_free() -> None:
     assert (capped.max_new_tokens, capped.max_prompt, capped.limited_by) == (6, 6, "positions")
     (none,) = frontier(SHAPE, 50, ACTIVATIONS, [DYNAMIC], prompt_tokens=2, new_tokens=10)
     assert (none.max_new_tokens, none.max_context, none.max_prompt, none.max_batch) == (0, 0, 0, 0)
+
+
+def test_a_sliding_model_reaches_further_than_the_same_shape_with_every_layer_full() -> None:
+    """In 1000 bytes, prompt 2: a layer of window 3 stops at 3 x 16 bytes, so each step past it costs 16 + 2
+    bytes instead of 32 + 2; transformers 4.55's dynamic cache, which keeps the layer whole, reaches as far
+    as the full shape."""
+    full = dataclasses.replace(SHAPE, windows=(None, None))
+    kept_whole = layout("dynamic", windowed_dynamic=False)
+    (sliding,), (whole,), (everything,) = (
+        frontier(shape, 1000, ACTIVATIONS, [cache], prompt_tokens=2, new_tokens=10)
+        for shape, cache in ((SHAPE, DYNAMIC), (SHAPE, kept_whole), (full, DYNAMIC))
+    )
+    # E = 1 + new cached: full 32 x E + 50 + 2 x E <= 1000 at E = 27; sliding 16 x (E + 3) + 50 + 2 x E at 50
+    assert (everything.max_new_tokens, sliding.max_new_tokens, whole.max_new_tokens) == (26, 49, 26)
+    assert sliding.max_context > everything.max_context == whole.max_context
 
 
 def test_a_fit_check_compares_prediction_measurement_and_budget() -> None:

@@ -9,7 +9,7 @@ from kvmagic.core.frontier import kv_bytes, layout
 from kvmagic.measure import limits_probe
 from kvmagic.measure.frontier_probe import check_fit, free_bytes, measure_activations
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+from kvmagic.measure.memory import cache_nbytes, kv_sizes
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.static_cache import reset_static_cache_state
 from kvmagic.measure.strategies import resolve
@@ -25,9 +25,9 @@ def test_the_shape_of_tiny_from_its_config_and_weights(tiny) -> None:
     assert shape.tied_embeddings and shape.weight_bytes == 4 * tiny.num_parameters
     assert shape.windows == (None,) * 4
     for positions in (1, 97, 2048):
-        assert shape.kv_bytes_per_position * shape.positions(positions) == predicted_kv_nbytes(
-            tiny.model.config, positions, tiny.dtype
-        )
+        assert shape.kv_bytes_per_position * shape.positions(positions) == kv_sizes(
+            tiny.model.config, tiny.dtype
+        ).held_bytes(positions)
 
 
 @pytest.mark.parametrize("name", ["dynamic", "static", "quantized:quanto"])

@@ -53,6 +53,8 @@ def test_a_cached_step_reads_the_weights_once_and_each_sequences_cache() -> None
     assert step.bytes == 840 + 64 + 16 * 8 == 1032
     assert step.flops == 2 * 1152 + 4 * 2 * 4 * 8 + 160 == 2720
     assert step.bound(HARDWARE) == MEMORY and step.seconds(HARDWARE) == 1.032
+    # a cache that keeps the sliding layer whole (transformers 4.55) reads all 5 positions of both layers
+    assert decode_step(ModelShape(**{**SHAPE.__dict__, "cache_windows": False}), 5).bytes == 840 + 64 + 16 * 10
     batched = decode_step(SHAPE, 5, batch=3)
     assert batched.bytes == 840 + 3 * (64 + 128) and batched.flops == 3 * 2720
     assert decode_step(SHAPE, 5, batch=100).bound(HARDWARE) == COMPUTE  # 68 s of arithmetic, 20.04 s of traffic

@@ -33,7 +33,8 @@ def test_every_figure_comes_from_the_runs_made_anyway(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=5, warmup_tokens=1)
     off, cached = result.measurements
     assert off.profile is None and cached.profile is None and result.steps().empty  # no hooked runs by default
-    predicted = result.facts.kv_position_bytes * result.configs[0].cached_positions
+    assert result.facts.kv_sizes is not None
+    predicted = result.facts.kv_sizes.after(*result.configs[0])
     assert (off.kv_bytes, cached.kv_bytes) == (0, predicted)  # counted from the timed runs' caches
     assert off.ttft_s > 0 and cached.ttft_s > 0
     assert off.peak_source == cached.peak_source == "process peak RSS" and off.peak_bytes > 0 and cached.peak_bytes > 0

@@ -9,11 +9,11 @@ import pytest
 import torch
 import transformers
 
+from kvmagic.core.kvbytes import SlidingKeep
 from kvmagic.measure import capabilities
 from kvmagic.measure.accelerator import PeakMemory, track_peak
-from kvmagic.measure.capabilities import dynamic_cache_windows
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+from kvmagic.measure.memory import cache_nbytes, kv_sizes, sliding_keep
 from kvmagic.measure.timing import profiled_generate
 from kvmagic.results.report import MIB
 from kvmagic.runner.prompt import encode_prompt
@@ -33,14 +33,14 @@ def test_dynamic_cache_bytes_equal_the_prediction_exactly(tiny) -> None:
     prompt_tokens, run = _cached_run(tiny, 6)
     # tiny: 4 layers x (keys + values) x 2 KV heads x head_dim 32 x 4 bytes, for every position but the last.
     hand = 4 * 2 * 2 * 32 * 4 * (prompt_tokens + 6 - 1)
-    assert predicted_kv_nbytes(tiny.model.config, prompt_tokens + 6 - 1, torch.float32) == hand
+    assert kv_sizes(tiny.model.config, torch.float32).after(prompt_tokens, 6) == hand
     assert cache_nbytes(run.cache) == hand
 
 
 def test_static_cache_counts_its_preallocated_length(tiny) -> None:
     _, run = _cached_run(tiny, 3, cache_implementation="static")
     length = run.cache.layers[0].max_cache_len
-    predicted = predicted_kv_nbytes(tiny.model.config, length, torch.float32)
+    predicted = kv_sizes(tiny.model.config, torch.float32).held_bytes(length)
     # transformers 5 keeps one small position counter per layer beside the preallocated tensors.
     assert 0 <= cache_nbytes(run.cache) - predicted <= 8 * len(run.cache.layers)
 
@@ -53,7 +53,7 @@ def test_quantized_cache_is_counted_where_it_keeps_its_data(tiny) -> None:
     prompt_tokens, run = _cached_run(tiny, 40, cache_implementation="quantized", cache_config={"backend": "fp8"})
     visible = sum(t.nbytes for layer in run.cache.layers for t in (layer.keys, layer.values))
     counted = cache_nbytes(run.cache)
-    assert visible < counted < predicted_kv_nbytes(tiny.model.config, prompt_tokens + 39, torch.float32)
+    assert visible < counted < kv_sizes(tiny.model.config, torch.float32).after(prompt_tokens, 40)
 
 
 def test_views_count_their_storage_once() -> None:
@@ -69,14 +69,25 @@ def test_views_count_their_storage_once() -> None:
     assert cache_nbytes([base[1:3]]) == 4 * 8 * 4  # the whole storage stays allocated
 
 
-def test_prediction_counts_sliding_layers_at_their_window() -> None:
+def test_the_sizes_read_each_layers_window_and_what_this_line_keeps() -> None:
     config = transformers.Exaone4Config(
         hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
         sliding_window=16, layer_types=["sliding_attention"] * 3 + ["full_attention"],
     )  # fmt: skip
-    head_dim = 64 // 4
-    assert predicted_kv_nbytes(config, 100, torch.float16) == 2 * 2 * head_dim * 2 * (3 * 16 + 100)
-    assert predicted_kv_nbytes(config, 10, torch.float16) == 2 * 2 * head_dim * 2 * (4 * 10)
+    sizes = kv_sizes(config, torch.float16)
+    assert (sizes.position_bytes, sizes.windows, sizes.keep) == (2 * 2 * 16 * 2, (16, 16, 16, None), sliding_keep())
+    full = kv_sizes(transformers.Exaone4Config(num_hidden_layers=2, layer_types=["full_attention"] * 2), torch.float16)
+    assert full.windows == (None, None) and full.keep == SlidingKeep()  # nothing slides: nothing to probe
+
+
+def test_the_probe_finds_what_each_line_keeps_of_a_sliding_layer() -> None:
+    """Read from each line's cache_utils.py: 5.x's DynamicSlidingWindowLayer keeps the last w - 1 positions as
+    a slice of the concatenation it attended over, and its window as an int64 tensor; 4.55 keeps everything."""
+    found = sliding_keep()
+    if "DynamicSlidingWindowLayer" in dir(transformers.cache_utils):
+        assert found == SlidingKeep(windowed=True, kept=-1, view=True, fixed_bytes=8)
+    else:
+        assert found == SlidingKeep()
 
 
 def _hold_until_seen(tracker: PeakMemory, size: int, baseline: int) -> None:
@@ -115,24 +126,33 @@ def test_cuda_peak_is_the_allocator_peak() -> None:
     assert peak.source == "cuda allocator"
 
 
-def test_sliding_layers_against_what_each_transformers_line_keeps() -> None:
-    from transformers import Exaone4Config, Exaone4ForCausalLM, GenerationConfig
-
-    config = Exaone4Config(
-        vocab_size=300, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-        num_hidden_layers=4, sliding_window=8, layer_types=["sliding_attention"] * 3 + ["full_attention"],
-        pad_token_id=0, bos_token_id=1, eos_token_id=2,
-    )  # fmt: skip
+def _sliding_run(config, prompt_tokens: int, new_tokens: int):
     torch.manual_seed(0)
-    model = Exaone4ForCausalLM(config).eval()
-    ids = torch.randint(10, 300, (1, 20))
-    generation_config = GenerationConfig(
-        do_sample=False, min_new_tokens=10, max_new_tokens=10, use_cache=True, pad_token_id=0, eos_token_id=2
-    )
-    run = profiled_generate(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, generation_config, [])
-    counted, positions = cache_nbytes(run.cache), 20 + 10 - 1
-    if dynamic_cache_windows():  # sliding layers keep their window (plus one position counter each)
-        predicted = predicted_kv_nbytes(config, positions, torch.float32)
-        assert 0 <= counted - predicted <= 8 * 3
-    else:  # 4.55's dynamic cache keeps every layer whole
-        assert counted == 4 * 2 * 2 * 16 * 4 * positions
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(10, config.vocab_size, (1, prompt_tokens))
+    settings = dict(do_sample=False, min_new_tokens=new_tokens, max_new_tokens=new_tokens, pad_token_id=0)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    cached = profiled_generate(model, inputs, transformers.GenerationConfig(use_cache=True, **settings), [])
+    uncached = profiled_generate(model, inputs, transformers.GenerationConfig(use_cache=False, **settings), [])
+    return cached, uncached
+
+
+@pytest.mark.parametrize("new_tokens", [1, 2, 8])
+def test_a_hybrid_models_cache_is_predicted_exactly_on_each_line(new_tokens: int) -> None:
+    """Gemma 3's layout cut down: 5 sliding layers of window 16, then 1 full, 1 KV head of 16 wide, float32."""
+    config = transformers.Gemma3TextConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=16, sliding_window=16,
+        layer_types=["sliding_attention"] * 5 + ["full_attention"],
+    )  # fmt: skip
+    cached, uncached = _sliding_run(config, 64, new_tokens)
+    assert torch.equal(cached.output, uncached.output)
+    counted = cache_nbytes(cached.cache)
+    assert counted == kv_sizes(config, torch.float32).after(64, new_tokens)
+    position, end = 2 * 16 * 4, 64 + new_tokens - 1
+    if not sliding_keep().windowed:  # 4.55: every layer whole
+        assert counted == 6 * end * position  # 54,528 B at 64 + 8
+    elif new_tokens == 1:  # 5.x after the prefill alone: the window is a slice of the whole prompt's keys
+        assert counted == 6 * 64 * position + 5 * 8
+    else:  # 5.x: the 15 kept, a slice of the 16 the last step attended over, and the window as an int64
+        assert counted == (5 * 16 + end) * position + 5 * 8  # 19,368 B at 64 + 8

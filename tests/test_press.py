@@ -62,7 +62,8 @@ def test_each_method_holds_the_share_of_the_prompt_its_ratio_keeps(llama) -> Non
     result = run_benchmark(llama, PROMPT, new_tokens=4, warmup_tokens=0, cache=["dynamic", *names])
     rows = result.to_dataframe().set_index("strategy")
     prompt, new = result.config.prompt_tokens, 4
-    position = result.facts.kv_position_bytes
+    assert result.facts.kv_sizes is not None
+    position = result.facts.kv_sizes.held_bytes(1)
     assert rows.loc["dynamic", "kv_cache_mib"] * 2**20 == position * (prompt + new - 1)
     for name in names:
         ratio = float(name.rsplit(":", 1)[1])

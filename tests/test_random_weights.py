@@ -21,6 +21,7 @@ from .conftest import said
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOL = "HuggingFaceTB/SmolLM2-135M"
+GEMMA = "google/gemma-3-270m"
 
 
 def _shallow(name: str, layers: int) -> dict:
@@ -44,7 +45,8 @@ def test_each_shipped_config_builds_and_generates(name):
     embeddings = model.get_input_embeddings().weight
     assert tuple(embeddings.shape) == (data["vocab_size"], data["hidden_size"])
     assert len(model.model.layers) == 2 and model.config.intermediate_size == data["intermediate_size"]
-    assert model.get_output_embeddings().weight.data_ptr() == embeddings.data_ptr()  # all four tie them
+    tied = model.get_output_embeddings().weight.data_ptr() == embeddings.data_ptr()
+    assert tied == data.get("tie_word_embeddings", True)  # Qwen1.5-0.5B alone unties them
     assert torch.isfinite(embeddings).all() and embeddings.std() > 0
     ids = torch.tensor([[1, 5, 9, 200, 7, 42]])
     settings = {"max_new_tokens": 3, "min_new_tokens": 3, "do_sample": False, "pad_token_id": 0}
@@ -68,6 +70,50 @@ def test_published_shapes_as_shipped():
     rope = config_from_dict(exaone)
     theta = getattr(rope, "rope_theta", None) or rope.rope_parameters["rope_theta"]
     assert theta == 1e6  # read the same way by transformers 4.55 (rope_theta) and 5 (rope_parameters)
+
+
+def test_the_contrasting_shapes_as_shipped():
+    """Gemma 3 270M: five sliding-window layers to one full, one KV head; Qwen1.5-0.5B: a KV head per query head."""
+    gemma, qwen = shipped_config(GEMMA), shipped_config("Qwen/Qwen1.5-0.5B")
+    assert gemma is not None and qwen is not None
+    published = {"hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 4,
+                 "num_key_value_heads": 1, "head_dim": 256, "sliding_window": 512, "vocab_size": 262144,
+                 "max_position_embeddings": 32768, "query_pre_attn_scalar": 256}  # fmt: skip
+    assert {key: gemma[key] for key in published} == published
+    assert gemma["layer_types"] == (["sliding_attention"] * 5 + ["full_attention"]) * 3
+    config = config_from_dict(gemma)
+    rope = getattr(config, "rope_parameters", None)  # 5.x: one per layer type; 4.55: two fields
+    thetas = (rope["full_attention"]["rope_theta"], rope["sliding_attention"]["rope_theta"]) if rope else (
+        config.rope_theta, config.rope_local_base_freq)  # fmt: skip
+    assert thetas == (1e6, 1e4)
+    assert (qwen["num_attention_heads"], qwen["num_key_value_heads"], qwen["hidden_size"]) == (16, 16, 1024)
+    assert (qwen["num_hidden_layers"], qwen["intermediate_size"], qwen["vocab_size"]) == (24, 2816, 151936)
+
+
+def test_a_sliding_window_shape_counts_its_cache_as_predicted(tmp_path):
+    """Gemma 3 270M cut to one period of its layers (5 sliding, 1 full), its window to 16 and its vocabulary to
+    512, so that 32 + 8 and 128 + 8 tokens pass the window on a CPU; 1 KV head of 256, float32: 2048 B a
+    position and layer. transformers 5 keeps each sliding layer to its window (16 positions of storage after a
+    step, and the window as an 8-byte tensor), 4.55 keeps every position."""
+    from kvmagic import BenchmarkResult
+    from kvmagic.measure.memory import sliding_keep
+
+    from .test_cli import kvbench
+
+    (tmp_path / "config.json").write_text(json.dumps({**_shallow(GEMMA, 6), "sliding_window": 16, "vocab_size": 512}))
+    saved = tmp_path / "run.json"
+    run = kvbench("-m", str(tmp_path), "--random-weights", "--device-map", "cpu", "-n", "8", "-p", "32,128",
+                  "-w", "0", "-r", "1", "--wide", "--save", str(saved), "The KV cache")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    frame = BenchmarkResult.read_json(saved).to_dataframe()
+    assert frame["identical"].tolist() == [True, True]
+    counted = (frame["kv_cache_mib"] * 2**20).tolist()
+    assert counted == (frame["kv_predicted_mib"] * 2**20).tolist()
+    if sliding_keep().windowed:
+        assert counted == [(5 * 16 + 39) * 2048 + 5 * 8, (5 * 16 + 135) * 2048 + 5 * 8]  # 243,752 and 440,360 B
+    else:
+        assert counted == [6 * 39 * 2048, 6 * 135 * 2048]  # 479,232 and 1,658,880 B
+    assert "True" in run.stdout.splitlines()[1] and "True" in run.stdout.splitlines()[2]
 
 
 def test_weights_are_seeded_by_name_whatever_the_thread_count():

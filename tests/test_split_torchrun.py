@@ -60,8 +60,8 @@ def test_two_ranks_print_one_table_with_the_same_tokens_on_both(tmp_path: Path) 
         assert m.ranks.collectives > 0 and all(0 < s < m.ranks.profiled_s for s in m.ranks.communication_s)
     assert dynamic.ranks is not None and dynamic.kv_bytes == sum(dynamic.ranks.kv_bytes)
     assert dynamic.ranks.kv_bytes[0] == dynamic.ranks.kv_bytes[1] == dynamic.kv_bytes // 2  # 2 KV heads, one each
-    kv_position_bytes = result.facts.kv_position_bytes
-    assert kv_position_bytes is not None and dynamic.kv_bytes == kv_position_bytes * dynamic.config.cached_positions
+    sizes = result.facts.kv_sizes
+    assert sizes is not None and dynamic.kv_bytes == sizes.after(*dynamic.config)
     frame = result.to_dataframe()
     assert frame["ranks"][0] == 2 and bool(frame["ranks_identical"][0])
     assert frame["cached_comm_ms"][0] > 0 and 0 < frame["cached_comm_share"][0] < 1

@@ -11,7 +11,7 @@ import transformers
 
 from kvmagic.measure import strategies
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+from kvmagic.measure.memory import cache_nbytes, kv_sizes
 from kvmagic.measure.static_cache import reset_static_cache_state, static_cache_state
 from kvmagic.measure.strategies import resolve
 from kvmagic.measure.timing import profiled_generate
@@ -29,7 +29,7 @@ def _static_run(tiny, inputs, new_tokens: int, name: str = "static") -> Any:
 
 def _held_tokens(tiny, cache: Any) -> float:
     """Positions the returned cache holds, from its bytes (transformers 5 adds a few bytes of counters)."""
-    return cache_nbytes(cache) / predicted_kv_nbytes(tiny.model.config, 1, tiny.dtype)
+    return cache_nbytes(cache) / kv_sizes(tiny.model.config, tiny.dtype).held_bytes(1)
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_a_short_static_run_after_a_long_one_holds_the_long_cache_unless_reset(t
     assert int(_held_tokens(tiny, carried.cache)) == prompt + 64 - 1
     reset_static_cache_state(tiny.model)
     sized = _static_run(tiny, inputs, 8)
-    exact = predicted_kv_nbytes(tiny.model.config, prompt + 8 - 1, tiny.dtype)
+    exact = kv_sizes(tiny.model.config, tiny.dtype).after(prompt, 8)
     assert 0 <= cache_nbytes(sized.cache) - exact <= 8 * tiny.model.config.num_hidden_layers
     assert sized.output.tolist() == carried.output.tolist()
 

@@ -6,6 +6,7 @@ a plain sweep with steps, limits and the frontier, and a comparison of strategie
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from kvmagic import BenchmarkResult
 from kvmagic.core.config import Config
+from kvmagic.core.kvbytes import KVSizes
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -59,3 +61,16 @@ def test_a_result_saved_now_reads_back_equal(tmp_path) -> None:
         again = BenchmarkResult.read_json(path)
         assert again == old
         pd.testing.assert_frame_equal(again.to_dataframe(), old.to_dataframe())
+
+
+def test_a_file_that_kept_one_positions_bytes_predicts_as_it_did(tmp_path) -> None:
+    """Format 3 as kvmagic wrote it before the sizes per layer: one position's bytes over every layer."""
+    data = json.loads(_saved("format2_plain.json").to_json())
+    assert data["facts"].pop("kv_sizes") == {
+        "position_bytes": 2048, "windows": [None], "keep": {"windowed": False, "kept": 0, "view": False, "fixed_bytes": 0}
+    }  # fmt: skip
+    data["facts"]["kv_position_bytes"] = 2048
+    result = BenchmarkResult.from_json(json.dumps(data))
+    assert result.facts.kv_sizes == KVSizes(2048, (None,))
+    assert "kv_sizes" not in result.setup()  # a comparison with a newer run would list them as a difference
+    assert result.to_dataframe()["kv_predicted_mib"].tolist() == [2048 * 13 / 2**20, 2048 * 14 / 2**20]

@@ -311,7 +311,7 @@ def test_the_magic_turns_strategy_mistakes_into_one_line(shell, line: str, messa
     not importlib.util.find_spec("optimum.quanto") is not None, reason="needs optimum-quanto (the test extra)"
 )
 def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
-    from kvmagic.measure.memory import cache_nbytes, predicted_kv_nbytes
+    from kvmagic.measure.memory import cache_nbytes, kv_sizes
     from kvmagic.measure.strategies import strategy_config
     from kvmagic.measure.timing import profiled_generate
     from kvmagic.runner.prompt import encode_prompt
@@ -323,4 +323,4 @@ def test_quantos_packed_tensors_are_counted_through_their_parts(tiny) -> None:
     # Full-precision leftovers (the residual of recent tokens) are only part of what the cache holds.
     residual = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values) if t is not None)
     counted = cache_nbytes(cache)
-    assert residual < counted < predicted_kv_nbytes(tiny.model.config, prompt_tokens + 11, torch.float32)
+    assert residual < counted < kv_sizes(tiny.model.config, torch.float32).after(prompt_tokens, 12)

@@ -17,7 +17,9 @@ tokens (E = P + N - 1 positions are cached at the end; the last token's are neve
   cut to the share its ratio keeps after it; a press that masks positions instead of freeing them is counted
   whole (its ``pruned`` is 0), and a method's own scoring work at the prefill is not counted.
 
-Sliding-window layers hold min(positions, window), where the cache windows them. Activations come
+Sliding-window layers hold min(positions, window), where the cache windows them, except right after the
+prefill: a dynamic cache's window is then a slice of the whole prompt's keys and values, which stay allocated
+until the first decode step (transformers 5), or it keeps them all anyway (4.55). Activations come
 from a probe (kvmagic.measure.frontier_probe): a fixed part plus a part per token, per sequence. All of it
 counts tensors, as CUDA's allocator does; a CPU process's resident memory exceeds them by what its
 C heap keeps of freed blocks (``FitCheck.overhead``).
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvmagic.core.config import Config
 from kvmagic.core.shape import ModelShape
@@ -147,7 +149,8 @@ def peak_bytes(
     if cache.kind == "static":
         in_place = activations.decode(0, batch) if new_tokens > 1 else 0.0
         return kv_bytes(shape, cache, end, batch) + max(prefill, in_place)
-    at_prefill = prefill + kv_bytes(shape, cache, prompt_tokens, batch, prompt_tokens=prompt_tokens)
+    whole = replace(cache, windowed=False)  # the prompt, until the first step slides the window on
+    at_prefill = prefill + kv_bytes(shape, whole, prompt_tokens, batch, prompt_tokens=prompt_tokens)
     if new_tokens == 1:
         return at_prefill
     held = kv_bytes(shape, cache, end, batch, prompt_tokens=prompt_tokens)

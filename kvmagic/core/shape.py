@@ -29,6 +29,7 @@ class ModelShape:
     windows: tuple[int | None, ...] = ()
     mlp_matrices: int = 3  # gated MLPs (Llama, EXAONE) have gate, up and down; a plain MLP has 2
     max_positions: int | None = None
+    cache_windows: bool = True  # whether the installed dynamic cache keeps a sliding layer to its window (probed)
 
     def __post_init__(self) -> None:
         if self.windows and len(self.windows) != self.layers:
@@ -55,7 +56,10 @@ class ModelShape:
         return 2 * self.kv_heads * self.head_dim * self.dtype_bytes
 
     def positions(self, length: int) -> int:
-        """Positions held over all layers when ``length`` are in context: min(length, window) per layer."""
+        """Positions a dynamic cache holds over all layers when ``length`` are in context: min(length, window)
+        per sliding layer where it windows them, else ``length`` per layer."""
+        if not self.cache_windows:
+            return self.layers * length
         return sum(count * (length if w is None else min(length, w)) for w, count in self._window_counts())
 
     def attended(self, length: int) -> int:

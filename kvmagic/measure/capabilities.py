@@ -23,6 +23,7 @@ from typing import Any
 
 from kvmagic.core.strategy import BACKENDS
 from kvmagic.errors import clipped
+from kvmagic.measure.memory import sliding_keep
 from kvmagic.measure.signatures import (
     dtype_keyword,
     generate_takes_use_model_defaults,
@@ -188,20 +189,10 @@ def static_cache_needs_fullgraph() -> bool:
     return "_can_compile_fullgraph" in inspect.getsource(GenerationMixin._prepare_cache_for_generation)
 
 
-@functools.cache
 def dynamic_cache_windows() -> bool:
     """Whether the dynamic cache ``generate`` builds from a model's config keeps only the window of a
-    sliding-attention layer (4.55's keeps every position): four positions written to a window of two."""
-    import torch
-    from transformers import DynamicCache
-
-    try:
-        cache = DynamicCache(config=_probe_config(layer_types=["sliding_attention"], sliding_window=2))
-    except TypeError:  # it takes no config, so it cannot know which layers slide
-        return False
-    states = torch.zeros(1, 1, 4, 8)
-    cache.update(states, states, 0)
-    return _held(cache) < 4
+    sliding-attention layer (4.55's keeps every position); how it keeps it, in ``memory.sliding_keep``."""
+    return sliding_keep().windowed
 
 
 @functools.cache

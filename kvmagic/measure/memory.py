@@ -1,16 +1,22 @@
-"""What the KV cache holds: counted from the cache object, and predicted from the model config."""
+"""What the KV cache holds: counted from the cache object, and predicted from the model config and what the
+installed transformers keeps of a sliding-window layer (probed)."""
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig
 
-__all__ = ["cache_nbytes", "predicted_kv_nbytes"]
+__all__ = ["cache_nbytes", "kv_sizes", "sliding_keep"]
+
+_WINDOW = 4  # the probe's sliding window
 
 
 def cache_nbytes(cache: Any) -> int:
@@ -63,14 +69,9 @@ def _attributes(item: Any) -> Iterator[Any]:
                 yield getattr(item, slot)
 
 
-def predicted_kv_nbytes(config: PretrainedConfig, tokens: int, dtype: torch.dtype) -> int:
-    """Bytes a full-precision cache needs for ``tokens`` positions, from the model config alone.
-
-    Keys and values, per layer: KV heads x head_dim x positions x element size. Sliding-window
-    layers are counted at their window, which is what transformers 5's dynamic cache holds once
-    decoding has begun; transformers 4.55's dynamic cache keeps them whole, so there the count
-    from the cache object exceeds this prediction for models with sliding layers.
-    """
+def kv_sizes(config: PretrainedConfig, dtype: torch.dtype) -> KVSizes:
+    """The KV cache sizes of a model with ``config`` at ``dtype``: per layer, one position's keys and values
+    (KV heads x head_dim x element size, twice) and its window, kept as the installed dynamic cache keeps it."""
     import torch
 
     text = config.get_text_config()
@@ -80,7 +81,30 @@ def predicted_kv_nbytes(config: PretrainedConfig, tokens: int, dtype: torch.dtyp
     window = getattr(text, "sliding_window", None)
     layer_types = getattr(text, "layer_types", None) or ["full_attention"] * layers
     element = torch.empty((), dtype=dtype).element_size()
-    positions = sum(
-        min(tokens, window) if kind == "sliding_attention" and window else tokens for kind in layer_types[:layers]
-    )
-    return int(2 * kv_heads * head_dim * positions * element)
+    windows = tuple(window if kind == "sliding_attention" and window else None for kind in layer_types[:layers])
+    return KVSizes(2 * kv_heads * head_dim * element, windows, sliding_keep() if any(windows) else SlidingKeep())
+
+
+@functools.cache
+def sliding_keep() -> SlidingKeep:
+    """How the dynamic cache ``generate`` builds from a config keeps a sliding-window layer, found by writing a
+    six-token prefill and then one token into a layer of window 4 and reading what it holds."""
+    import torch
+    from transformers import DynamicCache, LlamaConfig
+
+    sizes: dict[str, Any] = dict(vocab_size=4, hidden_size=8, intermediate_size=8, num_hidden_layers=1, head_dim=8)
+    sliding: dict[str, Any] = dict(layer_types=["sliding_attention"], sliding_window=_WINDOW)
+    config = LlamaConfig(**sizes, num_attention_heads=1, num_key_value_heads=1, **sliding)
+    try:
+        cache = DynamicCache(config=config)
+    except TypeError:  # it takes no config, so it cannot know which layers slide
+        return SlidingKeep()
+    for length in (6, 1):
+        states = torch.zeros(1, 1, length, 8)
+        cache.update(states, states, 0)
+    layer: Any = cache.layers[0]
+    visible, stored = layer.keys.shape[-2], layer.keys.untyped_storage().nbytes() // states[0, 0].nbytes
+    if stored >= 7:  # every position written
+        return SlidingKeep()
+    tensors = cache_nbytes(layer.keys) + cache_nbytes(layer.values)
+    return SlidingKeep(True, visible - _WINDOW, stored > visible, cache_nbytes(layer) - tensors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.shape import ModelShape
+from kvmagic.measure.memory import sliding_keep
 
 if TYPE_CHECKING:
     import torch
@@ -39,6 +40,7 @@ def model_shape(model: PreTrainedModel) -> ModelShape:
         windows=tuple(window if kind == "sliding_attention" and window else None for kind in layer_types[:layers]),
         mlp_matrices=_mlp_matrices(model, hidden, intermediate),
         max_positions=positions,
+        cache_windows=sliding_keep().windowed,
     )
 
 

@@ -40,6 +40,8 @@ SHIPPED = {  # hub id -> its published config.json, under kvmagic/model/configs/
     "meta-llama/Llama-3.2-1B": "llama-3.2-1b.json",
     "Qwen/Qwen2.5-0.5B": "qwen2.5-0.5b.json",
     "HuggingFaceTB/SmolLM2-135M": "smollm2-135m.json",
+    "google/gemma-3-270m": "gemma-3-270m.json",  # 5 sliding-window layers to 1 full
+    "Qwen/Qwen1.5-0.5B": "qwen1.5-0.5b.json",  # as many KV heads as query heads
 }
 _CHUNK = 1 << 24  # elements per independently seeded draw: small enough to spread over threads
 

@@ -37,9 +37,11 @@ MEANINGS: dict[str, str] = {
     "cached_tok_s": "the same, cache on",
     "kv_cache_mib": "the KV cache counted from the cache object the (cached) timed run returned: every tensor it "
     "holds, each storage once (dynamic, static and quantized caches, packed quantized tensors included)",
-    "kv_predicted_mib": "the same size predicted from the model's config: 2 x layers x KV heads x head_dim x "
-    "positions x element size x batch, sliding-window layers at their window; positions = prompt + new tokens - 1 "
-    "(the last token's keys and values are never computed)",
+    "kv_predicted_mib": "the same size predicted from the model's config, layer by layer: 2 x KV heads x head_dim x "
+    "positions x element size x batch, positions = prompt + new tokens - 1 (the last token's keys and values are "
+    "never computed) in a full-attention layer; a sliding-window layer as the installed transformers keeps it "
+    "(probed): 5.x its window after a decode step (the prompt after the prefill alone) plus an 8-byte window, "
+    "4.55 every position",
     "uncached_peak_mib": _PEAK + "; cache off",
     "cached_peak_mib": "the same, cache on",
     "uncached_min_s": "fastest timed run, cache off",
@@ -96,7 +98,8 @@ MEANINGS: dict[str, str] = {
     "in full-precision keys and values: the prompt's positions it keeps, int(prompt_tokens x (1 - ratio)), plus "
     "every new token's but the last; set beside `kv_cache_mib`, counted. Empty for other strategies",
     "cache_tokens": "positions the returned cache has room for, in full-precision keys and values: a static cache's "
-    "length (sized for this row), fewer than it holds for a quantized one",
+    "length (sized for this row), fewer than it holds for a quantized one; sliding-window layers counted as "
+    "`kv_predicted_mib` counts them (empty where every layer is at its window)",
     "peak_mib": "peak memory over the strategy's timed runs, read as `uncached_peak_mib` is",
     "compile_s": "with `--compile`: the first call at this shape minus the median timed run",
     "note": "why a strategy could not run here: the package missing (`pip install 'kvmagic[quantized]'` or "

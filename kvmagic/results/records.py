@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvmagic.core.config import Config
+from kvmagic.core.kvbytes import KVSizes
 
 __all__ = ["Mismatch", "Prediction", "Ranks", "RunFacts", "StepProfile", "first_mismatch"]
 
@@ -112,13 +113,16 @@ class RunFacts:
     configurations: int = 0  # planned; fewer were measured if the run stopped early
     estimated_s: float | None = None  # what the budget's short probes predicted the run would take
     stopped: str = ""  # why configurations were left unmeasured ("interrupted", "out of accelerator memory ...")
-    kv_position_bytes: int | None = None  # one cached position of one sequence in full precision, from the config
+    kv_sizes: KVSizes | None = None  # the KV cache's sizes per layer, as the installed transformers keeps them
     model_generation_settings: dict[str, Any] = field(default_factory=dict)  # what the model ships, turned off
     weight_bytes: int | None = None  # with predict: the weights, for the cost model's explanation
 
     def setup(self) -> dict[str, Any]:
-        """The facts as ``how this was measured`` lists them, the empty ones left out."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", {})}
+        """The facts as ``how this was measured`` lists them, the empty ones left out, and the cache's sizes,
+        which the model, its dtype and the transformers version already say (a baseline saved before kvmagic
+        kept them per layer would differ from every run in them)."""
+        found = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", {})}
+        return {k: v for k, v in found.items() if k != "kv_sizes"}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
 if TYPE_CHECKING:
     import pandas as pd
 
+    from kvmagic.core.kvbytes import KVSizes
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement, Pair
     from kvmagic.results.records import Mismatch
@@ -71,8 +72,9 @@ def figures(m: Measurement) -> dict[str, float]:
     }
 
 
-def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
-    """The plain run's row: the pair side by side, as ``uncached_*`` and ``cached_*``."""
+def row(pair: Pair, sizes: KVSizes | None = None) -> dict[str, Any]:
+    """The plain run's row: the pair side by side, as ``uncached_*`` and ``cached_*``; ``sizes`` predict its
+    cache's bytes, layer by layer."""
     config, sides = pair.config, (pair.reference, pair.other)
     uncached, cached = (figures(m) for m in sides)
     ci_low, ci_high = pair.interval
@@ -82,8 +84,7 @@ def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
     for key in ("ttft_s", "tok_s"):
         values.update({f"{name}_{key}": summary[key] for name, summary in named})
     values["kv_cache_mib"] = cached["kv_cache_mib"]
-    predicted = None if kv_position_bytes is None else config.batch * kv_position_bytes * config.cached_positions
-    values["kv_predicted_mib"] = math.nan if predicted is None else predicted / MIB
+    values["kv_predicted_mib"] = math.nan if sizes is None else sizes.after(*config) / MIB
     for key in ("peak_mib", "min_s", "iqr_s"):
         values.update({f"{name}_{key}": summary[key] for name, summary in named})
     values.update(speedup_ci_low=ci_low, speedup_ci_high=ci_high)
@@ -92,7 +93,7 @@ def row(pair: Pair, kv_position_bytes: int | None = None) -> dict[str, Any]:
 
 def strategy_row(
     config: Config, strategy: Strategy | str, m: Measurement | None, reference: Measurement | None, note: str = "",
-    kv_position_bytes: int | None = None, full_bytes: int | None = None, sequential: bool = False,
+    sizes: KVSizes | None = None, full_bytes: int | None = None, sequential: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """One strategy's line of a cache comparison; a strategy with no runs here is its ``note`` alone, and one
     that ran notes what its reader should know (``note``, and a press that held no less than ``full_bytes``,
@@ -104,7 +105,6 @@ def strategy_row(
         empty = dict.fromkeys(STRATEGY_COLUMNS[4:], math.nan)
         return {**values, **empty, "identical": None, "first_mismatch": "", "note": note}
     summary = figures(m)
-    position = None if not kv_position_bytes else config.batch * kv_position_bytes
     return {
         **values,
         "seconds": summary["s"],
@@ -116,8 +116,8 @@ def strategy_row(
         "kv_cache_mib": summary["kv_cache_mib"],
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
-        "cache_tokens": math.nan if m.kv_bytes is None or position is None else m.kv_bytes / position,
-        "kv_promised_mib": _promised_mib(strategy, config, position),
+        "cache_tokens": math.nan if m.kv_bytes is None or sizes is None else sizes.positions(m.kv_bytes, config.batch),
+        "kv_promised_mib": _promised_mib(strategy, config, sizes),
         "peak_mib": summary["peak_mib"],
         "compile_s": summary["compile_s"],
         "note": "; ".join(text for text in (note, _masked(strategy, m, config, full_bytes)) if text),
@@ -134,12 +134,12 @@ def _speedup(m: Measurement, reference: Measurement | None, sequential: bool) ->
     return {"speedup": pair.speedup, "speedup_ci_low": low, "speedup_ci_high": high}
 
 
-def _promised_mib(strategy: Strategy, config: Config, position: int | None) -> float:
+def _promised_mib(strategy: Strategy, config: Config, sizes: KVSizes | None) -> float:
     """What a press's ratio promises the cache holds at the end, in full precision; NaN for other strategies."""
     press = strategy.press
-    if press is None or position is None:
+    if press is None or sizes is None:
         return math.nan
-    return position * press.promised_positions(config.prompt_tokens, config.new_tokens) / MIB
+    return sizes.held_bytes(press.promised_positions(config.prompt_tokens, config.new_tokens), config.batch) / MIB
 
 
 def _masked(strategy: Strategy, m: Measurement, config: Config, full_bytes: int | None) -> str:
@@ -167,13 +167,13 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     """The result's table: one row per configuration (per strategy, in a cache comparison)."""
     import pandas as pd
 
-    position = result.facts.kv_position_bytes
+    sizes = result.facts.kv_sizes
     if not result.plain:
         return _strategy_table(result)
     divided = split(result)
     extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]
     measured = {
-        pair.config: {**row(pair, position), **_limits(result, pair), **(split_values(pair) if divided else {})}
+        pair.config: {**row(pair, sizes), **_limits(result, pair), **(split_values(pair) if divided else {})}
         for pair in result.pairs()
     }
     if not result.predictions:
@@ -186,29 +186,28 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
 
 
-def _full_bytes(result: BenchmarkRecord, config: Config, position: int | None) -> int | None:
-    """The full cache's bytes at ``config``: the dynamic row's where it ran, else 2 x layers x KV heads x
-    head_dim x dtype bytes per cached position."""
+def _full_bytes(result: BenchmarkRecord, config: Config, sizes: KVSizes | None) -> int | None:
+    """The full cache's bytes at ``config``: the dynamic row's where it ran, else as predicted layer by layer."""
     dynamic = result.measurement(FULL_CACHE, config)
     if dynamic is not None and dynamic.kv_bytes:
         return dynamic.kv_bytes
-    return None if not position else config.batch * position * config.cached_positions
+    return None if sizes is None else sizes.after(*config)
 
 
 def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
     """A comparison's table: a row per (configuration, strategy), its limit and prefix columns where asked for."""
     import pandas as pd
 
-    position, reused = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None
+    sizes, reused = result.facts.kv_sizes, result.facts.prefix_tokens is not None
     sequential = result.spec.repeat == "auto"
     rows = []
     for config in result.configs:
         reference, limits = result.measurement(REFERENCE, config), matching(result, config)
-        full = _full_bytes(result, config, position)
+        full = _full_bytes(result, config, sizes)
         for strategy in result.strategies:
             m = result.measurement(strategy, config)
             note = result.skipped.get(strategy, "") or result.remarks.get(strategy, "")
-            found = strategy_row(config, strategy, m, reference, note, position, full, sequential)
+            found = strategy_row(config, strategy, m, reference, note, sizes, full, sequential)
             found.update(strategy_limit_values(m, limits) if result.limits else {})
             rows.append({**found, **(prefix_values(result, m) if reused else {})})
     extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))

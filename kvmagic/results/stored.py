@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
+from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.limits import Hardware, Limits, StrategyLimit
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
@@ -76,7 +77,7 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             skipped=dict(data.get("skipped", {})),
             remarks=dict(data.get("remarks", {})),
             metadata=dict(data.get("metadata", {})),
-            facts=RunFacts(**data.get("facts", {})),
+            facts=_facts(data.get("facts", {})),
             predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
             cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
             hardware=None if data.get("hardware") is None else Hardware(**_numbers(data["hardware"])),
@@ -85,6 +86,18 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         )
     except (KeyError, TypeError) as error:
         raise KVMagicError(f"this kvmagic benchmark is incomplete: {error}") from None
+
+
+def _facts(data: Mapping[str, Any]) -> RunFacts:
+    """The run's facts; a file from before the sizes per layer kept one position's bytes over all layers."""
+    values = dict(data)
+    position, sizes = values.pop("kv_position_bytes", None), values.get("kv_sizes")
+    if sizes is not None:
+        keep = SlidingKeep(**sizes.get("keep", {}))
+        values["kv_sizes"] = KVSizes(sizes["position_bytes"], tuple(sizes["windows"]), keep)
+    elif position:
+        values["kv_sizes"] = KVSizes(position, (None,))
+    return RunFacts(**values)
 
 
 def _measurement(data: Mapping[str, Any]) -> Measurement:

@@ -22,7 +22,7 @@ from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
 from kvmagic.measure.limits_probe import measure_hardware
-from kvmagic.measure.memory import predicted_kv_nbytes
+from kvmagic.measure.memory import kv_sizes
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.static_cache import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
@@ -130,7 +130,7 @@ def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
         configurations=len(plan.configs),
         estimated_s=budget.estimate_s,
         stopped=stopped,
-        kv_position_bytes=predicted_kv_nbytes(model.config, 1, model.dtype),
+        kv_sizes=kv_sizes(model.config, model.dtype),
         model_generation_settings=non_greedy_settings(model),  # what the benchmark turned off: see the note
         weight_bytes=sum(p.numel() * p.element_size() for p in model.parameters()) if spec.predict else None,
     )

@@ -24,7 +24,7 @@ from kvmagic.errors import clipped
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.distributed import slowest
 from kvmagic.measure.guards import is_out_of_memory
-from kvmagic.measure.memory import predicted_kv_nbytes
+from kvmagic.measure.memory import kv_sizes
 from kvmagic.measure.strategies import Setup, checked, plain_pair, setups
 from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge
@@ -235,6 +235,6 @@ def _prediction(loaded: LoadedModel, cost: CostModel, config: Config) -> Predict
         new_tokens=new_tokens,
         uncached_s=batch * cost.generate_seconds(prompt_tokens, new_tokens, use_cache=False),
         cached_s=batch * cost.generate_seconds(prompt_tokens, new_tokens, use_cache=True),
-        kv_bytes=batch * predicted_kv_nbytes(model.config, config.cached_positions, model.dtype),
+        kv_bytes=kv_sizes(model.config, model.dtype).after(*config),
         batch=batch,
     )
