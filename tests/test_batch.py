@@ -90,9 +90,9 @@ def test_the_plot_shows_speedup_and_memory_against_the_batch() -> None:
     result = BenchmarkResult("tiny", [*_measurement(4, 4.0, 1.0), *_measurement(1, 2.0, 1.0)])
     speedups, memory = result.plot().axes
     assert speedups.get_xlabel() == memory.get_xlabel() == "batch"
-    assert _lines(speedups)["speed-up"] == ([1, 4], [2.0, 4.0])
+    assert _lines(speedups)["cached speed-up"] == ([1, 4], [2.0, 4.0])
     found = _lines(memory)
-    assert found["KV cache"] == ([1, 4], [1.0, 4.0])
+    assert found["cached KV cache"] == ([1, 4], [1.0, 4.0])
     assert found["uncached peak"] == ([1, 4], [2.0, 8.0]) and found["cached peak"] == ([1, 4], [3.0, 12.0])
 
 

@@ -117,7 +117,7 @@ def test_plot_draws_time_and_speedup_against_generated_length() -> None:
     lines, pairs = _lines(times), result.pairs()
     assert lines["uncached"] == ([16, 64, 256], [p.reference.median_s for p in pairs])
     assert lines["cached"] == ([16, 64, 256], [p.other.median_s for p in pairs])
-    assert _lines(speedups) == {"speed-up": ([16, 64, 256], [p.speedup for p in pairs])}
+    assert _lines(speedups) == {"cached speed-up": ([16, 64, 256], [p.speedup for p in pairs])}
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     assert buffer.getvalue().startswith(b"\x89PNG")
@@ -129,7 +129,7 @@ def test_plot_groups_by_prompt_length_when_both_vary() -> None:
     assert set(_lines(figure.axes[0])) == {
         "uncached, prompt tokens 8", "cached, prompt tokens 8", "uncached, prompt tokens 32", "cached, prompt tokens 32",
     }  # fmt: skip
-    assert _lines(figure.axes[1])["speed-up, prompt tokens 32"][0] == [4, 16]
+    assert _lines(figure.axes[1])["cached speed-up, prompt tokens 32"][0] == [4, 16]
 
 
 def test_plot_uses_prompt_length_when_only_it_varies() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kvmagic.core.spec import BenchSpec
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Option
-from kvmagic.results.columns import FRONTIER_MEANINGS, MEANINGS
+from kvmagic.results.columns import FRONTIER_MEANINGS, MEANINGS, column
 from kvmagic.results.compare import COMPARE_COLUMNS
 from kvmagic.results.frontier_table import FRONTIER_COLUMNS
 from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
@@ -102,16 +102,22 @@ def _column_rows(columns: Sequence[str], meanings: Mapping[str, str], shown: Seq
     if missing:
         raise SystemExit(f"no meaning for column(s) {', '.join(missing)}: add it to kvmagic/results/columns.py")
     mark = {c: " (shown)" for c in shown}
-    return ["| column | meaning |", "|---|---|"] + [
-        f"| `{c}`{mark.get(c, '')} | {_cell(meanings[c])} |" for c in columns
+    return ["| column | unit | meaning |", "|---|---|---|"] + [
+        f"| `{c}`{mark.get(c, '')} | {column(c).unit} | {_cell(_shows(c) + meanings[c])} |" for c in columns
     ]
+
+
+def _shows(name: str) -> str:
+    """Which strategy row's column a plain-run column shows, from the registry."""
+    side = column(name).side
+    return "" if side is None or side[1] == name else f"`{side[0]}`'s `{side[1]}`: "
 
 
 def columns_page() -> str:
     """Every column of the benchmark's tables and of the frontier's, with what it means."""
     return "\n".join(
         [
-            _HEADER.format(source="the column tuples and kvmagic/results/columns.py", command=REGENERATE),
+            _HEADER.format(source="the column registry, kvmagic/results/columns.py", command=REGENERATE),
             "# Columns",
             "",
             "The DataFrame `%%kvbench` returns (`result.to_dataframe()`), `-o`, `--save` and the command's `csv`,",
@@ -125,10 +131,11 @@ def columns_page() -> str:
             "`kv_cache_mib` (where quality was read and there are footnotes, `identical` goes before `kl_nats`: each",
             "row that differed keeps its footnote; beside a baseline, `kv_cache_mib` always goes).",
             "",
-            "## The plain run: one row per configuration (`COLUMNS`, kvmagic/results/report.py)",
+            "## The plain run: one row per configuration (`PAIR_VIEW`, kvmagic/results/columns.py)",
             "",
-            "The pair side by side: `uncached_*` is the `off` strategy, `cached_*` the `dynamic` one. `batch` is",
-            "shown only where some row has a batch over 1.",
+            "The plain run is the comparison `off,dynamic`; its table is a view of those two rows side by side:",
+            "`uncached_*` shows a column of `off`'s row, `cached_*` one of `dynamic`'s (below, which one). `batch`",
+            "is shown only where some row has a batch over 1.",
             "",
             *_column_rows(COLUMNS, MEANINGS, SHOWN_COLUMNS),
             "",
@@ -145,7 +152,7 @@ def columns_page() -> str:
             "",
             *_column_rows(SPLIT_COLUMNS, MEANINGS, SHOWN_COLUMNS),
             "",
-            "## `--cache`: one row per configuration and strategy (`STRATEGY_COLUMNS`, kvmagic/results/report.py)",
+            "## `--cache`: one row per configuration and strategy (`ROW_COLUMNS`, kvmagic/results/columns.py)",
             "",
             "In the table shown first, `first_mismatch` and `note` become marks in `note` that point to footnotes.",
             "",

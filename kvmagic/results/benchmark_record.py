@@ -82,7 +82,8 @@ class BenchmarkRecord:
     def pair(self, config: Config | None = None, strategy: Strategy | str | None = None) -> Pair | None:
         """The reference against ``strategy`` (the plain run's ``dynamic`` by default) at ``config``."""
         config = config or self._only_config()
-        other = strategy or (PAIR[1] if self.plain else None)
+        others = [s for s in self.strategies if s != REFERENCE]
+        other = strategy or (others[0] if len(others) == 1 else None)
         if other is None:
             raise KVMagicError(f"a comparison of strategies has a speed-up per strategy: name one of {self._others()}")
         reference, found = self.measurement(REFERENCE, config), self.measurement(other, config)

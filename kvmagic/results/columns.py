@@ -1,12 +1,18 @@
-"""What each column of a result's tables means, in a sentence: the one place docs/columns.md is generated from.
+"""The column registry: every column of a result's tables, what it means, its unit and how its cells are written.
 
-A column is declared in the tuple of its table (:data:`~kvmagic.results.report.COLUMNS` and its siblings) and
-described here; a column with no meaning here fails the test that keeps the generated page current.
+Every view draws from it: a comparison's rows (:data:`ROW_COLUMNS`), the plain run's view of its two rows side by
+side (:data:`PAIR_VIEW`, each ``uncached_*``/``cached_*`` column naming the strategy row and column it shows), the
+short table and ``--wide`` (their cells' form), the DataFrame, HTML, text and files, ``--compare``, and
+docs/columns.md. A column no table registers here fails the test that keeps the generated page current.
 """
 
 from __future__ import annotations
 
-__all__ = ["FRONTIER_MEANINGS", "MEANINGS"]
+from dataclasses import dataclass
+
+from kvmagic.core.strategy import DYNAMIC, OFF, Strategy
+
+__all__ = ["FRONTIER_MEANINGS", "MEANINGS", "PAIR_VIEW", "REGISTRY", "ROW_COLUMNS", "Column", "column"]
 
 _PEAK = (
     "peak memory over the timed runs, reset before and read after each, outside the timed region: "
@@ -76,6 +82,9 @@ MEANINGS: dict[str, str] = {
     "(docs/statistics.md); empty when either run timed one round",
     "strategy": "the KV-cache strategy of this row (docs/strategies.md)",
     "seconds": "median seconds per timed run of this strategy",
+    "ttft_s": _TTFT + ", the median of three one-token runs interleaved as the rounds are",
+    "min_s": "fastest timed run of this strategy",
+    "iqr_s": "interquartile range of this strategy's timed runs; needs `-r 3` or more (NaN below)",
     "tok_s": _TOK_S + ", from the timed runs and a one-token run",
     "first_mismatch": "where the strategy's tokens first differed from the reference's: "
     "`position: 'expected' (id) vs 'actual' (id)`; quantized caches usually differ",
@@ -130,3 +139,76 @@ FRONTIER_MEANINGS: dict[str, str] = {
     "check_error": "`--frontier check`: the prediction's error on tensors (+0.05: they took 5% more than predicted)",
     "fitted": "`--frontier check`: whether the device's peak stayed within the memory free",
 }
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the benchmark's table: what it means, its unit, how its cells are written, and, for the plain
+    run's view, which strategy's row and which of its columns it shows (``uncached_s`` is ``off``'s ``seconds``)."""
+
+    name: str
+    meaning: str
+    unit: str = ""
+    side: tuple[Strategy, str] | None = None
+
+    @property
+    def form(self) -> str:
+        """How a cell is written: a ``speedup`` (3 significant digits), a ``change`` (a signed percentage), or a
+        ``figure`` (4 significant digits); a missing value is blank in each."""
+        return "change" if self.unit == "change" else "speedup" if self.unit == "times faster" else "figure"
+
+
+# A comparison's row: one strategy at one configuration, against the reference's runs there.
+ROW_COLUMNS = (
+    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "speedup_ci_low",
+    "speedup_ci_high", "identical", "first_mismatch", "top1_agreement", "kl_nats", "ppl_ratio", "kv_cache_mib",
+    "kv_promised_mib", "cache_tokens", "peak_mib", "ttft_s", "min_s", "iqr_s", "compile_s", "note",
+)  # fmt: skip
+# The plain run's view of its two rows (off and dynamic) side by side, one row per configuration: the names users and
+# saved files know.
+PAIR_VIEW = (
+    "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "identical",
+    "uncached_ttft_s", "cached_ttft_s", "uncached_tok_s", "cached_tok_s",
+    "kv_cache_mib", "kv_predicted_mib", "uncached_peak_mib", "cached_peak_mib",
+    "uncached_min_s", "cached_min_s", "uncached_iqr_s", "cached_iqr_s", "speedup_ci_low", "speedup_ci_high",
+)  # fmt: skip
+_SIDES = {
+    f"{side}_{name}": (strategy, source)
+    for side, strategy in (("uncached", OFF), ("cached", DYNAMIC))
+    for name, source in (("s", "seconds"), ("ttft_s", "ttft_s"), ("tok_s", "tok_s"), ("peak_mib", "peak_mib"),
+                         ("min_s", "min_s"), ("iqr_s", "iqr_s"))
+}  # fmt: skip
+_SIDES.update({name: (DYNAMIC, name) for name in ("speedup", "speedup_ci_low", "speedup_ci_high", "kv_cache_mib")})
+_SHARES = ("top1_agreement", "check_error")
+
+
+def _unit(name: str) -> str:
+    """A column's unit, read from how its name ends (``_s`` seconds, ``_mib`` MiB, ``tok_s`` tokens per second)."""
+    if name == "speedup_change":
+        return "change"
+    if "speedup" in name:
+        return "times faster"
+    if "tok_s" in name:
+        return "tokens/s"
+    for ending, unit in (("_mib", "MiB"), ("_ms", "ms"), ("_s", "s"), ("_share", "share"), ("_tokens", "tokens")):
+        if name.endswith(ending):
+            return unit
+    named = {"seconds": "s", "kl_nats": "nats", "max_context": "tokens", "max_prompt": "tokens"}
+    return (
+        "share"
+        if name in _SHARES or name.endswith("of_limit")
+        else "bytes"
+        if name.endswith("_bytes_per_token")
+        else named.get(name, "")
+    )
+
+
+REGISTRY: dict[str, Column] = {
+    name: Column(name, meaning, _unit(name), _SIDES.get(name))
+    for name, meaning in {**FRONTIER_MEANINGS, **MEANINGS}.items()
+}
+
+
+def column(name: str) -> Column:
+    """The registered column ``name``; one a table shows without registering it has no meaning, unit or form."""
+    return REGISTRY.get(name) or Column(name, "")

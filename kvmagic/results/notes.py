@@ -36,8 +36,9 @@ def notes(result: BenchmarkRecord) -> list[str]:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
         found.append(f"the model ships {settings}: turned off here, so its own defaults generate differently")
     for config in result.configs:
+        # The plain run's view has no first_mismatch column, so where its tokens first differed is said here.
         pair = result.pair(config) if result.plain else None
-        differed = pair.mismatch if pair is not None else None  # a comparison says it per strategy, in its table
+        differed = pair.mismatch if pair is not None else None
         if pair is not None and differed is not None:
             m, mismatch = differed
             shown = result.shown_name
@@ -67,7 +68,7 @@ def _spread_warning(result: BenchmarkRecord) -> list[str]:
         return []
     sweep = len(result.configs) > 1
     which = "; ".join(", ".join(names) + (f" at {config}" if sweep else "") for config, names in noisy.items())
-    speedups = "speed-up" if result.plain and not sweep else "speed-ups"
+    speedups = "speed-up" if len(result.strategies) == 2 and not sweep else "speed-ups"
     advice = f"close other work or {more_pairs(result)} for more pairs before trusting the {speedups}"
     return [f"warning: times vary (IQR over {stats.SPREAD_WARNING:.0%} of the median) for {which}: {advice}"]
 

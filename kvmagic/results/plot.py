@@ -73,7 +73,7 @@ def plot_result(result: BenchmarkRecord) -> SweepFigure:
         _draw_lengths(axes[0], axes[1], result)
     if stepped:
         _draw_steps(axes[2], result, max(stepped, key=lambda c: (c.prompt_tokens + c.new_tokens, c.prompt_tokens)))
-    what = "KV cache off vs on" if result.plain else "cache strategies"
+    what = " vs ".join(result.shown_name(s) for s in result.strategies)
     figure.suptitle(f"{result.model}: greedy generation, {what}" + (" (partial)" if result.partial else ""))
     return figure
 
@@ -114,6 +114,10 @@ def _times_faster(axis: Axes) -> str:
     return "times faster" + (" (error bars: 95% intervals)" if drawn else "")
 
 
+def _speedup_title(result: BenchmarkRecord) -> str:
+    return f"Speed-up over {result.shown_name(REFERENCE)}"
+
+
 def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
     configs = result.configs
     by_new = len({c.new_tokens for c in configs}) > 1 or len({c.prompt_tokens for c in configs}) == 1
@@ -126,12 +130,12 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
         for strategy, style in zip(result.strategies, _STYLES):
             times.plot(xs, _seconds(result, strategy, rows), style, label=result.shown_name(strategy) + suffix)
             if strategy != REFERENCE:
-                label = "speed-up" if result.plain else f"{strategy} speed-up"
+                label = f"{result.shown_name(strategy)} speed-up"
                 (line,) = speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
                 _intervals(speedups, xs, result, strategy, rows, line.get_color())
     label = x_name.replace("_", " ")
     times.set(title="Time per generate (median)", xlabel=label, ylabel="seconds")
-    title = "Speed-up (uncached / cached)" if result.plain else "Speed-up over off"
+    title = _speedup_title(result)
     speedups.set(title=title, xlabel=label, ylabel=_times_faster(speedups))
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     for axis in (times, speedups):
@@ -152,7 +156,7 @@ def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Conf
     speedups.bar_label(bars, fmt="%.3gx", label_type="center")  # inside its bar: clear of the error bar above it
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     times.set(title=f"Time per generate (median, {config})", ylabel="seconds")
-    title = "Speed-up (uncached / cached)" if result.plain else "Speed-up over off"
+    title = _speedup_title(result)
     speedups.set(title=title, ylabel=_times_faster(speedups))
     for axis in (times, speedups):
         axis.margins(y=0.15)
@@ -173,15 +177,15 @@ def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkRecord) -> None
             name = result.shown_name(strategy)
             found = [result.measurement(strategy, c) for c in rows]
             if strategy != REFERENCE:
-                label = "speed-up" if result.plain else f"{strategy} speed-up"
+                label = f"{result.shown_name(strategy)} speed-up"
                 (line,) = speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
                 _intervals(speedups, xs, result, strategy, rows, line.get_color())
                 kv = [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found]
-                memory.plot(xs, kv, style, label=("KV cache" if result.plain else f"{name} KV cache") + suffix)
+                memory.plot(xs, kv, style, label=f"{name} KV cache{suffix}")
             peaks = [math.nan if m is None or m.peak_bytes is None else m.peak_bytes / MIB for m in found]
             if not all(math.isnan(p) for p in peaks):
                 memory.plot(xs, peaks, style, label=f"{name} peak{suffix}")
-    speedups.set(title="Speed-up (uncached / cached)" if result.plain else "Speed-up over off", xlabel="batch",
+    speedups.set(title=_speedup_title(result), xlabel="batch",
                  ylabel=_times_faster(speedups))  # fmt: skip
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     memory.set(title="Memory of the whole batch", xlabel="batch", ylabel="MiB")

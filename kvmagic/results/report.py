@@ -1,9 +1,9 @@
-"""A result as a table: one row per configuration for the plain run, one per (configuration, strategy) for a
-comparison of strategies.
+"""A result as a table: one row per (configuration, strategy), each one measurement against the reference's at the
+same configuration.
 
-Both layouts read the same records: the plain run's row is its pair (``off`` and ``dynamic``) side by side,
-their columns named ``uncached_*`` and ``cached_*``; a comparison's row is one measurement against the
-reference's at the same configuration. The notes beneath the table live in :mod:`~kvmagic.results.notes`.
+The plain run is the comparison ``off,dynamic``; its table is a view of those two rows side by side, one row per
+configuration, whose ``uncached_*`` and ``cached_*`` columns name the row and column they show (the column registry,
+:mod:`~kvmagic.results.columns`). The notes beneath the table live in :mod:`~kvmagic.results.notes`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.config import Config
-from kvmagic.core.spec import PAIR_COLUMNS
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE, Strategy
+from kvmagic.results.columns import PAIR_VIEW, REGISTRY, ROW_COLUMNS
 from kvmagic.results.limits_table import (
     LIMIT_COLUMNS,
     STRATEGY_LIMIT_COLUMNS,
@@ -39,19 +39,9 @@ __all__ = [
 ]  # fmt: skip
 
 MIB = 2**20
-COLUMNS = (
-    "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "identical",
-    "uncached_ttft_s", "cached_ttft_s", "uncached_tok_s", "cached_tok_s",
-    "kv_cache_mib", "kv_predicted_mib", "uncached_peak_mib", "cached_peak_mib",
-    "uncached_min_s", "cached_min_s", "uncached_iqr_s", "cached_iqr_s", "speedup_ci_low", "speedup_ci_high",
-)  # fmt: skip
+COLUMNS = PAIR_VIEW  # the plain run's table
 PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_speedup", "measured")
-# With a cache comparison: one row per (prompt_tokens, new_tokens, batch, strategy), each against the "off" runs.
-STRATEGY_COLUMNS = (
-    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "speedup_ci_low",
-    "speedup_ci_high", "identical", "first_mismatch", "top1_agreement", "kl_nats", "ppl_ratio", "kv_cache_mib",
-    "kv_promised_mib", "cache_tokens", "peak_mib", "compile_s", "note",
-)  # fmt: skip
+STRATEGY_COLUMNS = ROW_COLUMNS  # a comparison's table
 
 
 def figures(m: Measurement) -> dict[str, float]:
@@ -73,22 +63,21 @@ def figures(m: Measurement) -> dict[str, float]:
 
 
 def row(pair: Pair, sizes: KVSizes | None = None) -> dict[str, Any]:
-    """The plain run's row: the pair side by side, as ``uncached_*`` and ``cached_*``; ``sizes`` predict its
-    cache's bytes, layer by layer."""
-    config, sides = pair.config, (pair.reference, pair.other)
-    uncached, cached = (figures(m) for m in sides)
-    ci_low, ci_high = pair.interval
+    """The plain run's row: its two strategies' rows side by side, each ``uncached_*`` and ``cached_*`` column the
+    one of ``off``'s or ``dynamic``'s row the registry names; ``sizes`` predict the cache's bytes, layer by layer."""
+    config, reference = pair.config, pair.reference
+    rows = {
+        m.strategy: strategy_row(config, m.strategy, m, reference, sequential=pair.sequential)
+        for m in (reference, pair.other)
+    }
     values: dict[str, Any] = config._asdict()
-    values.update(uncached_s=uncached["s"], cached_s=cached["s"], speedup=pair.speedup, identical=pair.identical)
-    named = [(PAIR_COLUMNS[m.strategy], summary) for m, summary in zip(sides, (uncached, cached))]
-    for key in ("ttft_s", "tok_s"):
-        values.update({f"{name}_{key}": summary[key] for name, summary in named})
-    values["kv_cache_mib"] = cached["kv_cache_mib"]
+    for name in PAIR_VIEW:
+        side = REGISTRY[name].side
+        if side is not None:
+            values[name] = rows[side[0]][side[1]]
+    values["identical"] = pair.identical
     values["kv_predicted_mib"] = math.nan if sizes is None else sizes.after(*config) / MIB
-    for key in ("peak_mib", "min_s", "iqr_s"):
-        values.update({f"{name}_{key}": summary[key] for name, summary in named})
-    values.update(speedup_ci_low=ci_low, speedup_ci_high=ci_high)
-    return values
+    return {name: values[name] for name in PAIR_VIEW}
 
 
 def strategy_row(
@@ -119,6 +108,9 @@ def strategy_row(
         "cache_tokens": math.nan if m.kv_bytes is None or sizes is None else sizes.positions(m.kv_bytes, config.batch),
         "kv_promised_mib": _promised_mib(strategy, config, sizes),
         "peak_mib": summary["peak_mib"],
+        "ttft_s": summary["ttft_s"],
+        "min_s": summary["min_s"],
+        "iqr_s": summary["iqr_s"],
         "compile_s": summary["compile_s"],
         "note": "; ".join(text for text in (note, _masked(strategy, m, config, full_bytes)) if text),
     }
@@ -168,7 +160,7 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     import pandas as pd
 
     sizes = result.facts.kv_sizes
-    if not result.plain:
+    if not result.plain:  # the one place the plain run differs: its view of the rows, side by side
         return _strategy_table(result)
     divided = split(result)
     extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]

@@ -20,6 +20,8 @@ import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.results.columns import column
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -78,11 +80,10 @@ def _change(value: float) -> str:
 
 
 def cell(name: str) -> Callable[[Any], str]:
-    """How column ``name``'s values read in every table kvmagic shows: a change as a signed percentage, a
-    speed-up (or its interval's ends) to 3 digits, any other number to 4, a missing value blank."""
-    if name == "speedup_change":
-        return _change
-    return _ratio if "speedup" in name else _figure
+    """How column ``name``'s values read in every table kvmagic shows, by the form the column registry gives it: a
+    change as a signed percentage, a speed-up (or its interval's ends) to 3 digits, any other number to 4, a
+    missing value blank."""
+    return {"change": _change, "speedup": _ratio}.get(column(name).form, _figure)
 
 
 def _speedups(frame: pd.DataFrame) -> list[str]:
