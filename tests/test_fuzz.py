@@ -48,6 +48,15 @@ KVBENCH_LINES = st.one_of(
             _flag(["-w", "--warmup-tokens"], st.one_of(st.integers(-2, 2).map(str), JUNK)),
             _flag(["-r", "--repeat"], st.one_of(st.integers(-1, 2).map(str), JUNK)),
             _flag(["-v", "--var"], st.one_of(st.from_regex(r"\A[a-z]{1,6}\Z"), JUNK)),
+            # Lists that repeat an entry, and counts past what the machine has: refused in one line.
+            _flag(
+                ["--cache"],
+                st.lists(st.sampled_from(["off", "dynamic", "static", "press:knorm:0"]), min_size=1, max_size=3).map(
+                    ",".join
+                ),
+            ),
+            _flag(["--threads"], st.sampled_from(["1", "4096", "0"])),
+            _flag(["-n"], st.sampled_from(["2,2", "1-2+1,2", "2,1-2+1,1-2+1"])),
             st.sampled_from(["--chat", "-o", "-q", "--quiet", "-h", "--help", "-x", "--", "extra"]),
             JUNK,
         ),
@@ -97,6 +106,7 @@ def _runs_or_usage_error(run: Any) -> None:
 @example(line="-n 99999999999999999999")
 @example(line="-n 2 -w 0 -r 1 --chat -o -v kept")
 @example(line="\ud800 \x00 \u202e")
+@example(line="-n 2,2 --cache dynamic,dynamic --threads 4096")
 def test_any_kvbench_line(quick, tiny, line: str) -> None:
     before = snapshot(tiny.model)
     _runs_or_usage_error(lambda: quick.run_cell_magic("kvbench", line, PROMPT))
@@ -112,6 +122,7 @@ def test_any_kvbench_line(quick, tiny, line: str) -> None:
 @example(body="\udfff")
 @example(body="\u202eRTL override\u202c and \u200f marks \u200e")
 @example(body="\x1b[31mred\x1b[0m\x07\x7f")
+@example(body="\ufeff\u200b\u2060")
 def test_any_cell_body(quick, tiny, body: str) -> None:
     before = snapshot(tiny.model)
     _runs_or_usage_error(lambda: quick.run_cell_magic("kvbench", "-n 2 -w 0 -q", body))

@@ -33,7 +33,9 @@ def parse_names(text: str | list[str]) -> list[str]:
 
 
 def test_names_put_off_first_once_and_keep_the_users_order() -> None:
-    assert parse_names("static, dynamic,static") == ["off", "static", "dynamic"]
+    assert parse_names("static, dynamic") == ["off", "static", "dynamic"]
+    with pytest.raises(KVMagicError, match=r"^cache names static twice: name each strategy once$"):
+        parse_names("static, dynamic,static")
     assert parse_names(["dynamic", "off"]) == ["off", "dynamic"]
     assert parse_names("hybrid") == ["off", "hybrid"]  # any cache_implementation the installed transformers has
 

@@ -23,13 +23,18 @@ _RANGE = re.compile(r"^(\d+)-(\d+)([*+])(\d+)$")
 
 
 def parse_lengths(text: str, *, minimum: int = 1) -> list[int]:
-    """``"16-256*4"`` -> ``[16, 64, 256]``: lengths in the order written, duplicates dropped.
+    """``"16-256*4"`` -> ``[16, 64, 256]``: lengths in the order written; a length a range holds too is kept once,
+    an item written twice is refused.
 
     A range runs from A while the value stays <= B, so B itself appears only when a step lands on it
     (as in llama-bench).
     """
     lengths: list[int] = []
-    for item in str(text).replace(" ", "").split(","):
+    items = str(text).replace(" ", "").split(",")
+    repeated = next((item for i, item in enumerate(items) if item and item in items[:i]), None)
+    if repeated is not None:
+        raise KVMagicError(f"{text!r} lists {repeated} twice: give each length once")
+    for item in items:
         lengths.extend(_parse_item(item, text))
         if len(lengths) > MAX_LENGTHS:
             raise KVMagicError(f"{text!r} gives more than {MAX_LENGTHS} lengths: use a coarser range")

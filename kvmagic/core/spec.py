@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -262,8 +263,18 @@ def _prefix(name: str, value: Any) -> int | str | None:
 
 
 def _bits(name: str, value: Any) -> int | None:
-    """A count that may be left to someone else (None): a quantized cache's width, torch's threads."""
+    """A count that may be left to someone else (None): a quantized cache's width."""
     return None if value is None else _count(name, value, 1)
+
+
+def _threads(name: str, value: Any) -> int | None:
+    """torch's CPU threads, or None for its own: more than the machine has cores only make them wait on each other."""
+    if value is None:
+        return None
+    cores, threads = os.cpu_count() or 1, _count(name, value, 1)
+    if threads > cores:
+        raise KVMagicError(f"{{{name}}} {threads} is more than the {cores} cores here: use at most {cores}", name)
+    return threads
 
 
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
@@ -280,7 +291,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "kv_bits": _bits,
     "compile": _flag,
     "steps": _flag,
-    "threads": _bits,
+    "threads": _threads,
     "batch": _lengths,
     "limits": _flag,
     "frontier": _frontier,

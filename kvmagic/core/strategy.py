@@ -174,7 +174,8 @@ def parse(text: str) -> Strategy:
 
 
 def parse_list(text: str | Iterable[str | Strategy]) -> tuple[Strategy, ...]:
-    """``off,dynamic,press:snapkv:0.25-0.75+0.25`` -> each strategy, a press sweep one per ratio, in order."""
+    """``off,dynamic,press:snapkv:0.25-0.75+0.25`` -> each strategy, a press sweep one per ratio, in order; a
+    strategy named twice (``press:knorm:0.5,press:knorm:.5``) is refused."""
     items = text.split(",") if isinstance(text, str) else list(text)
     found: list[Strategy] = []
     for item in items:
@@ -182,6 +183,9 @@ def parse_list(text: str | Iterable[str | Strategy]) -> tuple[Strategy, ...]:
             found.append(item)
         elif isinstance(item, str) and item.strip():
             found += _read(item.strip())
+    repeated = next((s for i, s in enumerate(found) if s in found[:i]), None)
+    if repeated is not None:
+        raise KVMagicError(f"{{cache}} names {repeated} twice: name each strategy once", "cache")
     return tuple(found)
 
 

@@ -90,8 +90,10 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
         raise KVMagicError("no prompt: give it as an argument, with --prompt-file FILE, or on stdin")
     else:
         prompt = stdin.read()
-    if not prompt.strip():  # found before a model loads for nothing
-        raise KVMagicError("the prompt is empty: give the text to generate from")
+    from kvmagic.runner.prompt import visible
+
+    if not visible(prompt):  # found before a model loads for nothing
+        raise KVMagicError("the prompt is empty (nothing in it shows): give the text to generate from")
     return prompt
 
 

@@ -41,6 +41,8 @@ class _NamespaceFormatter(string.Formatter):
                 value = getattr(value, key) if is_attribute else value[key]
             except (AttributeError, LookupError, TypeError) as error:
                 raise KVMagicError(f"--expand: cannot look up {{{field_name}}}: {error}") from None
+            except Exception as error:  # a user's property or __getitem__ may raise anything
+                raise KVMagicError(f"--expand: cannot look up {{{field_name}}}: {_said(error)}") from None
         return value, first
 
 
@@ -48,5 +50,13 @@ def expand(text: str, namespace: Mapping[str, Any]) -> str:
     """``text`` with each ``{name}`` field replaced by its value in ``namespace``; nothing is evaluated."""
     try:
         return _NamespaceFormatter().vformat(text, (), namespace)
+    except KVMagicError:
+        raise
     except (ValueError, IndexError) as error:  # unmatched braces, a bad format spec
         raise KVMagicError(f"--expand: cannot read the cell as a template ({error}): {_BRACES}") from None
+    except Exception as error:  # a value's own __format__ or __str__ raised
+        raise KVMagicError(f"--expand: a value could not be written into the prompt: {_said(error)}") from None
+
+
+def _said(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

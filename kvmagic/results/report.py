@@ -135,12 +135,18 @@ def _promised_mib(strategy: Strategy, config: Config, sizes: KVSizes | None) -> 
 
 
 def _masked(strategy: Strategy, m: Measurement, config: Config, full_bytes: int | None) -> str:
-    """A press that dropped prompt positions yet held as many bytes as the full cache hides them from attention
-    (kvpress's head-wise masks) instead of freeing them: say so, or its bytes read as a broken promise."""
+    """What a press's row must say: that its ratio drops none of this prompt's tokens (its cache is the full one),
+    or that it dropped prompt positions yet held as many bytes as the full cache, hiding them from attention
+    (kvpress's head-wise masks) instead of freeing them, or its bytes read as a broken promise."""
     press = strategy.press
-    if press is None or m.kv_bytes is None or not full_bytes or m.kv_bytes < full_bytes:
+    if press is None:
         return ""
-    if press.kept(config.prompt_tokens) >= config.prompt_tokens:  # nothing to drop: the full cache is the promise
+    if press.kept(config.prompt_tokens) >= config.prompt_tokens:
+        return (
+            f"{press.method} at ratio {press.ratio:g} drops none of the {config.prompt_tokens} prompt tokens: its "
+            "cache is the full one"
+        )
+    if m.kv_bytes is None or not full_bytes or m.kv_bytes < full_bytes:
         return ""
     return (
         f"holds {m.kv_bytes / MIB:.4g} MiB, no less than the full cache: {press.method} masks the positions it "

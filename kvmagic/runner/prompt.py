@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import TYPE_CHECKING, cast
 
 from kvmagic.core.lengths import stretch_ids
@@ -135,11 +136,19 @@ def _special_ends(full: list[int], body: list[int]) -> tuple[list[int], list[int
     return [], []
 
 
+def visible(prompt: str) -> bool:
+    """Whether ``prompt`` holds a character that shows: a prompt of spaces, a byte-order mark or zero-width
+    characters alone (Unicode's format characters) looks empty to its reader and is no text to generate from."""
+    return any(not character.isspace() and unicodedata.category(character) != "Cf" for character in prompt)
+
+
 def _check_prompt(prompt: str) -> None:
     """Text to tokenize: not blank, and no lone surrogate (from a bad copy or a broken file), which
     tokenizers reject with a TypeError."""
-    if not prompt.strip():
-        raise KVMagicError("the prompt is empty: write the text to generate from")
+    if not visible(prompt):
+        hidden = sorted({f"U+{ord(c):04X}" for c in prompt if not c.isspace()})
+        shown = f" (only {', '.join(hidden)})" if hidden else ""
+        raise KVMagicError(f"the prompt is empty{shown}: write the text to generate from")
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as error:
