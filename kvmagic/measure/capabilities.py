@@ -1,11 +1,12 @@
-"""What the installed transformers and torch can do, found by asking them, never by reading version numbers.
+"""What the installed transformers and torch can do, and how they spell what they take and return, found by
+asking them, never by reading version numbers.
 
-Features move between releases that share a major version: the fp8 quantized cache is in
-transformers 5.24 and not in 5.17. So each answer here comes from the installed code itself: a
-class that accepts or refuses an argument, a decision function asked about a made-up model. How it
-spells what it takes and returns (keywords, fields) is asked in :mod:`kvmagic.measure.signatures`.
-Each is worked out once per process (``functools.cache``); a test that fakes a library clears the
-one it fakes (``quantized_backends.cache_clear()``).
+Features move between releases that share a major version: the fp8 quantized cache is in transformers 5.24 and
+not in 5.17. Keywords and fields move too: ``dtype`` replaced ``torch_dtype`` in 4.56, and the cache ``generate``
+returns moved from ``past_key_values`` to ``cache`` within 5.x. So each answer here comes from the installed
+code itself: a class that accepts or refuses an argument, a decision function asked about a made-up model, a
+signature or a field. Each is worked out once per process (``functools.cache``); a test that fakes a library
+clears the one it fakes (``quantized_backends.cache_clear()``).
 """
 
 from __future__ import annotations
@@ -23,19 +24,15 @@ from typing import Any
 
 from kvmagic.core.strategy import BACKENDS
 from kvmagic.errors import clipped
-from kvmagic.measure.signatures import (
-    dtype_keyword,
-    generate_takes_use_model_defaults,
-    returned_cache_field,
-    tensor_parallel_keyword,
-)
 from kvmagic.measure.static_cache import static_cache_state
 
 __all__ = [
     "CompileCriteria", "accelerator_functions", "attention_implementations",
-    "cache_implementations", "compile_criteria",
-    "dynamic_cache_windows", "press_reason", "quantized_backend_reason", "quantized_backends",
-    "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "summary", "transformers_version",
+    "cache_implementations", "cache_keyword", "compile_criteria",
+    "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
+    "quantized_backend_reason", "quantized_backends", "returned_cache_field",
+    "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "summary", "tensor_parallel_keyword",
+    "transformers_version",
 ]  # fmt: skip
 
 _DEVICE_KINDS = ("cuda", "xpu", "mps", "npu", "hpu", "neuron", "tpu", "cpu")
@@ -252,12 +249,67 @@ def _pressed_positions() -> int:
     from transformers import DynamicCache, LlamaForCausalLM
 
     model = LlamaForCausalLM(_probe_config()).eval()
-    accepted = inspect.signature(model.forward).parameters
     cache = DynamicCache()
-    given = {"cache" if "cache" in accepted else "past_key_values": cache}
     with torch.inference_mode(), KnormPress(compression_ratio=0.5)(model):
-        model(input_ids=torch.zeros(1, 4, dtype=torch.long), use_cache=True, **given)
+        model(input_ids=torch.zeros(1, 4, dtype=torch.long), use_cache=True, **{cache_keyword(model): cache})
     return _held(cache)
+
+
+@functools.cache
+def dtype_keyword() -> str:
+    """``dtype`` where loading takes it (transformers 4.56 on), else ``torch_dtype``: asked of a one-weight model."""
+    import torch
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class _OneWeight(PreTrainedModel):
+        config_class = PretrainedConfig
+
+        def __init__(self, config: PretrainedConfig) -> None:
+            super().__init__(config)
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    try:
+        built = _OneWeight._from_config(PretrainedConfig(), dtype=torch.float16)  # type: ignore[no-untyped-call, unused-ignore]
+    except TypeError:  # the keyword reached the model's own __init__: loading does not know it
+        return "torch_dtype"
+    return "dtype" if built.weight.dtype == torch.float16 else "torch_dtype"
+
+
+@functools.cache
+def generate_takes_use_model_defaults() -> bool:
+    """Whether ``generate`` has the switch that stops it overwriting default-valued settings (4.50-4.57)."""
+    from transformers import GenerationMixin
+
+    return "use_model_defaults" in inspect.signature(GenerationMixin.generate).parameters
+
+
+@functools.cache
+def returned_cache_field() -> str:
+    """Where ``generate(..., return_dict_in_generate=True)`` puts the cache: ``cache`` or ``past_key_values``."""
+    import dataclasses
+
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    fields = {f.name for f in dataclasses.fields(GenerateDecoderOnlyOutput)}
+    return "cache" if "cache" in fields else "past_key_values"
+
+
+def cache_keyword(model: Any) -> str:
+    """How ``generate`` takes a cache to start from: ``cache`` where the model's forward is written for it
+    (transformers 5.24 warns on the old name), else ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+
+
+@functools.cache
+def tensor_parallel_keyword() -> str:
+    """How ``from_pretrained`` is asked for the model's own tensor-parallel plan: ``distributed_config`` (a
+    ``DistributedConfig`` that takes ``tp_plan``, where passing ``tp_plan`` itself is deprecated) or ``tp_plan``."""
+    import transformers
+
+    config = getattr(transformers, "DistributedConfig", None)
+    if config is not None and "tp_plan" in inspect.signature(config).parameters:
+        return "distributed_config"
+    return "tp_plan"
 
 
 def summary() -> dict[str, Any]:

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.strategy import BACKENDS, PAIR, REFERENCE, STATIC, Backend, Strategy, choices
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
-from kvmagic.measure.capabilities import transformers_version
+from kvmagic.measure.capabilities import cache_keyword, transformers_version
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.signatures import cache_keyword
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig

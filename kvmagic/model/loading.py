@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from kvmagic.errors import KVMagicError
+from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.measure.loaded import LoadedModel
-from kvmagic.measure.signatures import dtype_keyword
 from kvmagic.model.explain import explain
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
