@@ -15,9 +15,9 @@ from transformers.generation import configuration_utils
 from kvmagic import run_benchmark
 from kvmagic.core.strategy import BACKENDS
 from kvmagic.measure import capabilities
+from kvmagic.measure.capabilities import static_cache_state
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.static_cache import reset_static_cache_state, static_cache_state
-from kvmagic.measure.strategies import resolve
+from kvmagic.measure.strategies import reset_static_cache_state, resolve
 from kvmagic.model.tiny import tiny_dir
 from kvmagic.runner.prompt import encode_prompt
 

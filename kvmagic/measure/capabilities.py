@@ -24,18 +24,18 @@ from typing import Any
 
 from kvmagic.core.strategy import BACKENDS
 from kvmagic.errors import clipped
-from kvmagic.measure.static_cache import static_cache_state
 
 __all__ = [
     "CompileCriteria", "accelerator_functions", "attention_implementations",
     "cache_implementations", "cache_keyword", "compile_criteria",
     "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
     "quantized_backend_reason", "quantized_backends", "returned_cache_field",
-    "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "summary", "tensor_parallel_keyword",
-    "transformers_version",
+    "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "static_cache_state", "summary",
+    "tensor_parallel_keyword", "transformers_version",
 ]  # fmt: skip
 
 _DEVICE_KINDS = ("cuda", "xpu", "mps", "npu", "hpu", "neuron", "tpu", "cpu")
+_STATE_PATTERN = re.compile(r"self\.(_\w*cache\w*)\s*[:=][^=]")  # an attribute generate keeps on the model
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,19 @@ def compile_criteria() -> CompileCriteria:
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = kept
     return CompileCriteria(devices, needs_fullgraph)
+
+
+@functools.cache
+def static_cache_state() -> tuple[str, ...]:
+    """The attributes ``generate`` keeps on the model between calls about its static cache, read from its source.
+
+    4.55 keeps the cache itself (``_cache``) and reuses it for any later call it fits that asks for its class or
+    a parent of it; 5.x keeps the longest length so far (``_previous_max_cache_length``) and sizes every later
+    static cache to at least that. Forgotten by :func:`~kvmagic.measure.strategies.reset_static_cache_state`.
+    """
+    from transformers.generation import utils
+
+    return tuple(sorted(set(_STATE_PATTERN.findall(inspect.getsource(utils)))))
 
 
 @functools.cache
