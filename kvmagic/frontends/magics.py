@@ -22,7 +22,7 @@ from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode
 
 from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.baseline import finish, read_baseline
-from kvmagic.frontends.helppage import magic_page
+from kvmagic.frontends.helppage import fitted, magic_page
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -34,7 +34,6 @@ from kvmagic.frontends.options import (
     resolved,
     word_optional,
 )
-from kvmagic.frontends.usage import Interrupted, fitted
 from kvmagic.frontends.values import at_least_one, prompt_apart, whole_number
 from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.plot import SweepFigure
 
-__all__ = ["KVMagics", "cell_prompt", "parse_line", "split_line"]
+__all__ = ["Interrupted", "KVMagics", "cell_prompt", "parse_line", "split_line"]
 
 _CONFIGURABLE = configurable()
 _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
@@ -156,6 +155,15 @@ def _show(figure: SweepFigure) -> None:
 
     text = "<figure: in a terminal, save it with `result.plot().savefig('sweep.png')` on a result from -o or -v>"
     display({"image/png": figure._repr_png_(), "text/plain": text}, raw=True)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run with nothing finished to show. It is still an interrupt (a notebook's "run all"
+    stops there), but IPython shows it as its one line: the frames of torch where the signal landed are no
+    mistake of the user's to read."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {self}"]
 
 
 def _worded(magic: Callable[..., Any]) -> Callable[..., Any]:
