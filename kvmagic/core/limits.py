@@ -218,10 +218,10 @@ def limits_for(shape: ModelShape, hardware: Hardware, prompt_tokens: int, new_to
 
 
 def limits_note(limits: Limits, uncached_s: float | None = None, cached_s: float | None = None) -> str:
-    """What bounds each strategy and what would help; with measured seconds, how much of it they reach."""
+    """What limits each strategy and what would help; with measured seconds, the share of its limit each runs at."""
     parts = [_cached_clause(limits), _uncached_clause(limits)]
     reached = [
-        f"{name} reaches {strategy.reached(seconds):.0%} of what {_resource(strategy.governs)} allows"
+        f"{name} runs at {strategy.reached(seconds):.0%} of what {_resource(strategy.governs)} allows"
         for name, strategy, seconds in (("cached", limits.cached, cached_s), ("uncached", limits.uncached, uncached_s))
         if seconds
     ]
