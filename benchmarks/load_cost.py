@@ -20,7 +20,7 @@ from time import perf_counter
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from kvmagic.measure.signatures import dtype_keyword
+from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.model.loading import resolve_dtype
 from kvmagic.model.tiny import tiny_dir
 

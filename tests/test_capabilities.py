@@ -14,10 +14,10 @@ from transformers.generation import configuration_utils
 
 from kvmagic import run_benchmark
 from kvmagic.core.strategy import BACKENDS
-from kvmagic.measure import capabilities, signatures
+from kvmagic.measure import capabilities
+from kvmagic.measure.capabilities import static_cache_state
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.static_cache import reset_static_cache_state, static_cache_state
-from kvmagic.measure.strategies import resolve
+from kvmagic.measure.strategies import reset_static_cache_state, resolve
 from kvmagic.model.tiny import tiny_dir
 from kvmagic.runner.prompt import encode_prompt
 
@@ -79,7 +79,7 @@ def test_a_backend_is_accepted_exactly_when_generate_takes_it(tiny, backend: str
 
 
 def test_loading_takes_the_dtype_keyword_found() -> None:
-    keyword = signatures.dtype_keyword()
+    keyword = capabilities.dtype_keyword()
     model = AutoModelForCausalLM.from_pretrained(tiny_dir(), **{keyword: torch.float16})
     assert model.dtype == torch.float16
     if keyword == "torch_dtype":
@@ -91,7 +91,7 @@ def test_use_model_defaults_is_passed_only_where_generate_takes_it(tiny) -> None
     config = greedy_config(tiny.model, tiny.tokenizer, 2, True)
     inputs = encode_prompt(tiny, PROMPT)
     with torch.inference_mode():
-        if signatures.generate_takes_use_model_defaults():
+        if capabilities.generate_takes_use_model_defaults():
             tiny.model.generate(**inputs, generation_config=config, use_model_defaults=False)
         else:
             with pytest.raises(ValueError, match="use_model_defaults"):
@@ -100,7 +100,7 @@ def test_use_model_defaults_is_passed_only_where_generate_takes_it(tiny) -> None
 
 def test_the_returned_cache_is_in_the_field_found(tiny) -> None:
     output = _generate(tiny, return_dict_in_generate=True)
-    assert isinstance(getattr(output, signatures.returned_cache_field()), Cache)
+    assert isinstance(getattr(output, capabilities.returned_cache_field()), Cache)
 
 
 def test_the_static_state_names_are_what_a_static_run_leaves_on_the_model(tiny) -> None:

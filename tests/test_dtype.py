@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kvmagic.errors import KVMagicError
-from kvmagic.measure.signatures import dtype_keyword
+from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.model.loading import load_model, resolve_dtype
 
 

@@ -87,12 +87,12 @@ def test_uncached_turns_compute_bound_where_its_arithmetic_outlasts_its_traffic(
     assert compute_bound_from(SHAPE, Hardware(1000.0, 1e30)) is None  # infinitely fast arithmetic never bounds
 
 
-def test_the_note_says_what_bounds_each_condition_and_how_much_the_run_reaches() -> None:
+def test_the_note_says_what_limits_each_condition_and_the_share_each_run_is_at() -> None:
     limits = limits_for(SHAPE, HARDWARE, prompt_tokens=4, new_tokens=3)
     assert limits_note(limits, uncached_s=18.832, cached_s=9.152) == (
         "cached decode is memory-bound (weights are 80% of each step's bytes): a smaller dtype would help most, "
         "or a larger batch that shares each read of the weights; uncached is compute-bound from 2 tokens on "
-        "(every step of this run); cached reaches 50% of what memory bandwidth allows and uncached reaches 50% "
+        "(every step of this run); cached runs at 50% of what memory bandwidth allows and uncached runs at 50% "
         "of what matrix throughput allows; the limits allow a speed-up of 2.1x"
     )
     kv_heavy = ModelShape(**{**SHAPE.__dict__, "kv_heads": 64, "windows": ()})

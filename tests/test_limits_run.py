@@ -62,7 +62,7 @@ def test_each_strategy_of_a_cache_comparison_gets_its_own_bound(tiny) -> None:
         assert frame.loc[name, "of_limit"] == pytest.approx(bound.seconds / result.measurement(name).median_s)
     assert math.isnan(frame.loc["quantized:fp8", "limit_tok_s"]) and math.isnan(frame.loc["quantized:fp8", "of_limit"])
     (note,) = [n for n in result.notes() if n.startswith("limits (cpu")]
-    assert "reaches" not in note and "the limits allow a speed-up of" in note  # the rows say each one's share
+    assert "runs at" not in note and "the limits allow a speed-up of" in note  # the rows say each one's share
     assert str(result).count("\n") >= 4  # the shown table and its notes render
     assert BenchmarkResult.from_json(result.to_json()).to_dataframe().equals(result.to_dataframe())
 

@@ -249,7 +249,7 @@ def test_flash_attention_without_flash_attn_is_refused_and_the_model_kept(kvload
 @pytest.mark.parametrize("value", ["kernels-community/flash-attn2", "paged|sdpa", "paged|eager", None])
 def test_what_the_registry_does_not_list_is_left_to_transformers(value: str | None) -> None:
     """A hub kernel and a wrapped form are transformers' to accept: kvmagic refuses neither."""
-    from kvmagic.model.checks import check_attention
+    from kvmagic.model.loading import check_attention
 
     check_attention(value)
 

@@ -379,7 +379,7 @@ def test_quoted_values_lose_their_quotes_and_keep_their_backslashes(shell, tmp_p
     path = tmp_path / "a run.json"
     shell.run_cell_magic("kvbench", f'-n 2 -w 0 -q --save "{path}"', PROMPT)
     assert path.exists()
-    from kvmagic.frontends.lines import split_line
+    from kvmagic.frontends.magics import split_line
 
     assert split_line(r"-v x C:\runs\a.json") == ["-v", "x", r"C:\runs\a.json"]
 

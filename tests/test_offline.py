@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmagic.model.checks import PROBE_SECONDS
+from kvmagic.model.loading import PROBE_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 MISSING = "someone/not-cached-anywhere"
@@ -134,7 +134,7 @@ def test_the_command_answers_in_one_line_without_retrying(silent: _Silent, hub_c
 
 def test_offline_mode_asks_nothing(monkeypatch) -> None:
     """HF_HUB_OFFLINE (set for the whole suite) already keeps huggingface_hub off the network: no probe either."""
-    from kvmagic.model.checks import offline_source
+    from kvmagic.model.loading import offline_source
 
     def no_network(*args: object, **kwargs: object) -> None:
         raise AssertionError("probed the Hub in offline mode")

@@ -20,8 +20,7 @@ from IPython.core.error import UsageError
 
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import _fail_on, error_line, parser
-from kvmagic.frontends.lines import parse_line
-from kvmagic.frontends.magics import KVMagics, _usage_error
+from kvmagic.frontends.magics import KVMagics, _usage_error, parse_line
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Host, Option, bench_spec, defaults, word_optional
 from kvmagic.frontends.values import prompt_apart
 from kvmagic.frontends.variables import check_name

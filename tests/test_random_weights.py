@@ -13,7 +13,7 @@ import torch
 
 from kvmagic import load_model, run_benchmark
 from kvmagic.errors import KVMagicError
-from kvmagic.measure.signatures import dtype_keyword
+from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.measure.threads import torch_threads
 from kvmagic.model.random_weights import SHIPPED, build, config_from_dict, seed_parameters, shipped_config
 

@@ -1,4 +1,4 @@
-"""The package keeps a shape a newcomer can read: short modules, short functions."""
+"""The package keeps a shape a newcomer can read: a module per concept, short functions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kvmagic"
 MODULES = sorted(PACKAGE.rglob("*.py"))
-MAX_MODULE_LINES = 300
+MAX_MODULE_LINES = 500  # a smell, not a rule: past it, ask whether the module holds two concepts
 MAX_FUNCTION_LINES = 50  # docstrings aside
 
 
@@ -31,7 +31,8 @@ def _length(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: str(path.relative_to(PACKAGE)))
 def test_modules_and_functions_stay_short(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
-    assert len(text.splitlines()) <= MAX_MODULE_LINES
+    lines = len(text.splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{lines} lines: does it hold two concepts? split it by concept, not by size"
     long = [f"{f.name} ({_length(f)} lines)" for f in _functions(ast.parse(text)) if _length(f) > MAX_FUNCTION_LINES]
     assert long == []
 

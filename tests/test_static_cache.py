@@ -10,10 +10,10 @@ import torch
 import transformers
 
 from kvmagic.measure import strategies
+from kvmagic.measure.capabilities import static_cache_state
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, kv_sizes
-from kvmagic.measure.static_cache import reset_static_cache_state, static_cache_state
-from kvmagic.measure.strategies import resolve
+from kvmagic.measure.strategies import reset_static_cache_state, resolve
 from kvmagic.measure.timing import profiled_generate
 from kvmagic.runner.prompt import encode_prompt
 

@@ -2,8 +2,8 @@
 
 A step takes at least the longer of two times: the bytes it must move at the device's memory
 bandwidth, and the FLOPs it must do at its matrix throughput. Summed over a ``generate``'s steps,
-this bounds each strategy from below, so a measured time divided into the bound says how much of
-the hardware a run uses, and the larger of the two times says what would make it faster.
+this is each strategy's limit, the least time it can take, so a measured time divided into the limit
+says how much of the hardware a run uses, and the larger of the two times says what would make it faster.
 
 Counted per step, for ``B`` sequences (weights once, everything else per sequence); ``c(L)`` is the
 positions a query at ``L`` attends to, summed over layers (a layer with window W holds min(L, W)):
@@ -12,7 +12,7 @@ positions a query at ``L`` attends to, summed over layers (a layer with window W
   LM head for one position per forward (``generate`` asks for the last logits only);
 - attention: QK^T and AV, 4 x heads x head_dim FLOPs per attended position; an uncached forward over
   L tokens computes only the causal triangle, sum over i <= L of c(i) (kernels that compute the full
-  square and mask it do up to twice that: the bound does not count it);
+  square and mask it do up to twice that: the limit does not count it);
 - bytes: the weights once (an untied input embedding is only gathered, so it is not counted), the
   residual stream written by each layer and read by the next (2 x layers x hidden x dtype per
   token), and for a cached step the keys and values it attends to (c(L) x 2 x kv_heads x head_dim x
@@ -126,7 +126,7 @@ class StrategyLimit:
     first_token_s: float  # its first step: the prompt's forward
     memory_s: float  # each step's memory time, summed
     compute_s: float  # each step's compute time, summed
-    governs: str  # the bound that holds most of the time of the steps after the first (or of the only one)
+    governs: str  # memory or compute: the one that takes most of the time of the steps after the first (or the only)
     new_tokens: int
 
     @property
@@ -172,7 +172,7 @@ class Limits:
 
     @property
     def speedup(self) -> float:
-        """The speed-up the limits imply: uncached bound / cached bound."""
+        """The speed-up the limits imply: the uncached limit's seconds / the cached limit's."""
         return self.uncached.seconds / self.cached.seconds
 
 
@@ -196,7 +196,7 @@ def compute_bound_from(shape: ModelShape, hardware: Hardware, batch: int = 1) ->
 
 
 def limits_for(shape: ModelShape, hardware: Hardware, prompt_tokens: int, new_tokens: int, batch: int = 1) -> Limits:
-    """Bound seconds of greedy ``generate`` of ``new_tokens`` after ``prompt_tokens``, with the cache off and on.
+    """The least seconds greedy ``generate`` of ``new_tokens`` after ``prompt_tokens`` can take, cache off and on.
 
     Uncached step i (0-based) is a forward over prompt + i tokens; cached step 0 the prefill of the
     prompt, step i >= 1 a decode step whose token sees prompt + i positions.
@@ -218,10 +218,10 @@ def limits_for(shape: ModelShape, hardware: Hardware, prompt_tokens: int, new_to
 
 
 def limits_note(limits: Limits, uncached_s: float | None = None, cached_s: float | None = None) -> str:
-    """What bounds each strategy and what would help; with measured seconds, how much of it they reach."""
+    """What limits each strategy and what would help; with measured seconds, the share of its limit each runs at."""
     parts = [_cached_clause(limits), _uncached_clause(limits)]
     reached = [
-        f"{name} reaches {strategy.reached(seconds):.0%} of what {_resource(strategy.governs)} allows"
+        f"{name} runs at {strategy.reached(seconds):.0%} of what {_resource(strategy.governs)} allows"
         for name, strategy, seconds in (("cached", limits.cached, cached_s), ("uncached", limits.uncached, uncached_s))
         if seconds
     ]

@@ -60,8 +60,8 @@ class BenchSpec:
     steps: bool = False
     threads: int | None = None  # torch's CPU threads for the run; None: torch's own
     batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
-    limits: bool = False  # probe the hardware and set each row against the bound it allows
-    frontier: str | None = None  # "predict": how far memory reaches per strategy; "check": and run at it
+    limits: bool = False  # probe the hardware and set each row against the limit it allows
+    frontier: str | None = None  # "predict": each strategy's frontier in the memory free; "check": and run at it
     quality: bool = True  # with cache: each strategy's logits against the full cache's, teacher-forced (untimed)
     quality_text: str | None = None  # with cache: judge quality along this text instead of the greedy tokens
     prefix: int | str | None = None  # tokens of the prompt whose cache is built once and reused (or SPLIT)

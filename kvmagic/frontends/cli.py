@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.baseline import finish, read_baseline
-from kvmagic.frontends.helppage import Formatter, add_grouped, describe
+from kvmagic.frontends.helppage import Formatter, add_grouped, describe, fitted
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -31,7 +31,6 @@ from kvmagic.frontends.options import (
     word_optional,
 )
 from kvmagic.frontends.ranked import join_ranks, quiet_rank, report_error, report_result
-from kvmagic.frontends.usage import fitted
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:

@@ -1,8 +1,11 @@
-"""The help pages of ``%kvload``, ``%%kvbench`` and the ``kvbench`` command, laid out alike.
+"""The help pages of ``%kvload``, ``%%kvbench`` and the ``kvbench`` command, laid out alike, and the messages
+a front end prints, at the same width.
 
 A page opens with its usage and what it does, then the options by purpose on a few lines, so that its first
 screen answers "what can I change"; every option follows with its meaning, in the same groups. It is wrapped
-at 100 columns between words only: an option's name (``--ci-target``) or a model's stays whole.
+at 100 columns between words only: an option's name (``--ci-target``) or a model's stays whole. So is a
+mistake or a stop: a terminal would wrap a long line wherever the edge falls, mid-word, and IPython prints
+``UsageError: `` and the command ``kvbench: error: `` before the message, so the width counts them too.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import argparse
 import textwrap
 
 from kvmagic.frontends.options import BENCH_OPTIONS, Host, Option, add_arguments
-from kvmagic.frontends.usage import WIDTH
 
-__all__ = ["BENCH_GROUPS", "Formatter", "add_grouped", "describe", "magic_page"]
+__all__ = ["BENCH_GROUPS", "WIDTH", "Formatter", "add_grouped", "describe", "fitted", "magic_page"]
+
+WIDTH = 100  # the columns of the terminal a page or a message is made to fit
 
 # The benchmark's options by purpose, as parameter names, each in one group (tests/test_help.py checks).
 BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -76,3 +80,11 @@ def _wrapped(text: str) -> str:
     """Paragraphs (apart by a blank line) wrapped at 100 columns between words."""
     paragraphs = [" ".join(p.split()) for p in text.strip().split("\n\n")]
     return "\n\n".join(textwrap.fill(p, WIDTH, break_long_words=False, break_on_hyphens=False) for p in paragraphs)
+
+
+def fitted(message: str, prefix: str, width: int = WIDTH) -> str:
+    """``message`` with line breaks such that ``prefix + message`` fits ``width``; later lines indented by two."""
+    lines = textwrap.wrap(
+        prefix + message, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )
+    return "\n".join(lines)[len(prefix) :]

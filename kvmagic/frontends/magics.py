@@ -1,9 +1,17 @@
-"""``%kvload`` and ``%%kvbench``: parse, validate, call the API, return what it found."""
+"""``%kvload`` and ``%%kvbench``: parse, validate, call the API, return what it found.
+
+A magic's argument line and cell body are read as the user typed them: the words, the options, the prompt.
+Every mistake in them is one ``UsageError`` that says the fix; the one-line form's prompt may go unquoted
+(``%kvbench -n 8 The KV cache``), so a prompt holding a word like ``-r`` is named when quoting it would fix
+the line.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
+import re
+import shlex
 import textwrap
 from typing import TYPE_CHECKING, Any
 
@@ -14,8 +22,7 @@ from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode
 
 from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.baseline import finish, read_baseline
-from kvmagic.frontends.helppage import magic_page
-from kvmagic.frontends.lines import cell_prompt, parse_line
+from kvmagic.frontends.helppage import fitted, magic_page
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -25,9 +32,9 @@ from kvmagic.frontends.options import (
     flag,
     load_kwargs,
     resolved,
+    word_optional,
 )
-from kvmagic.frontends.usage import Interrupted, fitted
-from kvmagic.frontends.values import at_least_one, whole_number
+from kvmagic.frontends.values import at_least_one, prompt_apart, whole_number
 from kvmagic.frontends.variables import check_name, store
 from kvmagic.measure.guards import forget_frames, forget_last_failure
 
@@ -37,7 +44,7 @@ if TYPE_CHECKING:
     from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.plot import SweepFigure
 
-__all__ = ["KVMagics"]
+__all__ = ["Interrupted", "KVMagics", "cell_prompt", "parse_line", "split_line"]
 
 _CONFIGURABLE = configurable()
 _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
@@ -82,6 +89,65 @@ _BENCH_USAGE = (
 )
 _PROMPT_HELP = "The prompt, in the one-line form (%%kvbench); in a %%%%kvbench cell the body is the prompt."
 
+_ARGUMENT = re.compile(r"^argument (-[^/:\s]+)[^:]*:")  # argparse's "argument -n/--new-tokens:" as "-n:"
+
+
+def split_line(line: str) -> list[str]:
+    """The words of an argument line as a shell splits them, quotes removed (IPython's own splitter keeps
+    them: ``--save "a b.json"`` would name a file with quotes in it); a backslash stays a backslash."""
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split, lexer.commenters, lexer.escape = True, "", ""
+    return list(lexer)
+
+
+def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
+    """Parse a magic's argument line (``prompt_last``: the one-line form, its prompt after the options); any
+    mistake becomes a UsageError pointing at the help."""
+    name = func.__name__
+    try:
+        words = split_line(line)
+    except ValueError as error:  # unbalanced quotes
+        raise UsageError(f"%{name}: cannot split the arguments: {error}: quote the prompt, or use a cell") from None
+    if prompt_last:
+        words = prompt_apart(words, word_optional("magic"), one_word=False)
+    try:
+        return func.parser.parse_args(words)
+    except UsageError as error:
+        said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
+        quoted = _quoted(func.parser, words) if prompt_last else None
+        fix = f"a prompt holding a flag must be quoted: %{name} {quoted}" if quoted else f"see %{name}? for the options"
+        raise UsageError(f"%{name}: {said} ({fix})") from None
+
+
+def _quoted(parser: Any, words: Sequence[str]) -> str | None:
+    """The line with its prompt quoted, where the prompt holds a word argparse took for a flag and quoting
+    it is all the line needs (``-n 8 Explain what -r does``); None otherwise."""
+    for start in range(1, len(words)):
+        if words[start].startswith("-") or words[start] == "--":
+            continue
+        prompt = " ".join(words[start:])
+        try:
+            parser.parse_args([*words[:start], "--", prompt])
+        except UsageError:
+            continue
+        return shlex.join([*words[:start], prompt])
+    return None
+
+
+def cell_prompt(words: Sequence[str], cell: str | None) -> str:
+    """The prompt: the cell's body, or the words after the options of the one-line form."""
+    if cell is None:
+        if not words:
+            raise UsageError('%kvbench needs a prompt: %kvbench -n 16 "The KV cache", or a %%kvbench cell')
+        return " ".join(words)
+    if words:
+        raise UsageError(
+            f"%%kvbench takes its prompt from the cell's body: move {' '.join(words)!r} into it, or use %kvbench"
+        )
+    if not cell.strip():
+        raise UsageError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
+    return cell
+
 
 def _show(figure: SweepFigure) -> None:
     """Show a figure inline as PNG, whatever matplotlib backend the kernel has (or none)."""
@@ -89,6 +155,15 @@ def _show(figure: SweepFigure) -> None:
 
     text = "<figure: in a terminal, save it with `result.plot().savefig('sweep.png')` on a result from -o or -v>"
     display({"image/png": figure._repr_png_(), "text/plain": text}, raw=True)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run with nothing finished to show. It is still an interrupt (a notebook's "run all"
+    stops there), but IPython shows it as its one line: the frames of torch where the signal landed are no
+    mistake of the user's to read."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {self}"]
 
 
 def _worded(magic: Callable[..., Any]) -> Callable[..., Any]:

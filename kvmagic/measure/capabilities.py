@@ -1,11 +1,12 @@
-"""What the installed transformers and torch can do, found by asking them, never by reading version numbers.
+"""What the installed transformers and torch can do, and how they spell what they take and return, found by
+asking them, never by reading version numbers.
 
-Features move between releases that share a major version: the fp8 quantized cache is in
-transformers 5.24 and not in 5.17. So each answer here comes from the installed code itself: a
-class that accepts or refuses an argument, a decision function asked about a made-up model. How it
-spells what it takes and returns (keywords, fields) is asked in :mod:`kvmagic.measure.signatures`.
-Each is worked out once per process (``functools.cache``); a test that fakes a library clears the
-one it fakes (``quantized_backends.cache_clear()``).
+Features move between releases that share a major version: the fp8 quantized cache is in transformers 5.24 and
+not in 5.17. Keywords and fields move too: ``dtype`` replaced ``torch_dtype`` in 4.56, and the cache ``generate``
+returns moved from ``past_key_values`` to ``cache`` within 5.x. So each answer here comes from the installed
+code itself: a class that accepts or refuses an argument, a decision function asked about a made-up model, a
+signature or a field. Each is worked out once per process (``functools.cache``); a test that fakes a library
+clears the one it fakes (``quantized_backends.cache_clear()``).
 """
 
 from __future__ import annotations
@@ -24,22 +25,18 @@ from typing import Any
 from kvmagic.core.strategy import BACKENDS
 from kvmagic.errors import clipped
 from kvmagic.measure.memory import sliding_keep
-from kvmagic.measure.signatures import (
-    dtype_keyword,
-    generate_takes_use_model_defaults,
-    returned_cache_field,
-    tensor_parallel_keyword,
-)
-from kvmagic.measure.static_cache import static_cache_state
 
 __all__ = [
     "CompileCriteria", "accelerator_functions", "attention_implementations",
-    "cache_implementations", "compile_criteria",
-    "dynamic_cache_windows", "press_reason", "quantized_backend_reason", "quantized_backends",
-    "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "summary", "transformers_version",
+    "cache_implementations", "cache_keyword", "compile_criteria",
+    "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
+    "quantized_backend_reason", "quantized_backends", "returned_cache_field",
+    "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "static_cache_state", "summary",
+    "tensor_parallel_keyword", "transformers_version",
 ]  # fmt: skip
 
 _DEVICE_KINDS = ("cuda", "xpu", "mps", "npu", "hpu", "neuron", "tpu", "cpu")
+_STATE_PATTERN = re.compile(r"self\.(_\w*cache\w*)\s*[:=][^=]")  # an attribute generate keeps on the model
 
 
 @dataclass(frozen=True)
@@ -182,6 +179,19 @@ def compile_criteria() -> CompileCriteria:
 
 
 @functools.cache
+def static_cache_state() -> tuple[str, ...]:
+    """The attributes ``generate`` keeps on the model between calls about its static cache, read from its source.
+
+    4.55 keeps the cache itself (``_cache``) and reuses it for any later call it fits that asks for its class or
+    a parent of it; 5.x keeps the longest length so far (``_previous_max_cache_length``) and sizes every later
+    static cache to at least that. Forgotten by :func:`~kvmagic.measure.strategies.reset_static_cache_state`.
+    """
+    from transformers.generation import utils
+
+    return tuple(sorted(set(_STATE_PATTERN.findall(inspect.getsource(utils)))))
+
+
+@functools.cache
 def static_cache_needs_fullgraph() -> bool:
     """Whether ``generate`` refuses a static cache for a model that does not declare ``_can_compile_fullgraph``."""
     from transformers import GenerationMixin
@@ -243,12 +253,67 @@ def _pressed_positions() -> int:
     from transformers import DynamicCache, LlamaForCausalLM
 
     model = LlamaForCausalLM(_probe_config()).eval()
-    accepted = inspect.signature(model.forward).parameters
     cache = DynamicCache()
-    given = {"cache" if "cache" in accepted else "past_key_values": cache}
     with torch.inference_mode(), KnormPress(compression_ratio=0.5)(model):
-        model(input_ids=torch.zeros(1, 4, dtype=torch.long), use_cache=True, **given)
+        model(input_ids=torch.zeros(1, 4, dtype=torch.long), use_cache=True, **{cache_keyword(model): cache})
     return _held(cache)
+
+
+@functools.cache
+def dtype_keyword() -> str:
+    """``dtype`` where loading takes it (transformers 4.56 on), else ``torch_dtype``: asked of a one-weight model."""
+    import torch
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class _OneWeight(PreTrainedModel):
+        config_class = PretrainedConfig
+
+        def __init__(self, config: PretrainedConfig) -> None:
+            super().__init__(config)
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    try:
+        built = _OneWeight._from_config(PretrainedConfig(), dtype=torch.float16)  # type: ignore[no-untyped-call, unused-ignore]
+    except TypeError:  # the keyword reached the model's own __init__: loading does not know it
+        return "torch_dtype"
+    return "dtype" if built.weight.dtype == torch.float16 else "torch_dtype"
+
+
+@functools.cache
+def generate_takes_use_model_defaults() -> bool:
+    """Whether ``generate`` has the switch that stops it overwriting default-valued settings (4.50-4.57)."""
+    from transformers import GenerationMixin
+
+    return "use_model_defaults" in inspect.signature(GenerationMixin.generate).parameters
+
+
+@functools.cache
+def returned_cache_field() -> str:
+    """Where ``generate(..., return_dict_in_generate=True)`` puts the cache: ``cache`` or ``past_key_values``."""
+    import dataclasses
+
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    fields = {f.name for f in dataclasses.fields(GenerateDecoderOnlyOutput)}
+    return "cache" if "cache" in fields else "past_key_values"
+
+
+def cache_keyword(model: Any) -> str:
+    """How ``generate`` takes a cache to start from: ``cache`` where the model's forward is written for it
+    (transformers 5.24 warns on the old name), else ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+
+
+@functools.cache
+def tensor_parallel_keyword() -> str:
+    """How ``from_pretrained`` is asked for the model's own tensor-parallel plan: ``distributed_config`` (a
+    ``DistributedConfig`` that takes ``tp_plan``, where passing ``tp_plan`` itself is deprecated) or ``tp_plan``."""
+    import transformers
+
+    config = getattr(transformers, "DistributedConfig", None)
+    if config is not None and "tp_plan" in inspect.signature(config).parameters:
+        return "distributed_config"
+    return "tp_plan"
 
 
 def summary() -> dict[str, Any]:

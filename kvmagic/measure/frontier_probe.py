@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.frontier import Activations, FitCheck
 from kvmagic.measure.accelerator import release_memory, track_peak
-from kvmagic.measure.static_cache import reset_static_cache_state
+from kvmagic.measure.strategies import reset_static_cache_state
 
 if TYPE_CHECKING:
     import torch

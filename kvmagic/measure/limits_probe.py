@@ -1,8 +1,8 @@
 """The device's best: memory bandwidth from a large copy, matrix throughput from a matmul at the model's dtype.
 
-Both are what a step of generation can reach at most (a decode step streams weights and cache, a
-long forward multiplies (tokens x hidden) by (hidden x hidden) matrices), so the bound of
-kvmagic.core.limits holds against them. Each probe warms up, then times the median of a few
+Both are the most a step of generation can use (a decode step streams weights and cache, a long forward
+multiplies (tokens x hidden) by (hidden x hidden) matrices), so the limits of kvmagic.core.limits hold
+against them. Each probe warms up, then times the median of a few
 repeats between device synchronizations; results are kept for the life of the process: the
 bandwidth per device, the throughput per device, dtype and hidden size.
 """

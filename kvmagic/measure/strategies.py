@@ -5,7 +5,8 @@ settings (``use_cache``, ``cache_implementation``, ``cache_config``, ``compile_c
 transformers lines spell and support some of them differently (the HQQ backend is ``"HQQ"`` in 4.55 and ``"hqq"``
 in 5.x; ``fp8`` is in 5.24 but not 5.17), so each is resolved against what the installed transformers accepts,
 asked of it by :mod:`kvmagic.measure.capabilities`. A strategy that cannot run comes back with ``reason`` set
-instead of raising: the benchmark shows it as a row with a note.
+instead of raising: the benchmark shows it as a row with a note. A static cache transformers keeps on the model
+between calls is forgotten before each configuration and strategy, so that each runs on a cache of its own.
 """
 
 from __future__ import annotations
@@ -20,16 +21,18 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.strategy import BACKENDS, PAIR, REFERENCE, STATIC, Backend, Strategy, choices
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
-from kvmagic.measure.capabilities import transformers_version
+from kvmagic.measure.capabilities import cache_keyword, static_cache_state, transformers_version
 from kvmagic.measure.greedy import greedy_config
-from kvmagic.measure.signatures import cache_keyword
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
 
     from kvmagic.measure.loaded import LoadedModel
 
-__all__ = ["Setup", "checked", "plain_pair", "resolve", "setups", "strategy_config", "warm_twin"]
+__all__ = [
+    "Setup", "checked", "plain_pair", "reset_static_cache_state", "resolve", "setups", "strategy_config",
+    "warm_twin",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,22 @@ class Setup:
     @property
     def static(self) -> bool:
         """Whether transformers keeps this strategy's cache on the model between calls (see
-        :func:`~kvmagic.measure.static_cache.reset_static_cache_state`)."""
+        :func:`reset_static_cache_state`)."""
         return self.settings.get("cache_implementation") in STATIC
+
+
+def reset_static_cache_state(model: Any) -> None:
+    """Forget the static cache transformers keeps on the model between ``generate`` calls
+    (:func:`~kvmagic.measure.capabilities.static_cache_state`).
+
+    Kept, it would make a short run hold the cache of an earlier long one, and once ``offloaded_static`` has
+    run on 4.55 (an ``OffloadedStaticCache`` is a ``StaticCache``), ``static`` would silently run on the
+    offloaded cache. Call it before each configuration and strategy; a compiled forward stays (it belongs
+    to ``torch.compile``'s own cache, keyed by shape).
+    """
+    for name in static_cache_state():
+        if name in vars(model):
+            delattr(model, name)
 
 
 def strategy_config(

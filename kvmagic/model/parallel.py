@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
+from kvmagic.measure.capabilities import tensor_parallel_keyword
 from kvmagic.measure.distributed import World, barrier, join
-from kvmagic.measure.signatures import tensor_parallel_keyword
-from kvmagic.model.checks import check_attention
-from kvmagic.model.loading import DEFAULT_MODEL, without_progress_bars
+from kvmagic.model.loading import DEFAULT_MODEL, check_attention, without_progress_bars
 from kvmagic.model.tiny import TINY_NAME
 
 if TYPE_CHECKING:
@@ -90,7 +89,7 @@ def load_split_model(
 ) -> LoadedModel:
     """:func:`~kvmagic.model.loading.load_model` for a process torchrun started: ``name`` split over its ranks,
     each rank on its own device (which ``device_map`` cannot choose: give None)."""
-    from kvmagic.measure.signatures import dtype_keyword
+    from kvmagic.measure.capabilities import dtype_keyword
     from kvmagic.model import loading
 
     if device_map is not None:

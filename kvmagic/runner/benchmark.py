@@ -24,7 +24,7 @@ from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
 from kvmagic.measure.limits_probe import measure_hardware
 from kvmagic.measure.memory import kv_sizes
 from kvmagic.measure.shape_probe import model_shape
-from kvmagic.measure.static_cache import reset_static_cache_state
+from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
 from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult, Measurement

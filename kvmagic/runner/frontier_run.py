@@ -1,4 +1,4 @@
-"""How far memory reaches (``frontier``): each strategy's longest context and largest batch, predicted
+"""The memory frontier (``frontier``): each strategy's longest context and largest batch, predicted
 after measuring from the model's shape, the memory free and the activations one probe measures; and,
 when asked, one cached run at the predicted length that confirms it."""
 

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 from kvmagic.core.quality import Quality, quality_of
 from kvmagic.core.strategy import FULL_CACHE, Strategy
 from kvmagic.measure.forcing import forced_logits, steps_against
-from kvmagic.measure.static_cache import reset_static_cache_state
-from kvmagic.measure.strategies import Setup, resolve, strategy_config
+from kvmagic.measure.strategies import Setup, reset_static_cache_state, resolve, strategy_config
 
 if TYPE_CHECKING:
     import torch

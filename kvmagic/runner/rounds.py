@@ -13,8 +13,7 @@ from kvmagic.core.stop import FixedRounds, StopRule
 from kvmagic.measure.accelerator import PeakMemory
 from kvmagic.measure.distributed import from_first
 from kvmagic.measure.memory import cache_nbytes
-from kvmagic.measure.static_cache import reset_static_cache_state
-from kvmagic.measure.strategies import Setup, plain_pair, strategy_config
+from kvmagic.measure.strategies import Setup, plain_pair, reset_static_cache_state, strategy_config
 from kvmagic.measure.timing import profiled_generate, returned_cache, timed_generate
 from kvmagic.results.records import StepProfile
 from kvmagic.results.result import Measurement

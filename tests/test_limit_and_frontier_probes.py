@@ -11,8 +11,7 @@ from kvmagic.measure.frontier_probe import check_fit, free_bytes, measure_activa
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, kv_sizes
 from kvmagic.measure.shape_probe import model_shape
-from kvmagic.measure.static_cache import reset_static_cache_state
-from kvmagic.measure.strategies import resolve
+from kvmagic.measure.strategies import reset_static_cache_state, resolve
 from kvmagic.measure.tensors import LiveTensors, track_tensors
 
 

@@ -1,4 +1,5 @@
-"""What the measurement adds beyond the headline times: per-step timings, memory, spread, mismatches."""
+"""What the rounds record beside the headline times, and how a result shows it: per-step timings, memory, the
+time to first token, spread, mismatches, where the numbers come from."""
 
 from __future__ import annotations
 

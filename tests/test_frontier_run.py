@@ -14,7 +14,7 @@ from kvmagic.runner import plan, rounds
 from .conftest import PROMPT
 
 
-def test_predicted_reach_of_each_condition(tiny) -> None:
+def test_predicted_frontier_of_each_strategy(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, frontier="predict")
     table = frontier_table(result)
     assert list(table.columns) == list(FRONTIER_COLUMNS) and table["strategy"].tolist() == ["uncached", "cached"]
