@@ -104,11 +104,20 @@ def test_an_interrupted_run_does_not_keep_the_model(fresh, monkeypatch) -> None:
     assert first() is None
 
 
-def test_an_unrelated_error_stays_debuggable(fresh) -> None:
-    """Only errors that came through kvmagic are cleared: the user's own stay for %debug."""
+def test_an_unrelated_error_stays_debuggable(fresh, monkeypatch) -> None:
+    """Only errors that came through kvmagic are cleared: the user's own stay for %debug, through both places
+    that clear (a %kvload that releases the model before, and a run)."""
+    from kvmagic.frontends import magics
+
+    cleared: list[object] = []
+    real = magics.forget_last_failure
+    monkeypatch.setattr(magics, "forget_last_failure", lambda: cleared.append(sys.last_value) or real())
+    _load(fresh)
     fresh.run_cell("def broken(value):\n    return value / 0\nbroken(41)")
     assert isinstance(sys.last_value, ZeroDivisionError)
-    _load(fresh)
+    _load(fresh)  # releases the model loaded before: the clean-up runs with the user's error as the last one
+    fresh.run_cell("%%kvbench -n 2 -w 0 -q\n" + PROMPT)
+    assert len(cleared) == 2 and all(isinstance(error, ZeroDivisionError) for error in cleared)
     tb = sys.last_traceback
     while tb.tb_next is not None:
         tb = tb.tb_next

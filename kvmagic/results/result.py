@@ -94,11 +94,15 @@ class BenchmarkResult(BenchmarkRecord):
 
         return write_text(self.to_dataframe().to_csv(index=False), path)
 
-    def to_markdown(self, path: str | Path | None = None) -> str | None:
-        """The table as a Markdown pipe table, followed by the notes."""
+    def to_markdown(self, path: str | Path | None = None, *, short: bool = False) -> str | None:
+        """The table as a Markdown pipe table, followed by the notes; ``short``: the columns the shown table keeps,
+        written as it writes them (for a report), instead of every column."""
         from kvmagic.results.serialize import markdown_table, write_text
+        from kvmagic.results.shown import shown_table
 
-        return write_text(markdown_table(self.to_dataframe(), self.notes()), path)
+        frame = self.to_dataframe()
+        table, footnotes = shown_table(frame) if short else (frame, [])
+        return write_text(markdown_table(table, [*footnotes, *self.notes()]), path)
 
     def save(self, path: str | Path) -> None:
         """Write the format the suffix names: .csv, .json or .md."""
