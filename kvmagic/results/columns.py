@@ -63,9 +63,10 @@ MEANINGS: dict[str, str] = {
     "uncached_limit_tok_s": "`--limits`: the most decode tok/s the device allows with the cache off, counted as the "
     "measured tok/s are (every sequence)",
     "cached_limit_tok_s": "`--limits`: the most decode tok/s the device allows with the cache on",
-    "uncached_of_limit": "`--limits`: bound seconds / measured seconds, cache off (1 = at the device's limit)",
-    "cached_of_limit": "`--limits`: bound seconds / measured seconds, cache on",
-    "limit_speedup": "`--limits`: the speed-up the two bounds imply",
+    "uncached_of_limit": "`--limits`: the limit's seconds / the measured seconds, cache off (1 = at the device's "
+    "limit)",
+    "cached_of_limit": "`--limits`: the limit's seconds / the measured seconds, cache on",
+    "limit_speedup": "`--limits`: the speed-up the two limits allow",
     "ranks": "`--tp`: the ranks (processes, one per device) the model was split over by tensor parallelism",
     "kv_rank_mib": "`--tp`: the KV cache the fullest rank held (the cached run's; `kv_cache_mib` is every rank's "
     "together); each rank holds its share of the KV heads",
@@ -116,16 +117,16 @@ MEANINGS: dict[str, str] = {
     "forbid it, or the error it raised in its warm-up; for one that ran, what its reader should know: a press on a "
     "model kvpress has not tested, or one that held no less than the full cache (it masks positions instead of "
     "freeing them)",
-    "limit_tok_s": "`--limits`: the most decode tok/s the device allows this strategy (`off` from the uncached bound, "
+    "limit_tok_s": "`--limits`: the most decode tok/s the device allows this strategy (`off` from the uncached limit, "
     "a full-precision cache from the cached one; none for a quantized cache or a press, which move fewer bytes, nor "
     "for a warm twin, which skips its prefix)",
-    "of_limit": "`--limits`: bound seconds / measured seconds for this strategy",
+    "of_limit": "`--limits`: the limit's seconds / the measured seconds for this strategy",
 }
 
 # ``frontier_table(result)``: one row per strategy, its reach in the memory free.
 FRONTIER_MEANINGS: dict[str, str] = {
     "strategy": "the strategy (`uncached`/`cached` for the plain run's pair)",
-    "prompt_tokens": "the prompt tokens of the configuration the reach is predicted around (the largest measured)",
+    "prompt_tokens": "the prompt tokens of the configuration the frontier is predicted around (the largest measured)",
     "new_tokens": "that configuration's new tokens",
     "batch": "that configuration's batch",
     "kv_bytes_per_token": "KV bytes per position per sequence, averaged over the configuration's cached positions",

@@ -1,4 +1,4 @@
-"""How far memory reaches (``frontier``): per cache strategy the longest context and the largest batch
+"""What fits in memory (``frontier``): per cache strategy the longest context and the largest batch
 that fit in the memory free: its note and its table.
 
 The arithmetic is :mod:`kvmagic.core.frontier`'s; a check run at a predicted frontier sits beside it.
@@ -25,7 +25,7 @@ _MIB = 2**20
 
 
 def frontier_table(result: BenchmarkRecord) -> pd.DataFrame:
-    """One row per strategy: its predicted reach, and where a check ran, what the run took against it."""
+    """One row per strategy: its predicted frontier, and where a check ran, what the run took against it."""
     import pandas as pd
 
     found = result.frontier

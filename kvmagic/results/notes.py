@@ -201,7 +201,7 @@ def _auto_repeat_notes(result: BenchmarkRecord) -> list[str]:
         )
         found.append(
             f"-r auto: {pair.config} took {len(pair.rounds)} pairs; 95% interval "
-            f"{low:.3g}-{high:.3g}x reaches ±{width:.1%} from the median pair's {middle:.3g}x: {verdict}"
+            f"{low:.3g}-{high:.3g}x spans ±{width:.1%} around the median pair's {middle:.3g}x: {verdict}"
         )
     return found
 
