@@ -48,7 +48,7 @@ def test_the_command_calls_an_invisible_prompt_empty_before_loading_a_model(caps
     from kvmagic.frontends.cli import main
 
     assert main(["-m", "no/such-model", "-n", "2", "\u200b\ufeff"]) == 2
-    assert "the prompt is empty (nothing in it shows)" in capsys.readouterr().err
+    assert "the prompt is empty: give the text to generate from" in capsys.readouterr().err
 
 
 class _Raising:

@@ -92,7 +92,7 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     from kvmagic.runner.prompt import visible
 
     if not visible(prompt):  # found before a model loads for nothing
-        raise KVMagicError("the prompt is empty (nothing in it shows): give the text to generate from")
+        raise KVMagicError("the prompt is empty: give the text to generate from")
     return prompt
 
 
