@@ -1,0 +1,135 @@
+"""The progress bar over a run's timed runs: it moves every second, and its time left learns from the runs done.
+
+The budget's estimate comes from probes of a moment, often a quiet one; a machine that gets busier makes every
+run slower than that. So the time left is the estimate of the runs still to come, scaled by what the runs
+already done took against their own estimates (:class:`Eta`), and a small thread redraws the bar every
+second (:func:`progress_bar`): it only reads :class:`Eta` and draws, never touching the timed work.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from time import perf_counter
+from typing import Any
+
+__all__ = ["HELD_SHORT", "TICK_S", "Eta", "progress_bar"]
+
+HELD_SHORT = 0.99  # the share of the bar it may reach before the run has finished
+TICK_S = 1.0  # seconds between redraws
+LEFT_OF_LATE = 0.1  # a run past its scaled estimate is taken to need at least this share of it still
+
+
+class Eta:
+    """How far a run has come and how long it has left, from each configuration's per-strategy estimates.
+
+    ``runs[i]`` maps each strategy to the estimated seconds of one timed run in configuration ``i``, of
+    which ``rounds`` rounds are planned; with ``seconds=False`` they are only relative weights, and the time
+    left is unknown until a run has finished. ``prior`` is (estimated, taken) seconds of runs made before the
+    bar (the warm-up), the first evidence of how the machine compares with the probes. ``clock`` is
+    injectable, so the arithmetic is tested without waiting.
+    """
+
+    def __init__(
+        self,
+        runs: Sequence[Mapping[str, float]],
+        rounds: int,
+        *,
+        prior: tuple[float, float] = (0.0, 0.0),
+        seconds: bool = True,
+        clock: Callable[[], float] = perf_counter,
+    ) -> None:
+        self._runs, self._rounds, self._clock = list(runs), rounds, clock
+        self._estimated, self._taken = prior
+        self._unknown = math.nan if not seconds else 1.0  # the scale before any run has finished
+        self._started = self._mark = clock()
+        self._index, self._names, self._done = 0, list(runs[0]) if runs else [], 0
+        self._lock = threading.Lock()
+
+    def begin(self, index: int, names: Sequence[str]) -> None:
+        """Configuration ``index`` starts its timed runs now, one of each of ``names`` per round; what an
+        earlier one did not run (a stop rule satisfied early) is no longer to come."""
+        with self._lock:
+            self._index, self._names, self._done, self._mark = index, list(names), 0, self._clock()
+
+    def ran(self) -> None:
+        """A timed run has finished: its wall time since the last one (or the configuration's start) counts
+        against its estimate, the work around the run included, which the user waits for too."""
+        with self._lock:
+            now = self._clock()
+            self._estimated += self._current()
+            self._taken += now - self._mark
+            self._done, self._mark = self._done + 1, now
+
+    def now(self) -> tuple[float, float]:
+        """The share of the bar done (at most :data:`HELD_SHORT`) and the seconds left (NaN: not known yet)."""
+        with self._lock:
+            now = self._clock()
+            left = self._left(now - self._mark)
+            elapsed = now - self._started
+        share = 0.0 if math.isnan(left) or elapsed + left <= 0 else elapsed / (elapsed + left)
+        return min(share, HELD_SHORT), left
+
+    def _current(self) -> float:
+        """The estimate of the run under way."""
+        names = self._names or [""]
+        return self._runs[self._index].get(names[self._done % len(names)], 0.0) if self._runs else 0.0
+
+    def _left(self, running: float) -> float:
+        """The runs to come at the scale the finished ones showed; the run under way, ``running`` seconds in,
+        counted as late once it passes its own scaled estimate (which also raises the scale)."""
+        scale = self._taken / self._estimated if self._estimated > 0 else self._unknown
+        current = self._current()
+        if running > scale * current:
+            scale = (self._taken + running) / (self._estimated + current) if self._estimated + current > 0 else 1.0
+        this = max(scale * current - running, LEFT_OF_LATE * scale * current)
+        here, names = self._runs[self._index] if self._runs else {}, self._names
+        rest = sum(here.get(names[k % len(names)], 0.0) for k in range(self._done + 1, len(names) * self._rounds))
+        later = sum(self._rounds * sum(runs.values()) for runs in self._runs[self._index + 1 :])
+        return this + scale * (rest + later)
+
+
+@contextmanager
+def progress_bar(eta: Eta, *, enabled: bool, tick_s: float = TICK_S) -> Iterator[Any]:
+    """tqdm's auto bar (a widget in Jupyter, text in a terminal) in per cent of the run, with the time left,
+    redrawn every ``tick_s`` by a daemon thread; a finished run ends it full (Jupyter then removes it), a
+    stopped one says so."""
+    from tqdm.auto import tqdm
+
+    bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}{postfix}]"
+    with tqdm(total=100.0, bar_format=bar_format, disable=not enabled, leave=False) as bar:
+        stop = threading.Event()
+        ticker = threading.Thread(target=_tick, args=(bar, eta, stop, tick_s), daemon=True, name="kvbench-progress")
+        if enabled:
+            draw(bar, eta)
+            ticker.start()
+        try:
+            yield bar
+        except BaseException:
+            _halt(ticker, stop)
+            bar.set_description_str("kvbench: stopped")  # in Jupyter the bar also turns red: it did not finish
+            raise
+        _halt(ticker, stop)
+        bar.set_postfix_str("done", refresh=False)
+        bar.update(bar.total - bar.n)  # full: it closes as done, not failed
+
+
+def draw(bar: Any, eta: Eta) -> None:
+    """Redraw ``bar`` from ``eta`` as things stand."""
+    share, left = eta.now()
+    bar.n = round(100.0 * share, 1)
+    shown = "?" if math.isnan(left) else bar.format_interval(left)
+    bar.set_postfix_str(f"about {shown} left")  # refreshes: redraws the bar at its new share
+
+
+def _tick(bar: Any, eta: Eta, stop: threading.Event, tick_s: float) -> None:
+    while not stop.wait(tick_s):
+        draw(bar, eta)
+
+
+def _halt(ticker: threading.Thread, stop: threading.Event) -> None:
+    stop.set()
+    if ticker.is_alive():
+        ticker.join()

@@ -1,0 +1,154 @@
+"""The progress bar moves within a run and its time left learns from the runs done: the arithmetic on a fake
+clock, the bar's redraws by its own thread, and a real run's bar as the user sees it."""
+
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+
+import pytest
+
+from kvmagic import run_benchmark
+from kvmagic.runner import benchmark, plan, progress
+from kvmagic.runner.progress import HELD_SHORT, LEFT_OF_LATE, Eta, draw, progress_bar
+
+from .conftest import PROMPT
+
+PAIR = {"off": 10.0, "on": 2.0}  # one timed run's estimated seconds per strategy
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _eta(runs: list[dict[str, float]], rounds: int = 1, **kwargs) -> tuple[Eta, Clock]:
+    clock = Clock()
+    eta = Eta(runs, rounds, clock=clock, **kwargs)
+    eta.begin(0, list(runs[0]))
+    return eta, clock
+
+
+def test_before_any_run_the_estimate_counts_and_the_bar_moves_with_the_clock() -> None:
+    eta, clock = _eta([PAIR], rounds=2)
+    assert eta.now() == (0.0, 24.0)
+    clock.t += 6.0  # into the first uncached run, as estimated
+    assert eta.now() == (pytest.approx(0.25), pytest.approx(18.0))
+
+
+def test_runs_slower_than_estimated_scale_what_is_left() -> None:
+    eta, clock = _eta([PAIR, PAIR])
+    clock.t += 30.0  # the uncached run took three times its estimate
+    eta.ran()
+    assert eta.now()[1] == pytest.approx(3 * (2.0 + 12.0))
+    clock.t += 6.0  # so did the cached one
+    eta.ran()
+    eta.begin(1, list(PAIR))
+    share, left = eta.now()
+    assert left == pytest.approx(36.0) and share == pytest.approx(0.5)
+
+
+def test_the_warm_up_is_the_first_evidence() -> None:
+    eta, _ = _eta([PAIR], prior=(1.0, 4.0))  # the warm-up took four times its estimate
+    assert eta.now()[1] == pytest.approx(48.0)
+
+
+def test_a_run_past_its_estimate_raises_the_scale_and_never_fills_the_bar() -> None:
+    eta, clock = _eta([PAIR, PAIR])
+    clock.t += 20.0  # twice the first run's estimate, and still running
+    scale = 20.0 / 10.0
+    assert eta.now()[1] == pytest.approx(LEFT_OF_LATE * scale * 10.0 + scale * (2.0 + 12.0))
+    clock.t += 1e6
+    share, left = eta.now()
+    assert share < HELD_SHORT and left > LEFT_OF_LATE * 1e6
+
+
+def test_a_configuration_stopped_early_leaves_nothing_to_come() -> None:
+    eta, clock = _eta([PAIR, PAIR], rounds=10)  # -r auto, counted at 10 rounds, stopped after one
+    clock.t += 12.0
+    eta.ran()
+    eta.ran()
+    eta.begin(1, list(PAIR))
+    assert eta.now()[1] == pytest.approx(10 * 12.0)
+
+
+def test_a_strategy_skipped_after_the_plan_drops_out_of_each_round() -> None:
+    eta, _ = _eta([PAIR, PAIR])
+    eta.begin(1, ["off"])
+    assert eta.now()[1] == pytest.approx(10.0)
+
+
+def test_without_an_estimate_the_time_left_waits_for_a_run() -> None:
+    eta, clock = _eta([{"off": 1.0, "on": 1.0}] * 3, seconds=False)
+    clock.t += 5.0
+    share, left = eta.now()
+    assert share == 0.0 and math.isnan(left)
+    eta.ran()  # one unit took 5 s: 5 units to come
+    assert eta.now()[1] == pytest.approx(25.0)
+
+
+def _bar(enabled: bool = True):
+    from tqdm import tqdm
+
+    return tqdm(total=100.0, disable=not enabled, leave=False)
+
+
+def test_a_drawn_bar_shows_the_share_and_the_time_left() -> None:
+    eta, clock = _eta([PAIR], rounds=2)
+    clock.t += 6.0
+    with _bar() as bar:
+        draw(bar, eta)
+        assert bar.n == 25.0 and bar.postfix == "about 00:18 left"
+
+
+def test_the_bar_is_redrawn_by_its_own_thread_while_a_run_holds_the_main_one(monkeypatch) -> None:
+    eta, clock = _eta([PAIR], rounds=2)
+    drawn = threading.Event()
+    real = progress.draw
+
+    def noted(bar, eta) -> None:
+        real(bar, eta)
+        if bar.n > 0 and threading.current_thread() is not threading.main_thread():
+            drawn.set()
+
+    monkeypatch.setattr(progress, "draw", noted)
+    with progress_bar(eta, enabled=True, tick_s=0.001):
+        clock.t += 6.0
+        assert drawn.wait(timeout=60), "the ticker never redrew the bar"
+
+
+def test_a_finished_bar_is_full_and_a_stopped_one_says_so() -> None:
+    eta, clock = _eta([PAIR])
+    with progress_bar(eta, enabled=True) as bar:
+        clock.t += 1e6  # far past the estimate: held short of full until the end
+        draw(bar, eta)
+        assert 0 < bar.n <= 100 * HELD_SHORT
+    assert bar.n == bar.total and bar.postfix == "done"
+    with pytest.raises(KeyboardInterrupt), progress_bar(eta, enabled=True) as bar:
+        raise KeyboardInterrupt
+    assert "stopped" in bar.desc
+
+
+def test_a_real_run_moves_its_bar_against_the_budgets_runs(tiny, monkeypatch) -> None:
+    """Every timed run reaches the bar, each measured against its strategy's estimate, and it closes full with no
+    tqdm warning (a share past 1 makes tqdm clamp and warn)."""
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)  # about 20 s
+    made: list[Eta] = []
+    real = benchmark.Eta
+
+    def kept(*args, **kwargs) -> Eta:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(benchmark, "Eta", kept)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=1, repeat=2, progress=True)
+    (eta,) = made
+    assert eta._done == 4 and eta._estimated > 4 * 5.0  # the warm-up's estimate and four timed runs'
