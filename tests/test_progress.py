@@ -152,3 +152,15 @@ def test_a_real_run_moves_its_bar_against_the_budgets_runs(tiny, monkeypatch) ->
         run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=1, repeat=2, progress=True)
     (eta,) = made
     assert eta._done == 4 and eta._estimated > 4 * 5.0  # the warm-up's estimate and four timed runs'
+
+
+def test_a_long_run_late_after_short_ones_on_time_sets_the_pace_for_the_rest() -> None:
+    """A sweep's longest runs come last; the first of them, five times its estimate, says more of those to come
+    than the short runs that kept to theirs."""
+    eta, clock = _eta([{"off": 1.0, "on": 1.0}, PAIR], rounds=2)
+    for _ in range(4):
+        clock.t += 1.0
+        eta.ran()
+    eta.begin(1, list(PAIR))
+    clock.t += 50.0
+    assert eta.now()[1] == pytest.approx(LEFT_OF_LATE * 50.0 + 5.0 * (2.0 + 10.0 + 2.0))

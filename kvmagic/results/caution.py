@@ -37,9 +37,8 @@ def _no_interval(result: BenchmarkResult) -> list[str]:
     if fewest >= MIN_REPEAT_FOR_SPREAD:
         return []
     pairs = "one pair" if fewest == 1 else f"{fewest} pairs"
-    return [
-        f"{pairs}: no interval (on a busy machine another run's may differ widely); -r {MIN_REPEAT_FOR_SPREAD} gives one"
-    ]
+    busy = "on a busy machine another run's may differ widely"
+    return [f"{pairs}: no interval ({busy}); -r {MIN_REPEAT_FOR_SPREAD} gives one"]
 
 
 def _out_of_order(result: BenchmarkResult) -> list[str]:
@@ -48,7 +47,7 @@ def _out_of_order(result: BenchmarkResult) -> list[str]:
     found = []
     for name, measured in _by_strategy(result).items():
         for less, more in combinations(sorted(measured, key=lambda m: m.config), 2):
-            if _more_work(more, less) and JITTER_S <= less.median_s and more.median_s < OUT_OF_ORDER * less.median_s:
+            if _more_work(more, less) and less.median_s >= JITTER_S and more.median_s < OUT_OF_ORDER * less.median_s:
                 found.append(
                     f"{name} took {more.median_s:.3g} s at {more.config}, less than {less.median_s:.3g} s at "
                     f"{less.config} with less work: {LOAD}; close other work and rerun, or use --threads 1"

@@ -78,12 +78,12 @@ class Eta:
         return self._runs[self._index].get(names[self._done % len(names)], 0.0) if self._runs else 0.0
 
     def _left(self, running: float) -> float:
-        """The runs to come at the scale the finished ones showed; the run under way, ``running`` seconds in,
-        counted as late once it passes its own scaled estimate (which also raises the scale)."""
+        """The runs to come at the scale the finished ones showed; once the run under way, ``running`` seconds in,
+        passes its own scaled estimate, at its scale instead, and itself as needing a little more."""
         scale = self._taken / self._estimated if self._estimated > 0 else self._unknown
         current = self._current()
-        if running > scale * current:
-            scale = (self._taken + running) / (self._estimated + current) if self._estimated + current > 0 else 1.0
+        if current > 0 and running > scale * current:
+            scale = running / current  # the longest runs come last in a sweep: they are as slow as this one at least
         this = max(scale * current - running, LEFT_OF_LATE * scale * current)
         here, names = self._runs[self._index] if self._runs else {}, self._names
         rest = sum(here.get(names[k % len(names)], 0.0) for k in range(self._done + 1, len(names) * self._rounds))
