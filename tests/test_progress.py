@@ -10,8 +10,8 @@ import warnings
 import pytest
 
 from kvmagic import run_benchmark
-from kvmagic.runner import benchmark, plan, progress
-from kvmagic.runner.progress import HELD_SHORT, LEFT_OF_LATE, Eta, draw, progress_bar
+from kvmagic.runner import benchmark, plan
+from kvmagic.runner.progress import HELD_SHORT, LEFT_OF_LATE, Bar, Eta, progress_bar
 
 from .conftest import PROMPT
 
@@ -93,46 +93,60 @@ def test_without_an_estimate_the_time_left_waits_for_a_run() -> None:
     assert eta.now()[1] == pytest.approx(25.0)
 
 
-def _bar(enabled: bool = True):
+def test_a_drawn_bar_shows_the_share_and_the_time_left() -> None:
     from tqdm import tqdm
 
-    return tqdm(total=100.0, disable=not enabled, leave=False)
-
-
-def test_a_drawn_bar_shows_the_share_and_the_time_left() -> None:
     eta, clock = _eta([PAIR], rounds=2)
     clock.t += 6.0
-    with _bar() as bar:
-        draw(bar, eta)
-        assert bar.n == 25.0 and bar.postfix == "about 00:18 left"
+    with tqdm(total=100.0, leave=False) as raw:
+        bar = Bar(raw, 0.0)
+        bar.draw()
+        assert raw.n == 0 and raw.postfix == "estimating its time"  # before the budget's estimate
+        bar.eta = eta
+        bar.draw()
+        assert raw.n == 25.0 and raw.postfix == "about 00:18 left"
 
 
 def test_the_bar_is_redrawn_by_its_own_thread_while_a_run_holds_the_main_one(monkeypatch) -> None:
     eta, clock = _eta([PAIR], rounds=2)
     drawn = threading.Event()
-    real = progress.draw
+    real = Bar.draw
 
-    def noted(bar, eta) -> None:
-        real(bar, eta)
-        if bar.n > 0 and threading.current_thread() is not threading.main_thread():
+    def noted(bar) -> None:
+        real(bar)
+        if bar.tqdm.n > 0 and threading.current_thread() is not threading.main_thread():
             drawn.set()
 
-    monkeypatch.setattr(progress, "draw", noted)
-    with progress_bar(eta, enabled=True, tick_s=0.001):
+    monkeypatch.setattr(Bar, "draw", noted)
+    with progress_bar(enabled=True, delay_s=0.0, tick_s=0.001) as bar:
+        bar.eta = eta
         clock.t += 6.0
         assert drawn.wait(timeout=60), "the ticker never redrew the bar"
 
 
 def test_a_finished_bar_is_full_and_a_stopped_one_says_so() -> None:
     eta, clock = _eta([PAIR])
-    with progress_bar(eta, enabled=True) as bar:
+    with progress_bar(enabled=True, delay_s=0.0) as bar:
+        bar.eta = eta
         clock.t += 1e6  # far past the estimate: held short of full until the end
-        draw(bar, eta)
-        assert 0 < bar.n <= 100 * HELD_SHORT
-    assert bar.n == bar.total and bar.postfix == "done"
-    with pytest.raises(KeyboardInterrupt), progress_bar(eta, enabled=True) as bar:
+        bar.draw()
+        assert 0 < bar.tqdm.n <= 100 * HELD_SHORT
+    assert bar.tqdm.n == bar.tqdm.total and bar.tqdm.postfix == "done"
+    with pytest.raises(KeyboardInterrupt), progress_bar(enabled=True, delay_s=0.0) as bar:
         raise KeyboardInterrupt
-    assert "stopped" in bar.desc
+    assert "stopped" in bar.tqdm.desc
+
+
+def test_a_refused_run_or_one_never_shown_leaves_no_trace(capsys) -> None:
+    from kvmagic import KVMagicError
+
+    with pytest.raises(KVMagicError), progress_bar(enabled=True, delay_s=0.0) as bar:
+        raise KVMagicError("would take about 13 min")
+    assert "stopped" not in bar.tqdm.desc and bar.tqdm.n == bar.tqdm.total
+    capsys.readouterr()
+    with pytest.raises(KeyboardInterrupt), progress_bar(enabled=True, delay_s=3600.0) as bar:
+        raise KeyboardInterrupt
+    assert "stopped" not in bar.tqdm.desc and capsys.readouterr().err == ""
 
 
 def test_a_real_run_moves_its_bar_against_the_budgets_runs(tiny, monkeypatch) -> None:
@@ -147,6 +161,7 @@ def test_a_real_run_moves_its_bar_against_the_budgets_runs(tiny, monkeypatch) ->
         return made[-1]
 
     monkeypatch.setattr(benchmark, "Eta", kept)
+    monkeypatch.setattr(benchmark, "PROGRESS_AFTER_S", 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=1, repeat=2, progress=True)

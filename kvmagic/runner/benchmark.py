@@ -32,7 +32,7 @@ from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.frontier_run import memory_frontier
 from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
 from kvmagic.runner.prefix import build_prefix
-from kvmagic.runner.progress import Eta, progress_bar
+from kvmagic.runner.progress import Bar, Eta, progress_bar
 from kvmagic.runner.prompt import batched
 from kvmagic.runner.ranks import put_together
 from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
 
-PROGRESS_AFTER_S = 3.0  # a run estimated to take longer shows a progress bar over its timed runs
+PROGRESS_AFTER_S = 1.0  # a run shows its progress bar once it has lasted this long (its estimate included)
 
 
 def run_benchmark(
@@ -84,12 +84,11 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
     try:
-        budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
-        started = perf_counter()
-        _warm(plan, plan.configs[0].prompt_tokens)
-        warmed_s = perf_counter() - started  # outside any timed run: the progress bar's first evidence
-        for found in _measure_each(plan, budget, progress, warmed_s):
-            measurements += found
+        with progress_bar(enabled=progress, delay_s=PROGRESS_AFTER_S) as bar:
+            budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
+            eta = bar.eta = _warm_first(plan, budget)
+            for found in _measure_each(plan, budget, bar, eta):
+                measurements += found
     except KeyboardInterrupt:
         if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
             raise
@@ -170,37 +169,36 @@ def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[str
     return found
 
 
-def _measure_each(plan: Plan, budget: Budget, progress: bool, warmed_s: float) -> Iterator[list[Measurement]]:
-    """Measure the planned configurations in order, a measurement per strategy, warming up each new prompt
-    length first; the progress bar learns from the warm-up's ``warmed_s`` and from every timed run."""
-    loaded, spec = plan.loaded, plan.spec
-    warmed = {plan.configs[0].prompt_tokens}
-    stop = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
-    eta = _eta(plan, budget, warmed_s)
-    timed = budget.estimate_s is not None
-    long = sum(budget.weights) > PROGRESS_AFTER_S if timed else len(budget.todo) > 1
-    with progress_bar(eta, enabled=progress and long) as bar:
-        for index, config in enumerate(budget.todo):
-            prompt_tokens, new_tokens, batch = config
-            where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
-            bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
-            if prompt_tokens not in warmed:
-                _warm(plan, prompt_tokens)
-                warmed.add(prompt_tokens)
-            inputs = batched(plan.inputs[prompt_tokens], batch)
-            prefix = build_prefix(plan, inputs, plan.prefix_tokens) if plan.prefix_tokens else None
-            first = _first_calls(plan, inputs, new_tokens)
-            eta.begin(index, [s.name for s in plan.runnable])
-            yield measure_rounds(
-                loaded, inputs, new_tokens=new_tokens, strategies=plan.runnable, stop=stop, steps=spec.steps,
-                on_run=lambda seconds: eta.ran(), first_calls=first, judge=plan.judge, prefix=prefix,
-            )  # fmt: skip
-
-
-def _eta(plan: Plan, budget: Budget, warmed_s: float) -> Eta:
-    """The bar's arithmetic: each run against the budget's estimate of it where there is one (the warm-up's
-    too), else each configuration weighed alike until a run has taken its time."""
+def _warm_first(plan: Plan, budget: Budget) -> Eta:
+    """Warm up at the first prompt length, and the progress bar's arithmetic, whose first evidence is how long
+    the warm-up took against its estimate (where there is one, else each configuration weighs alike)."""
+    started = perf_counter()
+    _warm(plan, plan.configs[0].prompt_tokens)
+    warmed_s = perf_counter() - started
     rounds = first_stop() if plan.spec.repeat == "auto" else plan.spec.repeat
     if budget.runs:
         return Eta(budget.runs, rounds, prior=(budget.warmup_s, warmed_s) if budget.warmup_s else (0.0, 0.0))
     return Eta([dict.fromkeys((s.name for s in plan.runnable), 1.0) for _ in budget.todo], rounds, seconds=False)
+
+
+def _measure_each(plan: Plan, budget: Budget, bar: Bar, eta: Eta) -> Iterator[list[Measurement]]:
+    """Measure the planned configurations in order, a measurement per strategy, warming up each new prompt
+    length first; every timed run reaches the bar's arithmetic."""
+    loaded, spec = plan.loaded, plan.spec
+    warmed = {plan.configs[0].prompt_tokens}
+    stop = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
+    for index, config in enumerate(budget.todo):
+        prompt_tokens, new_tokens, batch = config
+        where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
+        bar.describe(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
+        if prompt_tokens not in warmed:
+            _warm(plan, prompt_tokens)
+            warmed.add(prompt_tokens)
+        inputs = batched(plan.inputs[prompt_tokens], batch)
+        prefix = build_prefix(plan, inputs, plan.prefix_tokens) if plan.prefix_tokens else None
+        first = _first_calls(plan, inputs, new_tokens)
+        eta.begin(index, [s.name for s in plan.runnable])
+        yield measure_rounds(
+            loaded, inputs, new_tokens=new_tokens, strategies=plan.runnable, stop=stop, steps=spec.steps,
+            on_run=lambda seconds: eta.ran(), first_calls=first, judge=plan.judge, prefix=prefix,
+        )  # fmt: skip

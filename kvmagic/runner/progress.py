@@ -15,7 +15,9 @@ from contextlib import contextmanager
 from time import perf_counter
 from typing import Any
 
-__all__ = ["HELD_SHORT", "TICK_S", "Eta", "progress_bar"]
+from kvmagic.errors import KVMagicError
+
+__all__ = ["HELD_SHORT", "TICK_S", "Bar", "Eta", "progress_bar"]
 
 HELD_SHORT = 0.99  # the share of the bar it may reach before the run has finished
 TICK_S = 1.0  # seconds between redraws
@@ -91,42 +93,66 @@ class Eta:
         return this + scale * (rest + later)
 
 
+class Bar:
+    """A tqdm bar and the :class:`Eta` it shows once the run's estimate exists (before it: "estimating")."""
+
+    def __init__(self, bar: Any, delay_s: float) -> None:
+        self.tqdm, self.delay_s, self.started = bar, delay_s, perf_counter()
+        self.eta: Eta | None = None
+
+    @property
+    def shown(self) -> bool:
+        """Whether the bar has been on the screen: tqdm holds it back for its first ``delay_s``."""
+        return perf_counter() - self.started >= self.delay_s
+
+    def describe(self, text: str) -> None:
+        self.tqdm.set_description_str(text, refresh=False)  # drawn by the next tick, not before the delay
+
+    def draw(self) -> None:
+        """Redraw the bar as things stand: its share of the run and the time left, as the :class:`Eta` says."""
+        share, left = self.eta.now() if self.eta is not None else (0.0, math.nan)
+        if self.eta is None:
+            said = "estimating its time"
+        else:
+            said = f"about {'?' if math.isnan(left) else self.tqdm.format_interval(left)} left"
+        self.tqdm.set_postfix_str(said, refresh=False)
+        self.tqdm.update(round(100.0 * share, 1) - self.tqdm.n)  # may go back: the time left learned more
+
+
 @contextmanager
-def progress_bar(eta: Eta, *, enabled: bool, tick_s: float = TICK_S) -> Iterator[Any]:
+def progress_bar(*, enabled: bool, delay_s: float, tick_s: float = TICK_S) -> Iterator[Bar]:
     """tqdm's auto bar (a widget in Jupyter, text in a terminal) in per cent of the run, with the time left,
-    redrawn every ``tick_s`` by a daemon thread; a finished run ends it full (Jupyter then removes it), a
-    stopped one says so."""
+    redrawn every ``tick_s`` by a daemon thread, shown once the run has lasted ``delay_s``; a finished run ends
+    it full (Jupyter then removes it), a stopped one says so; one never shown, or refused, leaves no trace."""
     from tqdm.auto import tqdm
 
     bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}{postfix}]"
-    with tqdm(total=100.0, bar_format=bar_format, disable=not enabled, leave=False) as bar:
+    shape = {"total": 100.0, "bar_format": bar_format, "desc": "kvbench", "leave": False, "delay": delay_s}
+    with tqdm(disable=not enabled, **shape) as raw:
+        bar = Bar(raw, delay_s)
         stop = threading.Event()
-        ticker = threading.Thread(target=_tick, args=(bar, eta, stop, tick_s), daemon=True, name="kvbench-progress")
+        ticker = threading.Thread(target=_tick, args=(bar, stop, tick_s), daemon=True, name="kvbench-progress")
         if enabled:
-            draw(bar, eta)
+            bar.draw()
             ticker.start()
         try:
             yield bar
-        except BaseException:
+        except BaseException as error:
             _halt(ticker, stop)
-            bar.set_description_str("kvbench: stopped")  # in Jupyter the bar also turns red: it did not finish
+            if bar.shown and not isinstance(error, KVMagicError):  # Jupyter turns it red too: it did not finish
+                bar.describe("kvbench: stopped")
+                raw.refresh()
+            else:
+                raw.update(raw.total - raw.n)  # never seen, or refused (the error says why): it leaves no trace
             raise
         _halt(ticker, stop)
-        bar.set_postfix_str("done", refresh=False)
-        bar.update(bar.total - bar.n)  # full: it closes as done, not failed
+        raw.set_postfix_str("done", refresh=False)
+        raw.update(raw.total - raw.n)  # full: it closes as done, not failed
 
 
-def draw(bar: Any, eta: Eta) -> None:
-    """Redraw ``bar`` from ``eta`` as things stand."""
-    share, left = eta.now()
-    bar.n = round(100.0 * share, 1)
-    shown = "?" if math.isnan(left) else bar.format_interval(left)
-    bar.set_postfix_str(f"about {shown} left")  # refreshes: redraws the bar at its new share
-
-
-def _tick(bar: Any, eta: Eta, stop: threading.Event, tick_s: float) -> None:
+def _tick(bar: Bar, stop: threading.Event, tick_s: float) -> None:
     while not stop.wait(tick_s):
-        draw(bar, eta)
+        bar.draw()
 
 
 def _halt(ticker: threading.Thread, stop: threading.Event) -> None:
