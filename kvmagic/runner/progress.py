@@ -21,7 +21,7 @@ __all__ = ["HELD_SHORT", "TICK_S", "Bar", "Eta", "progress_bar"]
 
 HELD_SHORT = 0.99  # the share of the bar it may reach before the run has finished
 TICK_S = 1.0  # seconds between redraws
-LEFT_OF_LATE = 0.1  # a run past its scaled estimate is taken to need at least this share of it still
+LEFT_OF_LATE = 0.5  # a run past its scaled estimate is taken to need this share of the time it has run, again
 
 
 class Eta:
@@ -81,12 +81,14 @@ class Eta:
 
     def _left(self, running: float) -> float:
         """The runs to come at the scale the finished ones showed; once the run under way, ``running`` seconds in,
-        passes its own scaled estimate, at its scale instead, and itself as needing a little more."""
+        passes its own scaled estimate, at its pace instead, and itself as needing half as long again: a run
+        late by a factor is as likely to be late by more as to end now."""
         scale = self._taken / self._estimated if self._estimated > 0 else self._unknown
         current = self._current()
+        this = scale * current - running
         if current > 0 and running > scale * current:
             scale = running / current  # the longest runs come last in a sweep: they are as slow as this one at least
-        this = max(scale * current - running, LEFT_OF_LATE * scale * current)
+            this = LEFT_OF_LATE * running
         here, names = self._runs[self._index] if self._runs else {}, self._names
         rest = sum(here.get(names[k % len(names)], 0.0) for k in range(self._done + 1, len(names) * self._rounds))
         later = sum(self._rounds * sum(runs.values()) for runs in self._runs[self._index + 1 :])
