@@ -29,7 +29,7 @@ from kvmagic.runner import benchmark
 from kvmagic.runner.progress import Eta, progress_bar
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
-CONFIGS = {"-n 64": {"new_tokens": 64}, "-n 16,32,64 -r 2": {"new_tokens": [16, 32, 64], "repeat": 2}}
+CONFIGS = {"-n 48": {"new_tokens": 48}, "-n 16,32,48": {"new_tokens": [16, 32, 48]}}
 
 
 class Recorded(Eta):
