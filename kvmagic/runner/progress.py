@@ -85,7 +85,7 @@ class Eta:
         late by a factor is as likely to be late by more as to end now."""
         scale = self._taken / self._estimated if self._estimated > 0 else self._unknown
         current = self._current()
-        this = scale * current - running
+        this = max(scale * current - running, 0.0)
         if current > 0 and running > scale * current:
             scale = running / current  # the longest runs come last in a sweep: they are as slow as this one at least
             this = LEFT_OF_LATE * running
