@@ -7,6 +7,7 @@ import math
 import pytest
 from IPython.core.error import UsageError
 
+from kvmagic.results.caution import caution_notes
 from kvmagic.results.compare import COMPARE_COLUMNS, compare
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import RunFacts
@@ -36,7 +37,7 @@ def test_change_and_significance_against_hand_computed_numbers():
     # Two pairs a run: Welch's t on the log ratios. ln 3, ln 3.2 against ln 2, ln 2.2: t = 6.78 on 1.76
     # degrees of freedom, p = 0.029; ln 2.1, ln 2.4 against them: t = 0.83, p = 0.50.
     assert frame.significant.tolist() == [True, False]
-    assert compare(now, was).notes() == []
+    assert compare(now, was).notes() == caution_notes(now)  # nothing of the comparison's own
 
 
 def test_single_round_has_no_verdict_and_says_why():
@@ -46,10 +47,11 @@ def test_single_round_has_no_verdict_and_says_why():
     row = comparison.rows()[0]
     assert row["significant"] is None and row["speedup_change"] == pytest.approx(1.0)
     assert comparison.notes() == [
+        *caution_notes(now),
         (
             "significant is empty where a run timed a single round: with -r 2 or more in both runs, a change "
             "counts when a test of the runs' per-round speed-ups finds one at 5% (false alarms: 1 in 20 at most)"
-        )
+        ),
     ]
 
 
@@ -63,6 +65,7 @@ def test_metadata_differences_and_unmatched_rows_are_notes():
     now.model = "other"
     comparison = compare(now, was)
     assert comparison.notes() == [
+        *caution_notes(now),
         "differs from the saved run: model: 'tiny' saved, 'other' now",
         "differs from the saved run: dtype: 'float32' saved, 'bfloat16' now",
         "differs from the saved run: the prompt differs (its SHA-256 does not match)",
@@ -86,7 +89,10 @@ def test_magic_compares_two_saved_runs(shell, tmp_path, capsys):
     assert same.speedup_change[0] == pytest.approx(same.speedup[0] / saved.speedup - 1)
     assert "differs" not in capsys.readouterr().out  # same settings, same prompt: nothing to report
     changed = shell.run_cell_magic("kvbench", f"-n 3 -w 0 -r 2 -o --compare {base}", PROMPT)
-    assert changed.notes() == ["differs from the saved run: warmup_tokens: 1 saved, 0 now"]
+    assert changed.notes() == [
+        *caution_notes(changed.result),
+        "differs from the saved run: warmup_tokens: 1 saved, 0 now",
+    ]
     assert changed.baseline == saved and changed.result.configs[0].new_tokens == 3
 
 

@@ -10,6 +10,7 @@ import pytest
 from kvmagic.core.config import Config
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
+from kvmagic.results.caution import caution_notes
 from kvmagic.results.measurement import Measurement, Pair
 from kvmagic.results.records import Mismatch, StepProfile, first_mismatch
 from kvmagic.results.report import COLUMNS, figures
@@ -51,7 +52,8 @@ def test_result_table_and_notes():
         (
             "16+32 tokens: generated tokens differ from position 3: 'a' (id 5) in the first uncached run "
             "vs 'b' (id 6) in the cached run"
-        )
+        ),
+        *caution_notes(result),
     ]
     assert "differ from position 3" in result._repr_html_()
     assert str(result).endswith("\n" + "\n".join(wrapped_notes(result.notes())))

@@ -9,6 +9,7 @@ from IPython.core.error import UsageError
 
 from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.lengths import LENGTH_FORMS
+from kvmagic.results.caution import caution_notes
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import benchmark, plan
 from kvmagic.runner.prompt import encode_prompt, stretch_prompt
@@ -42,14 +43,15 @@ def test_sweep_measures_the_cross_product_at_exact_lengths(tiny) -> None:
     ]  # fmt: skip
     assert result.identical and not result.partial
     natural = len(_text_ids(tiny))
-    assert result.notes() == [f"prompt stretched: the prompt's {natural} tokens repeated (or cut) to 5, 9 tokens"]
+    stretched = f"prompt stretched: the prompt's {natural} tokens repeated (or cut) to 5, 9 tokens"
+    assert result.notes() == [stretched, *caution_notes(result)]
     assert result.facts.configurations == 4
 
 
 def test_a_plain_int_still_gives_one_row(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0)
     assert len(result.configs) == 1 and result.config.new_tokens == 2
-    assert result.notes() == [] and result.facts.estimated_s > 0  # estimated from two tokens, not probed
+    assert result.notes() == caution_notes(result) and result.facts.estimated_s > 0  # estimated, not probed
 
 
 def test_prompt_tokens_with_chat_is_refused(tiny) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE
+from kvmagic.results.caution import caution_notes
 from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes
@@ -43,7 +44,7 @@ def notes(result: BenchmarkRecord) -> list[str]:
             m, mismatch = differed
             shown = result.shown_name
             found.append(f"{config}: {describe_mismatch(mismatch, shown(pair.reference.strategy), shown(m.strategy))}")
-    return found + _spread_warning(result)
+    return found + _spread_warning(result) + caution_notes(result)
 
 
 def more_pairs(result: BenchmarkRecord) -> str:

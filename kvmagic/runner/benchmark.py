@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.limits import Hardware, limits_for
+from kvmagic.core.sequential import first_stop
 from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
@@ -31,6 +32,7 @@ from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.frontier_run import memory_frontier
 from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
 from kvmagic.runner.prefix import build_prefix
+from kvmagic.runner.progress import Bar, Eta, progress_bar
 from kvmagic.runner.prompt import batched
 from kvmagic.runner.ranks import put_together
 from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
@@ -43,8 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
 
-PROGRESS_AFTER_S = 3.0  # a run estimated to take longer shows a progress bar over its timed runs
-HELD_SHORT = 0.99  # the share of its total a bar may reach before the run has finished
+PROGRESS_AFTER_S = 1.0  # a run shows its progress bar once it has lasted this long (its estimate included)
 
 
 def run_benchmark(
@@ -84,10 +85,11 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
     try:
-        budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
-        _warm(plan, plan.configs[0].prompt_tokens)
-        for found in _measure_each(plan, budget, progress):
-            measurements += found
+        with progress_bar(enabled=progress, delay_s=PROGRESS_AFTER_S) as bar:
+            budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
+            eta = bar.eta = _warm_first(plan, budget)
+            for found in _measure_each(plan, budget, bar, eta):
+                measurements += found
     except KeyboardInterrupt:
         if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
             raise
@@ -168,54 +170,38 @@ def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[Str
     return found
 
 
-def _measure_each(plan: Plan, budget: Budget, progress: bool) -> Iterator[list[Measurement]]:
+def _warm_first(plan: Plan, budget: Budget) -> Eta:
+    """Warm up at the first prompt length, and the progress bar's arithmetic, whose first evidence is how long
+    the warm-up took against its estimate (where there is one, else each configuration weighs alike)."""
+    started = perf_counter()
+    _warm(plan, plan.configs[0].prompt_tokens)
+    warmed_s = perf_counter() - started
+    rounds = first_stop() if plan.spec.repeat == "auto" else plan.spec.repeat
+    if budget.runs:
+        return Eta(budget.runs, rounds, prior=(budget.warmup_s, warmed_s) if budget.warmup_s else (0.0, 0.0))
+    return Eta([dict.fromkeys((s.strategy for s in plan.runnable), 1.0) for _ in budget.todo], rounds, seconds=False)
+
+
+def _measure_each(plan: Plan, budget: Budget, bar: Bar, eta: Eta) -> Iterator[list[Measurement]]:
     """Measure the planned configurations in order, a measurement per strategy, warming up each new prompt
-    length first."""
+    length first; every timed run reaches the bar's arithmetic."""
     loaded, spec = plan.loaded, plan.spec
     warmed = {plan.configs[0].prompt_tokens}
     stop = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
-    timed = budget.estimate_s is not None  # weights in seconds: the bar moves with every timed run
-    long = sum(budget.weights) > PROGRESS_AFTER_S if timed else len(budget.todo) > 1
-    with _progress_bar(sum(budget.weights), enabled=progress and long) as bar:
-        on_run = partial(_advance, bar) if timed else None
-        for index, (config, weight) in enumerate(zip(budget.todo, budget.weights)):
-            prompt_tokens, new_tokens, batch = config
-            where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
-            bar.set_description_str(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
-            if prompt_tokens not in warmed:
-                _warm(plan, prompt_tokens)
-                warmed.add(prompt_tokens)
-            inputs = batched(plan.inputs[prompt_tokens], batch)
-            runnable = plan.runnable
-            if plan.prefix_tokens:  # each warm twin starts from its copy of the prefix's cache
-                runnable = build_prefix(plan, inputs, plan.prefix_tokens).started(plan.runnable)
-            first = _first_calls(plan, inputs, new_tokens)
-            yield measure_rounds(
-                loaded, inputs, new_tokens=new_tokens, strategies=runnable, stop=stop, steps=spec.steps,
-                on_run=on_run, first_calls=first, judge=plan.judge,
-            )  # fmt: skip
-            if not timed:
-                bar.update(weight)
-
-
-def _advance(bar: Any, seconds: float) -> None:
-    """Move the bar by a run's seconds, but short of full while runs remain: a run slower than its estimate
-    would otherwise push it past 100% (tqdm warns, and shows a negative time left)."""
-    bar.update(min(seconds, max(HELD_SHORT * bar.total - bar.n, 0.0)))
-
-
-@contextmanager
-def _progress_bar(total: float, *, enabled: bool) -> Iterator[Any]:
-    """tqdm's auto bar (a widget in Jupyter, text in a terminal) with an ETA, in estimated seconds when known;
-    a finished run ends it full (Jupyter then removes it), a stopped one says so."""
-    from tqdm.auto import tqdm
-
-    bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
-    with tqdm(total=total, bar_format=bar_format, disable=not enabled, leave=False) as bar:
-        try:
-            yield bar
-        except BaseException:
-            bar.set_description_str("kvbench: stopped")  # in Jupyter the bar also turns red: it did not finish
-            raise
-        # The total was an estimate: a run that finished sooner fills the bar, so it closes as done, not failed.
-        bar.update(max(bar.total - bar.n, 0))
+    for index, config in enumerate(budget.todo):
+        prompt_tokens, new_tokens, batch = config
+        where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
+        bar.describe(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
+        if prompt_tokens not in warmed:
+            _warm(plan, prompt_tokens)
+            warmed.add(prompt_tokens)
+        inputs = batched(plan.inputs[prompt_tokens], batch)
+        runnable = plan.runnable
+        if plan.prefix_tokens:  # each warm twin starts from its copy of the prefix's cache
+            runnable = build_prefix(plan, inputs, plan.prefix_tokens).started(plan.runnable)
+        first = _first_calls(plan, inputs, new_tokens)
+        eta.begin(index, [s.strategy for s in runnable])
+        yield measure_rounds(
+            loaded, inputs, new_tokens=new_tokens, strategies=runnable, stop=stop, steps=spec.steps,
+            on_run=lambda seconds: eta.ran(), first_calls=first, judge=plan.judge,
+        )  # fmt: skip

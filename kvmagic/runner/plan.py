@@ -90,13 +90,17 @@ class Plan:
 @dataclass(frozen=True)
 class Budget:
     """Which configurations to measure, their estimated weights (from the fastest probes), and the typical
-    cost model (each point's median probe) that ``--predict`` reports."""
+    cost model (each point's median probe) that ``--predict`` reports. Where there is an estimate, ``runs``
+    holds each configuration's estimated seconds of one timed run per strategy, and ``warmup_s`` those of the
+    first warm-up: what the progress bar measures the runs against."""
 
     todo: list[Config]
     weights: list[float]
     cost: CostModel | None = None
     predictions: tuple[Prediction, ...] = ()
     estimate_s: float | None = None
+    runs: tuple[dict[Strategy, float], ...] = ()
+    warmup_s: float = 0.0
 
 
 def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
@@ -138,9 +142,10 @@ def plan_budget(plan: Plan) -> Budget:
     """
     spec, configs = plan.spec, plan.configs
     if not spec.predict and len(configs) == 1 and spec.max_seconds:
-        estimate = slowest(_single_estimate(plan))
+        single = _single_estimate(plan)
+        estimate = slowest(single.total)
         check_budget(estimate, spec.max_seconds)
-        return Budget(configs, [estimate], estimate_s=estimate)
+        return Budget(configs, [estimate], estimate_s=estimate, runs=(single.runs,), warmup_s=single.warmup)
     if not (spec.predict or (spec.max_seconds and len(configs) > 1)):
         return Budget(configs, [1.0] * len(configs))
     caches = [s.caches for s in plan.runnable]
@@ -162,7 +167,12 @@ def plan_budget(plan: Plan) -> Budget:
         check_budget(estimate, spec.max_seconds)
         todo = configs
     weights = [rounds * round_seconds(fastest, p, n, caches, b) for p, n, b in todo]
-    return Budget(todo, weights, typical, predictions, estimate)
+    runs = tuple(
+        {s.strategy: batch * fastest.generate_seconds(p, n, use_cache=s.caches) for s in plan.runnable}
+        for p, n, batch in todo
+    )
+    warmup_s = round_seconds(fastest, configs[0].prompt_tokens, warmup, caches) if warmup else 0.0
+    return Budget(todo, weights, typical, predictions, estimate, runs, warmup_s)
 
 
 def _floor(plan: Plan, caches: list[bool]) -> float:
@@ -186,7 +196,16 @@ def _floor(plan: Plan, caches: list[bool]) -> float:
     return bound
 
 
-def _single_estimate(plan: Plan) -> float:
+@dataclass(frozen=True)
+class _Single:
+    """The one configuration's estimate: in all, one timed run per strategy, and the warm-up."""
+
+    total: float
+    runs: dict[Strategy, float]
+    warmup: float
+
+
+def _single_estimate(plan: Plan) -> _Single:
     """Seconds of the one configuration: warm-ups, timed rounds and first-token runs of every strategy,
     scaled from their two-token runs in the fastest of a few rounds (:func:`_fastest_round`).
 
@@ -196,11 +215,14 @@ def _single_estimate(plan: Plan) -> float:
     runs = _fastest_round(plan, plan.inputs[prompt_tokens])
     uncached = [seconds for seconds, caches in runs.values() if not caches] or [s for s, _ in runs.values()]
     prefill = min(uncached) / 2  # a two-token run without the cache is two forwards over about P tokens
-    total = 0.0
-    for two_tokens, caches in runs.values():
-        for tokens, times in ((spec.warmup_tokens, 1), (new_tokens, batch * _rounds(plan)), (1, batch)):
-            total += times * scaled_seconds(prefill, two_tokens, prompt_tokens, tokens, use_cache=caches)
-    return total
+
+    def scaled(tokens: int, two_tokens: float, caches: bool) -> float:
+        return scaled_seconds(prefill, two_tokens, prompt_tokens, tokens, use_cache=caches)
+
+    timed = {name: batch * scaled(new_tokens, two, caches) for name, (two, caches) in runs.items()}
+    warmup = sum(scaled(spec.warmup_tokens, two, caches) for two, caches in runs.values())
+    first_tokens = sum(batch * scaled(1, two, caches) for two, caches in runs.values())
+    return _Single(warmup + _rounds(plan) * sum(timed.values()) + first_tokens, timed, warmup)
 
 
 def _rounds(plan: Plan) -> int:

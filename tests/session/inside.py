@@ -56,7 +56,7 @@ def facts(ns: dict[str, Any], names: str = "", outputs: tuple[int, ...] = (), re
 
 
 def show_every_bar(every: bool = True) -> None:
-    """Show the progress bar on every run, as on a run estimated past a few seconds (a -n 2 run is not);
+    """Show the progress bar on every run from its start, as on a run that lasts past a second (a -n 2 run does not);
     or, with ``every=False``, only where kvmagic would."""
     from kvmagic.runner import benchmark as runner
 

@@ -1,0 +1,167 @@
+"""The progress bar over a run's timed runs: it moves every second, and its time left learns from the runs done.
+
+The budget's estimate comes from probes of a moment, often a quiet one; a machine that gets busier makes every
+run slower than that. So the time left is the estimate of the runs still to come, scaled by what the runs
+already done took against their own estimates (:class:`Eta`), and a small thread redraws the bar every
+second (:func:`progress_bar`): it only reads :class:`Eta` and draws, never touching the timed work.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from kvmagic.errors import KVMagicError
+
+if TYPE_CHECKING:
+    from kvmagic.core.strategy import Strategy
+
+__all__ = ["HELD_SHORT", "TICK_S", "Bar", "Eta", "progress_bar"]
+
+HELD_SHORT = 0.99  # the share of the bar it may reach before the run has finished
+TICK_S = 1.0  # seconds between redraws
+LEFT_OF_LATE = 0.5  # a run past its scaled estimate is taken to need this share of the time it has run, again
+
+
+class Eta:
+    """How far a run has come and how long it has left, from each configuration's per-strategy estimates.
+
+    ``runs[i]`` maps each strategy to the estimated seconds of one timed run in configuration ``i``, of
+    which ``rounds`` rounds are planned; with ``seconds=False`` they are only relative weights, and the time
+    left is unknown until a run has finished. ``prior`` is (estimated, taken) seconds of runs made before the
+    bar (the warm-up), the first evidence of how the machine compares with the probes. ``clock`` is
+    injectable, so the arithmetic is tested without waiting.
+    """
+
+    def __init__(
+        self,
+        runs: Sequence[Mapping[Strategy, float]],
+        rounds: int,
+        *,
+        prior: tuple[float, float] = (0.0, 0.0),
+        seconds: bool = True,
+        clock: Callable[[], float] = perf_counter,
+    ) -> None:
+        self._runs, self._rounds, self._clock = list(runs), rounds, clock
+        self._estimated, self._taken = prior
+        self._unknown = math.nan if not seconds else 1.0  # the scale before any run has finished
+        self._started = self._mark = clock()
+        self._index, self._names, self._done = 0, list(runs[0]) if runs else [], 0
+        self._lock = threading.Lock()
+
+    def begin(self, index: int, names: Sequence[Strategy]) -> None:
+        """Configuration ``index`` starts its timed runs now, one of each of ``names`` per round; what an
+        earlier one did not run (a stop rule satisfied early) is no longer to come."""
+        with self._lock:
+            self._index, self._names, self._done, self._mark = index, list(names), 0, self._clock()
+
+    def ran(self) -> None:
+        """A timed run has finished: its wall time since the last one (or the configuration's start) counts
+        against its estimate, the work around the run included, which the user waits for too."""
+        with self._lock:
+            now = self._clock()
+            self._estimated += self._current()
+            self._taken += now - self._mark
+            self._done, self._mark = self._done + 1, now
+
+    def now(self) -> tuple[float, float]:
+        """The share of the bar done (at most :data:`HELD_SHORT`) and the seconds left (NaN: not known yet)."""
+        with self._lock:
+            now = self._clock()
+            left = self._left(now - self._mark)
+            elapsed = now - self._started
+        share = 0.0 if math.isnan(left) or elapsed + left <= 0 else elapsed / (elapsed + left)
+        return min(share, HELD_SHORT), left
+
+    def _current(self) -> float:
+        """The estimate of the run under way."""
+        if not self._runs or not self._names:
+            return 0.0
+        return self._runs[self._index].get(self._names[self._done % len(self._names)], 0.0)
+
+    def _left(self, running: float) -> float:
+        """The runs to come at the scale the finished ones showed; once the run under way, ``running`` seconds in,
+        passes its own scaled estimate, at its pace instead, and itself as needing half as long again: a run
+        late by a factor is as likely to be late by more as to end now."""
+        scale = self._taken / self._estimated if self._estimated > 0 else self._unknown
+        current = self._current()
+        this = max(scale * current - running, 0.0)
+        if current > 0 and running > scale * current:
+            scale = running / current  # the longest runs come last in a sweep: they are as slow as this one at least
+            this = LEFT_OF_LATE * running
+        here, names = self._runs[self._index] if self._runs else {}, self._names
+        rest = sum(here.get(names[k % len(names)], 0.0) for k in range(self._done + 1, len(names) * self._rounds))
+        later = sum(self._rounds * sum(runs.values()) for runs in self._runs[self._index + 1 :])
+        return this + scale * (rest + later)
+
+
+class Bar:
+    """A tqdm bar and the :class:`Eta` it shows once the run's estimate exists (before it: "estimating")."""
+
+    def __init__(self, bar: Any, delay_s: float) -> None:
+        self.tqdm, self.delay_s, self.started = bar, delay_s, perf_counter()
+        self.eta: Eta | None = None
+
+    @property
+    def shown(self) -> bool:
+        """Whether the bar has been on the screen: tqdm holds it back for its first ``delay_s``."""
+        return perf_counter() - self.started >= self.delay_s
+
+    def describe(self, text: str) -> None:
+        self.tqdm.set_description_str(text, refresh=False)  # drawn by the next tick, not before the delay
+
+    def draw(self) -> None:
+        """Redraw the bar as things stand: its share of the run and the time left, as the :class:`Eta` says."""
+        share, left = self.eta.now() if self.eta is not None else (0.0, math.nan)
+        if self.eta is None:
+            said = "estimating its time"
+        else:
+            said = f"about {'?' if math.isnan(left) else self.tqdm.format_interval(left)} left"
+        self.tqdm.set_postfix_str(said, refresh=False)
+        self.tqdm.update(round(100.0 * share, 1) - self.tqdm.n)  # may go back: the time left learned more
+
+
+@contextmanager
+def progress_bar(*, enabled: bool, delay_s: float, tick_s: float = TICK_S) -> Iterator[Bar]:
+    """tqdm's auto bar (a widget in Jupyter, text in a terminal) in per cent of the run, with the time left,
+    redrawn every ``tick_s`` by a daemon thread, shown once the run has lasted ``delay_s``; a finished run ends
+    it full (Jupyter then removes it), a stopped one says so; one never shown, or refused, leaves no trace."""
+    from tqdm.auto import tqdm
+
+    bar_format = "{desc} {percentage:3.0f}%|{bar}| [{elapsed}{postfix}]"
+    shape = {"total": 100.0, "bar_format": bar_format, "desc": "kvbench", "leave": False, "delay": delay_s}
+    with tqdm(disable=not enabled, **shape) as raw:
+        bar = Bar(raw, delay_s)
+        stop = threading.Event()
+        ticker = threading.Thread(target=_tick, args=(bar, stop, tick_s), daemon=True, name="kvbench-progress")
+        if enabled:
+            bar.draw()
+            ticker.start()
+        try:
+            yield bar
+        except BaseException as error:
+            _halt(ticker, stop)
+            if bar.shown and not isinstance(error, KVMagicError):  # Jupyter turns it red too: it did not finish
+                bar.describe("kvbench: stopped")
+                raw.refresh()
+            else:
+                raw.update(raw.total - raw.n)  # never seen, or refused (the error says why): it leaves no trace
+            raise
+        _halt(ticker, stop)
+        raw.set_postfix_str("done", refresh=False)
+        raw.update(raw.total - raw.n)  # full: it closes as done, not failed
+
+
+def _tick(bar: Bar, stop: threading.Event, tick_s: float) -> None:
+    while not stop.wait(tick_s):
+        bar.draw()
+
+
+def _halt(ticker: threading.Thread, stop: threading.Event) -> None:
+    stop.set()
+    if ticker.is_alive():
+        ticker.join()

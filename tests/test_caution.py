@@ -1,0 +1,57 @@
+"""A speed-up with no interval says why in one line, and a sweep whose times break the order of its work, or a
+run several times its siblings, says the machine's load likely changed: measured times injected by hand."""
+
+from __future__ import annotations
+
+from kvmagic.core.spec import BenchSpec
+from kvmagic.results.caution import LOAD, caution_notes
+from kvmagic.results.result import BenchmarkResult
+
+from .records import pair, timed
+
+
+def _notes(measurements, **spec) -> list[str]:
+    return caution_notes(BenchmarkResult("m", measurements, spec=BenchSpec(**spec)))
+
+
+def test_one_pair_says_it_has_no_interval_and_how_to_get_one() -> None:
+    assert _notes(pair((16, 64), [2.0], [1.0])) == [
+        "one pair: no interval (on a busy machine another run's may differ widely); -r 3 gives one"
+    ]
+    assert _notes(pair((16, 64), [2.0, 2.1], [1.0, 1.1]), repeat=2)[0].startswith("2 pairs: no interval")
+
+
+def test_three_pairs_and_auto_need_no_such_note() -> None:
+    assert _notes(pair((16, 64), [2.0, 2.1, 2.2], [1.0, 1.1, 1.0]), repeat=3) == []
+    assert _notes(pair((16, 64), [2.0, 2.1, 2.2, 2.0, 2.1], [1.0] * 5), repeat="auto") == []
+
+
+def test_a_sweep_whose_time_falls_as_its_work_grows_is_named() -> None:
+    """The report's sweep: uncached 8.93, 9.04, 5.91 s at -n 16, 32, 64; cached in order."""
+    measured = [*pair((82, 16), [8.93], [1.0]), *pair((82, 32), [9.04], [1.5]), *pair((82, 64), [5.91], [2.0])]
+    (note,) = _notes(measured)[1:]
+    assert note == (
+        f"uncached took 5.91 s at 82+64 tokens, less than 8.93 s at 82+16 tokens with less work: {LOAD}; "
+        "close other work and rerun, or use --threads 1"
+    )
+
+
+def test_a_small_dip_or_a_shorter_prompt_with_more_tokens_is_no_sign() -> None:
+    dip = [*pair((82, 16), [1.0], [0.5]), *pair((82, 32), [0.85], [0.45])]  # within noise: 15% less
+    crossed = [*pair((256, 16), [4.0], [0.5]), *pair((16, 64), [1.0], [0.6])]  # neither has all the work of the other
+    batches = [*pair((16, 16, 4), [4.0], [1.0]), *pair((16, 64), [1.0], [0.4])]  # a batch is other work
+    jitter = [*pair((82, 2), [0.04], [0.01]), *pair((82, 3), [0.02], [0.01])]  # milliseconds: the scheduler's
+    assert [_notes(m)[1:] for m in (dip, crossed, batches, jitter)] == [[], [], [], []]
+
+
+def test_a_run_several_times_its_siblings_is_named_once_for_all() -> None:
+    measured = [timed((16, 64), "off", [1.0, 1.1, 3.5]), timed((16, 64), "dynamic", [0.2, 0.7, 0.2])]
+    assert _notes(measured, repeat=3) == [
+        f"a run took several times its siblings' median: uncached (3.3x), cached (3.5x): {LOAD}; the medians keep it out"
+    ]
+    assert _notes([timed((16, 64), "off", [1.0, 2.9, 1.1]), timed((16, 64), "dynamic", [0.01, 0.04, 0.01])]) == []
+
+
+def test_the_notes_reach_the_table() -> None:
+    result = BenchmarkResult("m", pair((16, 64), [2.0], [1.0]))
+    assert "one pair: no interval" in str(result)

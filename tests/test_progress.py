@@ -1,0 +1,181 @@
+"""The progress bar moves within a run and its time left learns from the runs done: the arithmetic on a fake
+clock, the bar's redraws by its own thread, and a real run's bar as the user sees it."""
+
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+
+import pytest
+
+from kvmagic import run_benchmark
+from kvmagic.runner import benchmark, plan
+from kvmagic.runner.progress import HELD_SHORT, LEFT_OF_LATE, Bar, Eta, progress_bar
+
+from .conftest import PROMPT
+
+PAIR = {"off": 10.0, "on": 2.0}  # one timed run's estimated seconds per strategy
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _eta(runs: list[dict[str, float]], rounds: int = 1, **kwargs) -> tuple[Eta, Clock]:
+    clock = Clock()
+    eta = Eta(runs, rounds, clock=clock, **kwargs)
+    eta.begin(0, list(runs[0]))
+    return eta, clock
+
+
+def test_before_any_run_the_estimate_counts_and_the_bar_moves_with_the_clock() -> None:
+    eta, clock = _eta([PAIR], rounds=2)
+    assert eta.now() == (0.0, 24.0)
+    clock.t += 6.0  # into the first uncached run, as estimated
+    assert eta.now() == (pytest.approx(0.25), pytest.approx(18.0))
+
+
+def test_runs_slower_than_estimated_scale_what_is_left() -> None:
+    eta, clock = _eta([PAIR, PAIR])
+    clock.t += 30.0  # the uncached run took three times its estimate
+    eta.ran()
+    assert eta.now()[1] == pytest.approx(3 * (2.0 + 12.0))
+    clock.t += 6.0  # so did the cached one
+    eta.ran()
+    eta.begin(1, list(PAIR))
+    share, left = eta.now()
+    assert left == pytest.approx(36.0) and share == pytest.approx(0.5)
+
+
+def test_the_warm_up_is_the_first_evidence() -> None:
+    eta, _ = _eta([PAIR], prior=(1.0, 4.0))  # the warm-up took four times its estimate
+    assert eta.now()[1] == pytest.approx(48.0)
+
+
+def test_a_run_past_its_estimate_raises_the_scale_and_never_fills_the_bar() -> None:
+    eta, clock = _eta([PAIR, PAIR])
+    clock.t += 20.0  # twice the first run's estimate, and still running
+    scale = 20.0 / 10.0
+    assert eta.now()[1] == pytest.approx(LEFT_OF_LATE * scale * 10.0 + scale * (2.0 + 12.0))
+    clock.t += 1e6
+    share, left = eta.now()
+    assert share < HELD_SHORT and left > LEFT_OF_LATE * 1e6
+
+
+def test_a_configuration_stopped_early_leaves_nothing_to_come() -> None:
+    eta, clock = _eta([PAIR, PAIR], rounds=10)  # -r auto, counted at 10 rounds, stopped after one
+    clock.t += 12.0
+    eta.ran()
+    eta.ran()
+    eta.begin(1, list(PAIR))
+    assert eta.now()[1] == pytest.approx(10 * 12.0)
+
+
+def test_a_strategy_skipped_after_the_plan_drops_out_of_each_round() -> None:
+    eta, _ = _eta([PAIR, PAIR])
+    eta.begin(1, ["off"])
+    assert eta.now()[1] == pytest.approx(10.0)
+
+
+def test_without_an_estimate_the_time_left_waits_for_a_run() -> None:
+    eta, clock = _eta([{"off": 1.0, "on": 1.0}] * 3, seconds=False)
+    clock.t += 5.0
+    share, left = eta.now()
+    assert share == 0.0 and math.isnan(left)
+    eta.ran()  # one unit took 5 s: 5 units to come
+    assert eta.now()[1] == pytest.approx(25.0)
+
+
+def test_a_drawn_bar_shows_the_share_and_the_time_left() -> None:
+    from tqdm import tqdm
+
+    eta, clock = _eta([PAIR], rounds=2)
+    clock.t += 6.0
+    with tqdm(total=100.0, leave=False) as raw:
+        bar = Bar(raw, 0.0)
+        bar.draw()
+        assert raw.n == 0 and raw.postfix == "estimating its time"  # before the budget's estimate
+        bar.eta = eta
+        bar.draw()
+        assert raw.n == 25.0 and raw.postfix == "about 00:18 left"
+
+
+def test_the_bar_is_redrawn_by_its_own_thread_while_a_run_holds_the_main_one(monkeypatch) -> None:
+    eta, clock = _eta([PAIR], rounds=2)
+    drawn = threading.Event()
+    real = Bar.draw
+
+    def noted(bar) -> None:
+        real(bar)
+        if bar.tqdm.n > 0 and threading.current_thread() is not threading.main_thread():
+            drawn.set()
+
+    monkeypatch.setattr(Bar, "draw", noted)
+    with progress_bar(enabled=True, delay_s=0.0, tick_s=0.001) as bar:
+        bar.eta = eta
+        clock.t += 6.0
+        assert drawn.wait(timeout=60), "the ticker never redrew the bar"
+
+
+def test_a_finished_bar_is_full_and_a_stopped_one_says_so() -> None:
+    eta, clock = _eta([PAIR])
+    with progress_bar(enabled=True, delay_s=0.0) as bar:
+        bar.eta = eta
+        clock.t += 1e6  # far past the estimate: held short of full until the end
+        bar.draw()
+        assert 0 < bar.tqdm.n <= 100 * HELD_SHORT
+    assert bar.tqdm.n == bar.tqdm.total and bar.tqdm.postfix == "done"
+    with pytest.raises(KeyboardInterrupt), progress_bar(enabled=True, delay_s=0.0) as bar:
+        raise KeyboardInterrupt
+    assert "stopped" in bar.tqdm.desc
+
+
+def test_a_refused_run_or_one_never_shown_leaves_no_trace(capsys) -> None:
+    from kvmagic import KVMagicError
+
+    with pytest.raises(KVMagicError), progress_bar(enabled=True, delay_s=0.0) as bar:
+        raise KVMagicError("would take about 13 min")
+    assert "stopped" not in bar.tqdm.desc and bar.tqdm.n == bar.tqdm.total
+    capsys.readouterr()
+    with pytest.raises(KeyboardInterrupt), progress_bar(enabled=True, delay_s=3600.0) as bar:
+        raise KeyboardInterrupt
+    assert "stopped" not in bar.tqdm.desc and capsys.readouterr().err == ""
+
+
+def test_a_real_run_moves_its_bar_against_the_budgets_runs(tiny, monkeypatch) -> None:
+    """Every timed run reaches the bar, each measured against its strategy's estimate, and it closes full with no
+    tqdm warning (a share past 1 makes tqdm clamp and warn)."""
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)  # about 20 s
+    made: list[Eta] = []
+    real = benchmark.Eta
+
+    def kept(*args, **kwargs) -> Eta:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(benchmark, "Eta", kept)
+    monkeypatch.setattr(benchmark, "PROGRESS_AFTER_S", 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=1, repeat=2, progress=True)
+    (eta,) = made
+    assert eta._done == 4 and eta._estimated > 4 * 5.0  # the warm-up's estimate and four timed runs'
+
+
+def test_a_long_run_late_after_short_ones_on_time_sets_the_pace_for_the_rest() -> None:
+    """A sweep's longest runs come last; the first of them, five times its estimate, says more of those to come
+    than the short runs that kept to theirs."""
+    eta, clock = _eta([{"off": 1.0, "on": 1.0}, PAIR], rounds=2)
+    for _ in range(4):
+        clock.t += 1.0
+        eta.ran()
+    eta.begin(1, list(PAIR))
+    clock.t += 50.0
+    assert eta.now()[1] == pytest.approx(LEFT_OF_LATE * 50.0 + 5.0 * (2.0 + 10.0 + 2.0))
