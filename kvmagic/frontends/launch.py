@@ -89,7 +89,8 @@ def launch_request(
         check_split(name, config, ranks)
     _check_devices(ranks)
     words = [*load_words(load), *bench_words(spec), *(["-q"] if quiet else [])]
-    return launch(ranks, words, prompt, echo=None if quiet else sys.stderr)
+    texts = {"--prompt-file": prompt, "--quality-text": spec.quality_text}
+    return launch(ranks, words, texts, echo=None if quiet else sys.stderr)
 
 
 def _check_devices(ranks: int) -> None:
@@ -118,16 +119,22 @@ def launch_command(ranks: int, words: Sequence[str]) -> list[str]:
             "-m", "kvmagic", *words]  # fmt: skip
 
 
-def launch(ranks: int, words: Sequence[str], prompt: str, *, echo: IO[str] | None = None) -> BenchmarkResult:
-    """Run ``kvbench words --tp`` on ``ranks`` processes under torchrun; rank 0's result. ``echo`` hears rank 0's
+def launch(
+    ranks: int, words: Sequence[str], texts: Mapping[str, str | None], *, echo: IO[str] | None = None
+) -> BenchmarkResult:
+    """Run ``kvbench words --tp`` on ``ranks`` processes under torchrun; rank 0's result. ``texts`` maps each
+    option that reads a file (``--prompt-file``) to the text the ranks read there. ``echo`` hears rank 0's
     stderr as it comes. A rank's refusal comes back as its :class:`KVMagicError`; any other failure as one
     naming the rank and why."""
     from kvmagic.results.result import BenchmarkResult
 
     with tempfile.TemporaryDirectory(prefix="kvmagic-launch-") as name:
         folder = Path(name)
-        (folder / "prompt.txt").write_text(prompt, encoding="utf-8")
-        command = launch_command(ranks, [*words, "--tp", "--prompt-file", str(folder / "prompt.txt")])
+        files = []
+        for number, (flag, text) in enumerate((flag, text) for flag, text in texts.items() if text is not None):
+            (folder / f"text{number}.txt").write_text(text, encoding="utf-8")
+            files += [flag, str(folder / f"text{number}.txt")]
+        command = launch_command(ranks, [*words, "--tp", *files])
         env = {**os.environ, LAUNCH_DIR: name, "PYTHONPATH": _importable()}
         with open(folder / "torchrun.log", "wb") as log:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

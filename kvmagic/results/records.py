@@ -127,8 +127,8 @@ class Ranks:
 
     ``communication_s`` is each rank's time in collectives over one extra, profiled run of the strategy,
     which took ``profiled_s`` (the slowest rank's); ``collectives`` is how many its backend ran on rank 0.
-    ``tokens`` is a digest of every timed run's generated ids, ``identical`` whether each rank's runs
-    matched its own reference run.
+    ``tokens`` is a digest of every timed run's generated ids; ``seconds`` each rank's own timed runs, of which
+    the measurement keeps, run by run, the slowest rank's.
     """
 
     kv_bytes: tuple[int, ...]
@@ -136,12 +136,17 @@ class Ranks:
     profiled_s: float
     collectives: int
     tokens: tuple[str, ...]
-    identical: tuple[bool, ...]
+    seconds: tuple[tuple[float, ...], ...] = ()
 
     @property
     def agree(self) -> bool:
         """Every rank generated rank 0's tokens, in every run."""
-        return all(self.identical) and len(set(self.tokens)) == 1
+        return len(set(self.tokens)) == 1
+
+    @property
+    def differing(self) -> list[int]:
+        """The ranks whose tokens were not rank 0's."""
+        return [rank for rank, digest in enumerate(self.tokens) if digest != self.tokens[0]]
 
     @property
     def communication_share(self) -> float:

@@ -23,7 +23,13 @@ from kvmagic.results.limits_table import (
 )
 from kvmagic.results.measurement import Pair
 from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
-from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
+from kvmagic.results.split_table import (
+    SPLIT_COLUMNS,
+    STRATEGY_SPLIT_COLUMNS,
+    split,
+    split_values,
+    strategy_split_values,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -199,7 +205,7 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
     """A comparison's table: a row per (configuration, strategy), its limit and prefix columns where asked for."""
     import pandas as pd
 
-    position, reused = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None
+    position, reused, divided = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None, split(result)
     sequential = result.spec.repeat == "auto"
     rows = []
     for config in result.configs:
@@ -210,8 +216,13 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
             note = result.skipped.get(strategy, "") or result.remarks.get(strategy, "")
             found = strategy_row(config, strategy, m, reference, note, position, full, sequential)
             found.update(strategy_limit_values(m, limits) if result.limits else {})
+            found.update(strategy_split_values(m) if divided else {})
             rows.append({**found, **(prefix_values(result, m) if reused else {})})
-    extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))
+    extra = (
+        *(STRATEGY_LIMIT_COLUMNS if result.limits else ()),
+        *(STRATEGY_SPLIT_COLUMNS if divided else ()),
+        *(PREFIX_COLUMNS if reused else ()),
+    )
     return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
 
 

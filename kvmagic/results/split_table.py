@@ -15,13 +15,15 @@ if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement, Pair
 
-__all__ = ["SPLIT_COLUMNS", "split", "split_notes", "split_values"]
+__all__ = ["SPLIT_COLUMNS", "STRATEGY_SPLIT_COLUMNS", "split", "split_notes", "split_values", "strategy_split_values"]
 
 MIB = 2**20
 SPLIT_COLUMNS = (
     "ranks", "kv_rank_mib", "uncached_comm_ms", "cached_comm_ms", "uncached_comm_share", "cached_comm_share",
     "ranks_identical",
 )  # fmt: skip
+# With a cache comparison: each strategy's row, its figures as the plain row's for one side.
+STRATEGY_SPLIT_COLUMNS = ("ranks", "kv_rank_mib", "comm_ms", "comm_share", "ranks_identical")
 
 
 def split(result: BenchmarkRecord) -> bool:
@@ -52,6 +54,19 @@ def split_values(pair: Pair) -> dict[str, Any]:
     }
 
 
+def strategy_split_values(m: Measurement | None) -> dict[str, Any]:
+    """A comparison's row's split columns."""
+    if m is None or m.ranks is None:
+        return {**dict.fromkeys(STRATEGY_SPLIT_COLUMNS, math.nan), "ranks_identical": None}
+    return {
+        "ranks": len(m.ranks.kv_bytes),
+        "kv_rank_mib": max(m.ranks.kv_bytes) / MIB,
+        "comm_ms": _per_step_ms(m),
+        "comm_share": m.ranks.communication_share,
+        "ranks_identical": m.ranks.agree,
+    }
+
+
 def split_notes(result: BenchmarkRecord) -> list[str]:
     """How the model was split, what the split cost at the longest configuration, and any rank whose tokens
     differed."""
@@ -76,7 +91,6 @@ def split_notes(result: BenchmarkRecord) -> list[str]:
         )
     for m in result.measurements:
         if m.ranks is not None and not m.ranks.agree:
-            differing = [str(i) for i, digest in enumerate(m.ranks.tokens) if digest != m.ranks.tokens[0]]
-            differing += [str(i) for i, same in enumerate(m.ranks.identical) if not same and str(i) not in differing]
-            found.append(f"{m.config}: rank {', '.join(differing)} generated other tokens than rank 0 ({m.strategy})")
+            differing = ", ".join(map(str, m.ranks.differing))
+            found.append(f"{m.config}: rank {differing} generated other tokens than rank 0 ({m.strategy})")
     return found

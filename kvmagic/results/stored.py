@@ -96,10 +96,18 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     quality = values.get("quality")
     values["quality"] = None if quality is None else _quality(quality)
     ranks = values.get("ranks")
-    values["ranks"] = None if ranks is None else Ranks(**{k: floats_back(v) for k, v in ranks.items()})
+    values["ranks"] = None if ranks is None else _ranks(ranks)
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)
+
+
+def _ranks(data: Mapping[str, Any]) -> Ranks:
+    """A measurement's ranks as written; an older file's ``identical`` (each rank's own check, which the tokens'
+    digests already tell) is dropped, and it kept no rank's own times."""
+    values = {k: floats_back(v) for k, v in data.items() if k != "identical"}
+    values["seconds"] = tuple(floats_back(runs) for runs in values.get("seconds", ()))
+    return Ranks(**values)
 
 
 def _quality(data: Mapping[str, Any]) -> Quality:

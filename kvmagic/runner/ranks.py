@@ -40,9 +40,10 @@ def rank_view(
     config: GenerationConfig,
     generated: Sequence[Sequence[Sequence[int]]],
     kv_bytes: int | None,
-    identical: bool,
+    seconds: Sequence[float],
 ) -> Ranks:
-    """This rank's figures for one strategy: one extra run under the profiler, after its timed runs."""
+    """This rank's figures for one strategy, its own timed runs' ``seconds`` among them, and one extra run under
+    the profiler, after its timed runs."""
     run = communication_run(loaded.model, inputs, config, loaded.devices)
     return Ranks(
         kv_bytes=(kv_bytes or 0,),
@@ -50,7 +51,7 @@ def rank_view(
         profiled_s=slowest(run.seconds),
         collectives=run.collectives,
         tokens=(tokens_digest(generated),),
-        identical=(identical,),
+        seconds=(tuple(seconds),),
     )
 
 
@@ -73,7 +74,7 @@ def merged(result: BenchmarkResult, size: int, backend: str, views: list[dict[st
             profiled_s=parts[0].profiled_s,
             collectives=parts[0].collectives,
             tokens=tuple(p.tokens[0] for p in parts),
-            identical=tuple(p.identical[0] for p in parts),
+            seconds=tuple(p.seconds[0] for p in parts),
         )
         peaks = [row["peak_bytes"] for row in rows if row["peak_bytes"] is not None]
         kv = None if m.kv_bytes is None else sum(ranks.kv_bytes)
