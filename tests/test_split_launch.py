@@ -88,7 +88,8 @@ def test_a_launch_returns_the_result_and_shows_it_as_any_other(shell: Any, tmp_p
     assert [str(m.strategy) for m in result.measurements] == ["off", "dynamic", "static"]
     static = result.measurements[2]
     assert static.quality is not None and static.quality.steps > 4  # the text reached the ranks
-    assert result.metadata["world_size"] == 2 and all(m.ranks and m.ranks.agree for m in result.measurements)
+    assert result.split is not None and result.split.size == 2
+    assert all(m.ranks and m.ranks.agree for m in result.measurements)
     assert BenchmarkResult.read_json(tmp_path / "run.json").to_dict() == result.to_dict()  # --save, in the kernel
     err = capsys.readouterr().err
     assert err.count("split over 2 ranks (gloo)") == 1 and "USDT" not in err  # rank 0's progress, streamed

@@ -26,7 +26,7 @@ from kvmagic.measure.strategies import Setup
 from kvmagic.model.parallel import check_split
 from kvmagic.model.random_weights import config_from_dict, shipped_config
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Ranks
+from kvmagic.results.records import Ranks, Split
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import plan as plan_module
 from kvmagic.runner.plan import Plan
@@ -155,7 +155,7 @@ def _result(views: list[tuple[Ranks, Ranks]]) -> BenchmarkResult:
     result = BenchmarkResult("tiny", own, metadata={"device": "cpu (x)"})
     rows = [{"device": "cpu (x)", "rows": [{"ranks": a, "peak_bytes": 100 + i}, {"ranks": b, "peak_bytes": 90}]}
             for i, (a, b) in enumerate(views)]  # fmt: skip
-    return merged(result, 2, "gloo", rows)
+    return merged(result, "gloo", rows)
 
 
 def test_the_ranks_views_make_one_result_with_its_columns_and_note() -> None:
@@ -177,7 +177,18 @@ def test_the_ranks_views_make_one_result_with_its_columns_and_note() -> None:
     assert "the KV cache is 3 MiB per rank, 6 MiB in all" in notes[1]
     back = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert [m.ranks for m in back.measurements] == [m.ranks for m in result.measurements]
-    assert back.metadata["rank_devices"] == ["cpu (x)", "cpu (x)"]
+    assert back.split == result.split == Split("gloo", ("cpu (x)", "cpu (x)")) and back.split.size == 2
+    assert "rank_devices" not in back.metadata and back.setup()["split"] == "2 ranks by tensor parallelism (gloo, cpu)"
+
+
+def test_a_file_that_kept_the_split_in_its_metadata_still_reads() -> None:
+    """Before the split had a record of its own, format 3 kept it in the metadata beside the environment."""
+    result = _result([(_ranks(0, 0.2), _ranks(3, 0.1)), (_ranks(0, 0.25), _ranks(3, 0.05))])
+    older = {**result.to_dict(), "split": None}
+    older["metadata"] = {**older["metadata"], "world_size": 2, "backend": "gloo", "rank_devices": ["cpu (x)"] * 2}
+    back = BenchmarkResult.from_dict(json.loads(json.dumps(older)))
+    assert back.split == Split("gloo", ("cpu (x)", "cpu (x)")) and back.metadata == {"device": "cpu (x)"}
+    assert back.notes()[0].startswith("split over 2 ranks by tensor parallelism (gloo, cpu)")
 
 
 def test_a_result_file_keeps_the_ranks_beside_quality_and_the_prefix() -> None:

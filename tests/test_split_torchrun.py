@@ -50,11 +50,7 @@ def test_two_ranks_print_one_table_with_the_same_tokens_on_both(tmp_path: Path) 
     assert run.stderr.count("split over 2 ranks (gloo)") == 1  # the summary, from rank 0 alone
     assert "every rank generated the same tokens" in said(run.stdout)
     result = BenchmarkResult.read_json(tmp_path / "run.json")  # written once, by rank 0
-    assert (result.metadata["world_size"], result.metadata["backend"], len(result.metadata["rank_devices"])) == (
-        2,
-        "gloo",
-        2,
-    )
+    assert result.split is not None and (result.split.size, result.split.backend) == (2, "gloo")
     off, dynamic = result.measurements
     for m in (off, dynamic):
         assert m.ranks is not None and m.ranks.agree and len(set(m.ranks.tokens)) == 1 and len(m.ranks.tokens) == 2

@@ -10,7 +10,7 @@ from typing import Any
 
 from kvmagic.core.config import Config
 
-__all__ = ["Mismatch", "Prediction", "Ranks", "RunFacts", "StepProfile", "first_mismatch"]
+__all__ = ["Mismatch", "Prediction", "Ranks", "RunFacts", "Split", "StepProfile", "first_mismatch"]
 
 
 @dataclass(frozen=True)
@@ -152,3 +152,19 @@ class Ranks:
     def communication_share(self) -> float:
         """The slowest rank's time in collectives, as a share of the profiled run."""
         return max(self.communication_s) / self.profiled_s if self.profiled_s > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a model was split over the ranks of a tensor-parallel run: how they talked, where each computed."""
+
+    backend: str  # gloo, nccl
+    devices: tuple[str, ...]  # each rank's, in rank order, as the environment names it: "cpu (model)", "cuda:1 (H100)"
+
+    @property
+    def size(self) -> int:
+        return len(self.devices)
+
+    def __str__(self) -> str:
+        kinds = ", ".join(dict.fromkeys(device.split(" (")[0] for device in self.devices))
+        return f"{self.size} ranks by tensor parallelism ({self.backend}, {kinds})"

@@ -26,7 +26,6 @@ from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
 from kvmagic.results.split_table import (
     SPLIT_COLUMNS,
     STRATEGY_SPLIT_COLUMNS,
-    split,
     split_values,
     strategy_split_values,
 )
@@ -176,7 +175,7 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     position = result.facts.kv_position_bytes
     if not result.plain:
         return _strategy_table(result)
-    divided = split(result)
+    divided = result.split is not None
     extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]
     measured = {
         pair.config: {**row(pair, position), **_limits(result, pair), **(split_values(pair) if divided else {})}
@@ -205,7 +204,8 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
     """A comparison's table: a row per (configuration, strategy), its limit and prefix columns where asked for."""
     import pandas as pd
 
-    position, reused, divided = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None, split(result)
+    position, reused = result.facts.kv_position_bytes, result.facts.prefix_tokens is not None
+    divided = result.split is not None
     sequential = result.spec.repeat == "auto"
     rows = []
     for config in result.configs:

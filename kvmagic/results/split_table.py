@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement, Pair
 
-__all__ = ["SPLIT_COLUMNS", "STRATEGY_SPLIT_COLUMNS", "split", "split_notes", "split_values", "strategy_split_values"]
+__all__ = ["SPLIT_COLUMNS", "STRATEGY_SPLIT_COLUMNS", "split_notes", "split_values", "strategy_split_values"]
 
 MIB = 2**20
 SPLIT_COLUMNS = (
@@ -24,11 +24,6 @@ SPLIT_COLUMNS = (
 )  # fmt: skip
 # With a cache comparison: each strategy's row, its figures as the plain row's for one side.
 STRATEGY_SPLIT_COLUMNS = ("ranks", "kv_rank_mib", "comm_ms", "comm_share", "ranks_identical")
-
-
-def split(result: BenchmarkRecord) -> bool:
-    """Whether the result was measured on a model split over ranks."""
-    return any(m.ranks is not None for m in result.measurements)
 
 
 def _per_step_ms(m: Measurement) -> float:
@@ -70,14 +65,11 @@ def strategy_split_values(m: Measurement | None) -> dict[str, Any]:
 def split_notes(result: BenchmarkRecord) -> list[str]:
     """How the model was split, what the split cost at the longest configuration, and any rank whose tokens
     differed."""
-    if not split(result):
+    if result.split is None:
         return []
-    meta = result.metadata
-    devices = ", ".join(dict.fromkeys(str(d).split(" (")[0] for d in meta.get("rank_devices", [])))
-    how = f"{meta.get('world_size', '?')} ranks by tensor parallelism ({meta.get('backend', '?')}, {devices})"
     agree = all(m.ranks.agree for m in result.measurements if m.ranks is not None)
     same = "; every rank generated the same tokens" if agree else ""
-    found = [f"split over {how}; times are the slowest rank's{same}"]
+    found = [f"split over {result.split}; times are the slowest rank's{same}"]
     pairs = result.pairs() if result.plain else []
     if pairs:
         pair = max(pairs, key=lambda p: (p.config.prompt_tokens + p.config.new_tokens, p.config.batch))

@@ -20,7 +20,7 @@ from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, StepProfile
+from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, Split, StepProfile
 from kvmagic.results.serialize import floats_back, seconds_back
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ JSON_VERSION = 3  # 3: a record per (configuration, strategy), the run's facts a
 _FACTS = {f.name for f in dataclasses.fields(RunFacts)}
 _REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap", "max_seconds", "kv_bits", "profile"}
 _PLAIN = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
+_SPLIT_KEYS = ("world_size", "backend", "rank_devices")  # where format 3 first kept a split run's ranks: its metadata
 
 
 def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
@@ -56,6 +57,7 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
         "hardware": None if result.hardware is None else dataclasses.asdict(result.hardware),
         "limits": [dataclasses.asdict(limits) for limits in result.limits],
         "frontier": None if frontier is None else _frontier_dict(frontier),
+        "split": None if result.split is None else dataclasses.asdict(result.split),
     }
 
 
@@ -75,13 +77,14 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             strategies=list(data["strategies"]),
             skipped=dict(data.get("skipped", {})),
             remarks=dict(data.get("remarks", {})),
-            metadata=dict(data.get("metadata", {})),
+            metadata={k: v for k, v in data.get("metadata", {}).items() if k not in _SPLIT_KEYS},
             facts=RunFacts(**data.get("facts", {})),
             predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
             cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
             hardware=None if data.get("hardware") is None else Hardware(**_numbers(data["hardware"])),
             limits=[_limits(limits) for limits in data.get("limits", [])],
             frontier=_frontier(data.get("frontier")),
+            split=_split_of(data),
         )
     except (KeyError, TypeError) as error:
         raise KVMagicError(f"this kvmagic benchmark is incomplete: {error}") from None
@@ -100,6 +103,13 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)
+
+
+def _split_of(data: Mapping[str, Any]) -> Split | None:
+    found, metadata = data.get("split"), data.get("metadata") or {}
+    if found is None and "rank_devices" in metadata:
+        found = {"backend": metadata["backend"], "devices": metadata["rank_devices"]}
+    return None if found is None else Split(found["backend"], tuple(found["devices"]))
 
 
 def _ranks(data: Mapping[str, Any]) -> Ranks:
