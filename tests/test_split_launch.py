@@ -15,7 +15,7 @@ import psutil
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic.frontends.launch import launch
+from kvmagic.frontends.split_launch import launch
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, raises_usage, said

@@ -17,20 +17,20 @@ from kvmagic.core.stop import FixedRounds
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main, parser
-from kvmagic.frontends.launch import failure, root_cause
 from kvmagic.frontends.options import bench_spec, defaults
-from kvmagic.frontends.split import bench_words, check_split_request, load_words
-from kvmagic.measure import distributed
-from kvmagic.measure.collectives import covered_seconds, is_collective
+from kvmagic.frontends.split_launch import failure, root_cause
+from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
+from kvmagic.measure import split_lockstep
+from kvmagic.measure.split_probe import covered_seconds, is_collective
 from kvmagic.measure.strategies import Setup
-from kvmagic.model.parallel import check_split
 from kvmagic.model.random_weights import config_from_dict, shipped_config
+from kvmagic.model.split_loading import check_split
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import Ranks, Split
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import plan as plan_module
 from kvmagic.runner.plan import Plan
-from kvmagic.runner.ranks import merged, tokens_digest
+from kvmagic.runner.split_run import merged, tokens_digest
 
 from .conftest import said
 
@@ -219,16 +219,16 @@ def test_the_digest_sees_every_sequence_of_every_run() -> None:
 
 
 def test_outside_a_process_group_the_lockstep_is_the_identity() -> None:
-    assert distributed.world() is None
-    assert distributed.slowest(1.5) == 1.5 and distributed.slowest_each([1.0, 2.0]) == [1.0, 2.0]
-    assert distributed.everyone("x") == ["x"] and distributed.from_first(3) == 3
+    assert split_lockstep.world() is None
+    assert split_lockstep.slowest(1.5) == 1.5 and split_lockstep.slowest_each([1.0, 2.0]) == [1.0, 2.0]
+    assert split_lockstep.everyone("x") == ["x"] and split_lockstep.from_first(3) == 3
     rule = FixedRounds(2)
-    assert distributed.lockstep(rule) is rule
-    distributed.barrier()
+    assert split_lockstep.lockstep(rule) is rule
+    split_lockstep.barrier()
 
 
 def test_tp_without_torchrun_says_the_command_to_run(monkeypatch, capsys) -> None:
-    for name in distributed.LAUNCH_ENV:
+    for name in split_lockstep.LAUNCH_ENV:
         monkeypatch.delenv(name, raising=False)
     assert main(["-m", "tiny", "--tp", "-n", "16", "The KV cache"]) == 2
     out, err = capsys.readouterr()
@@ -241,7 +241,7 @@ def test_tp_without_torchrun_says_the_command_to_run(monkeypatch, capsys) -> Non
 def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypatch) -> None:
     from kvmagic import load_split_model
 
-    for name in distributed.LAUNCH_ENV:
+    for name in split_lockstep.LAUNCH_ENV:
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(KVMagicError, match=r"^a split model needs the ranks torchrun starts: run this under torchrun"):
         load_split_model("tiny")

@@ -14,6 +14,7 @@ import pytest
 
 from kvmagic import BenchmarkResult
 from kvmagic.core.config import Config
+from kvmagic.core.spec import BenchSpec
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -59,3 +60,10 @@ def test_a_result_saved_now_reads_back_equal(tmp_path) -> None:
         again = BenchmarkResult.read_json(path)
         assert again == old
         pd.testing.assert_frame_equal(again.to_dataframe(), old.to_dataframe())
+
+
+def test_a_request_that_called_the_marked_prefix_split_reads_as_marked() -> None:
+    """``--prefix marked`` was ``--prefix split`` before a split came to mean a model over ranks."""
+    saved = BenchmarkResult("tiny", [], spec=BenchSpec(prefix="marked")).to_dict()
+    saved["spec"] = {**saved["spec"], "prefix": "split"}
+    assert BenchmarkResult.from_dict(saved).spec.prefix == "marked"

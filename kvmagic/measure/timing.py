@@ -15,8 +15,8 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from kvmagic.measure.accelerator import PeakMemory, synchronize, track_peak
-from kvmagic.measure.distributed import barrier, slowest, slowest_each
 from kvmagic.measure.signatures import generate_takes_use_model_defaults, returned_cache_field
+from kvmagic.measure.split_lockstep import barrier, slowest, slowest_each
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel

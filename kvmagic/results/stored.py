@@ -17,7 +17,7 @@ from kvmagic.core.costmodel import CostModel
 from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.limits import Hardware, Limits, StrategyLimit
 from kvmagic.core.quality import Quality
-from kvmagic.core.spec import BenchSpec
+from kvmagic.core.spec import MARKED, BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, Split, StepProfile
@@ -73,7 +73,7 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         return dict(
             model=data["model"],
             measurements=[_measurement(m) for m in data["measurements"]],
-            spec=BenchSpec.from_dict(data.get("spec") or {}),
+            spec=_spec(data.get("spec") or {}),
             strategies=list(data["strategies"]),
             skipped=dict(data.get("skipped", {})),
             remarks=dict(data.get("remarks", {})),
@@ -103,6 +103,11 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)
+
+
+def _spec(data: Mapping[str, Any]) -> BenchSpec:
+    """The request; a file saved before ``--prefix marked`` had that name calls it ``split``."""
+    return BenchSpec.from_dict({**data, "prefix": MARKED} if data.get("prefix") == "split" else data)
 
 
 def _split_of(data: Mapping[str, Any]) -> Split | None:

@@ -22,9 +22,9 @@ from kvmagic.core.lengths import configurations
 from kvmagic.core.strategy import PAIR
 from kvmagic.errors import clipped
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
-from kvmagic.measure.distributed import everyone, slowest
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import predicted_kv_nbytes
+from kvmagic.measure.split_lockstep import everyone, slowest
 from kvmagic.measure.strategies import Setup, checked, plain_pair, setups
 from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.config import Config
 from kvmagic.core.stop import FixedRounds, StopRule
 from kvmagic.measure.accelerator import PeakMemory
-from kvmagic.measure.distributed import from_first, slowest
 from kvmagic.measure.memory import cache_nbytes
+from kvmagic.measure.split_lockstep import from_first, slowest
 from kvmagic.measure.static_cache import reset_static_cache_state
 from kvmagic.measure.strategies import Setup, plain_pair, strategy_config
 from kvmagic.measure.timing import profiled_generate, returned_cache, timed_generate
 from kvmagic.results.records import StepProfile
 from kvmagic.results.result import Measurement
 from kvmagic.runner.mismatch import margin_at, strategy_mismatch
-from kvmagic.runner.ranks import rank_view
+from kvmagic.runner.split_run import rank_view
 
 if TYPE_CHECKING:
     import torch

@@ -16,8 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.measure.collectives import communication_run
-from kvmagic.measure.distributed import World, everyone, slowest
+from kvmagic.measure.split_lockstep import World, everyone, slowest
+from kvmagic.measure.split_probe import communication_run
 from kvmagic.results.records import Ranks, Split
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError, clipped
-from kvmagic.frontends.ranked import LAUNCH_DIR, RESULT
+from kvmagic.frontends.split_rank import LAUNCH_DIR, RESULT
 
 if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
@@ -75,8 +75,8 @@ def launch_request(
     What can be refused before any process starts is: a request a split cannot take, one rank, and, where
     the model's config is at hand (``config``, else read without a download), a model without a plan or
     with heads the ranks do not divide."""
-    from kvmagic.frontends.split import bench_words, check_split_request, load_words
-    from kvmagic.model.parallel import check_split, readable_config
+    from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
+    from kvmagic.model.split_loading import check_split, readable_config
 
     if ranks < 2:
         raise KVMagicError("{tp} 1 would split the model over one process: drop {tp}, or give it 2 or more", "tp")

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
-from kvmagic.measure.distributed import World, barrier, join
 from kvmagic.measure.signatures import tensor_parallel_keyword
+from kvmagic.measure.split_lockstep import World, barrier, join
 from kvmagic.model.checks import check_attention
 from kvmagic.model.loading import DEFAULT_MODEL, without_progress_bars
 from kvmagic.model.tiny import TINY_NAME
