@@ -47,9 +47,7 @@ def bench_words(spec: BenchSpec) -> list[str]:
     holds (the command reads it from a file)."""
     words: list[str] = []
     for option in BENCH_OPTIONS:
-        if "cli" not in option.hosts or option.dest not in BenchSpec.__dataclass_fields__:
-            continue
-        if option.dest == "quality_text":
+        if "cli" not in option.hosts or option.dest not in {*BenchSpec.__dataclass_fields__} - {"quality_text"}:
             continue
         words += _spelled(option.spelling("cli")[0], option.action, getattr(spec, option.dest))
     return words

@@ -144,11 +144,6 @@ class Ranks:
         return len(set(self.tokens)) == 1
 
     @property
-    def differing(self) -> list[int]:
-        """The ranks whose tokens were not rank 0's."""
-        return [rank for rank, digest in enumerate(self.tokens) if digest != self.tokens[0]]
-
-    @property
     def communication_share(self) -> float:
         """The slowest rank's time in collectives, as a share of the profiled run."""
         return max(self.communication_s) / self.profiled_s if self.profiled_s > 0 else math.nan

@@ -28,25 +28,20 @@ STRATEGY_SPLIT_COLUMNS = ("ranks", "kv_rank_mib", "comm_ms", "comm_share", "rank
 
 def _per_step_ms(m: Measurement) -> float:
     """The slowest rank's milliseconds in collectives per generated token, over the profiled run."""
-    if m.ranks is None:
-        return math.nan
+    assert m.ranks is not None  # only a split row asks
     return 1e3 * max(m.ranks.communication_s) / m.config.new_tokens
 
 
 def split_values(pair: Pair) -> dict[str, Any]:
-    """The plain row's split columns."""
-    uncached, cached = pair.reference, pair.other
-    if uncached.ranks is None or cached.ranks is None:
-        return dict.fromkeys(SPLIT_COLUMNS, math.nan)
+    """The plain row's split columns: its pair's, each side's collectives named for it."""
+    uncached, cached = strategy_split_values(pair.reference), strategy_split_values(pair.other)
     return {
-        "ranks": len(cached.ranks.kv_bytes),
-        "kv_rank_mib": max(cached.ranks.kv_bytes) / MIB,
-        "uncached_comm_ms": _per_step_ms(uncached),
-        "cached_comm_ms": _per_step_ms(cached),
-        "uncached_comm_share": uncached.ranks.communication_share,
-        "cached_comm_share": cached.ranks.communication_share,
-        "ranks_identical": uncached.ranks.agree and cached.ranks.agree,
-    }
+        "ranks": cached["ranks"],
+        "kv_rank_mib": cached["kv_rank_mib"],
+        **{f"{side}_{key}": values[key] for key in ("comm_ms", "comm_share") for side, values in
+           (("uncached", uncached), ("cached", cached))},
+        "ranks_identical": uncached["ranks_identical"] and cached["ranks_identical"],
+    }  # fmt: skip
 
 
 def strategy_split_values(m: Measurement | None) -> dict[str, Any]:
@@ -83,6 +78,6 @@ def split_notes(result: BenchmarkRecord) -> list[str]:
         )
     for m in result.measurements:
         if m.ranks is not None and not m.ranks.agree:
-            differing = ", ".join(map(str, m.ranks.differing))
-            found.append(f"{m.config}: rank {differing} generated other tokens than rank 0 ({m.strategy})")
+            other = ", ".join(str(rank) for rank, tokens in enumerate(m.ranks.tokens) if tokens != m.ranks.tokens[0])
+            found.append(f"{m.config}: rank {other} generated other tokens than rank 0 ({m.strategy})")
     return found
