@@ -28,7 +28,6 @@ from kvmagic.model.split_loading import check_split
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import Ranks, Split
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.runner import plan as plan_module
 from kvmagic.runner.plan import Plan
 from kvmagic.runner.split_run import merged, tokens_digest
 
@@ -114,12 +113,12 @@ def test_options_of_one_device_are_refused_with_a_split(name: str) -> None:
 
 def test_a_strategy_that_failed_on_another_rank_is_skipped_on_this_one(monkeypatch) -> None:
     """Every rank takes the same decision: this rank's run passed, rank 1's failed, so this rank skips it too."""
-    monkeypatch.setattr(plan_module, "everyone", lambda said: [said, "failed: RuntimeError: rank 1's"])
+    monkeypatch.setattr(split_lockstep, "everyone", lambda said: [said, "failed: RuntimeError: rank 1's"])
     static = Setup(Strategy.of("static"))
     plan = Plan(None, BenchSpec(cache="off,static"), {}, 0, [], [Setup(REFERENCE), static])  # type: ignore[arg-type]
     assert plan.attempt(static, lambda: 1.5) is None
     assert plan.skipped == {static.strategy: "failed: RuntimeError: rank 1's"} and plan.runnable == [Setup(REFERENCE)]
-    monkeypatch.setattr(plan_module, "everyone", lambda said: [said, ""])
+    monkeypatch.setattr(split_lockstep, "everyone", lambda said: [said, ""])
     assert plan.attempt(Setup(REFERENCE), lambda: 2.5) == 2.5
 
 
@@ -222,6 +221,7 @@ def test_outside_a_process_group_the_lockstep_is_the_identity() -> None:
     assert split_lockstep.world() is None
     assert split_lockstep.slowest(1.5) == 1.5 and split_lockstep.slowest_each([1.0, 2.0]) == [1.0, 2.0]
     assert split_lockstep.everyone("x") == ["x"] and split_lockstep.from_first(3) == 3
+    assert split_lockstep.any_reason("") == "" and split_lockstep.any_reason("why") == "why"
     rule = FixedRounds(2)
     assert split_lockstep.lockstep(rule) is rule
     split_lockstep.barrier()

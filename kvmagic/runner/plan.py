@@ -24,7 +24,7 @@ from kvmagic.errors import clipped
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import predicted_kv_nbytes
-from kvmagic.measure.split_lockstep import everyone, slowest
+from kvmagic.measure.split_lockstep import any_reason, slowest
 from kvmagic.measure.strategies import Setup, checked, plain_pair, setups
 from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge
@@ -82,7 +82,7 @@ class Plan:
                 raise
             said = clipped((str(error).splitlines() or [""])[0])
             failed = f"failed: {type(error).__name__}: {said}"
-        failed = next((reason for reason in everyone(failed) if reason), "")
+        failed = any_reason(failed)
         if failed:
             self.skipped[strategy.strategy] = failed
         return None if failed else found
