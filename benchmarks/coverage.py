@@ -90,8 +90,8 @@ def signed_rank(uncached: Sequence[float], cached: Sequence[float]) -> tuple[flo
 
 def sign_only(uncached: Sequence[float], cached: Sequence[float]) -> tuple[float, float] | None:
     """The sign-test interval alone, with nothing below the 6 pairs it needs."""
-    rank = intervals.order_statistic_rank(len(uncached), 0.95)
-    return intervals.speedup_interval(uncached, cached) if rank else None
+    depth = intervals.order_statistic_depth(len(uncached), 0.95)
+    return intervals.speedup_interval(uncached, cached) if depth else None
 
 
 def _grid(what: str, rows: dict[str, Any], cell: Callable[[Any, str, int], str]) -> list[str]:

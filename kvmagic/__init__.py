@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from .core.spec import BenchSpec
     from .model.loading import DEFAULT_MODEL, LoadedModel, load_model
-    from .model.parallel import load_split_model
+    from .model.split_loading import load_split_model
     from .results.compare import Comparison, compare
     from .results.result import BenchmarkResult
     from .runner.benchmark import run_benchmark
@@ -46,7 +46,7 @@ _LAZY = {
     "DEFAULT_MODEL": "model.loading",
     "LoadedModel": "model.loading",
     "load_model": "model.loading",
-    "load_split_model": "model.parallel",
+    "load_split_model": "model.split_loading",
     "run_benchmark": "runner.benchmark",
     "BenchmarkResult": "results.result",
     "BenchSpec": "core.spec",

@@ -22,8 +22,8 @@ TRIALS = 400
 
 def _exact_coverage(pairs: int) -> float:
     """What the order-statistic interval covers by construction: 1 - 2 P(Bin(n, 1/2) < k)."""
-    rank = intervals.order_statistic_rank(pairs, 0.95)
-    return 1 - 2 * sum(math.comb(pairs, k) for k in range(rank)) / 2**pairs
+    depth = intervals.order_statistic_depth(pairs, 0.95)
+    return 1 - 2 * sum(math.comb(pairs, k) for k in range(depth)) / 2**pairs
 
 
 def test_simulated_pairs_have_the_stated_truth_and_noise() -> None:
@@ -43,8 +43,8 @@ def test_simulated_pairs_have_the_stated_truth_and_noise() -> None:
 def test_the_interval_holds_its_coverage(noise: str, pairs: int) -> None:
     tally = sim.coverage(intervals.speedup_interval, pairs, noise, TRIALS)
     assert tally.shown == TRIALS
-    if intervals.order_statistic_rank(pairs, 0.95):
-        # distribution-free: the coverage is what the ranks make it, whatever the noise
+    if intervals.order_statistic_depth(pairs, 0.95):
+        # distribution-free: the coverage is what the depths make it, whatever the noise
         low, high = sim.binomial_bounds(TRIALS, _exact_coverage(pairs))
     else:
         # Student's t: exact for lognormal noise, conservative (above 95%) when a run now and then is slow
@@ -66,7 +66,7 @@ def test_auto_reports_an_interval_that_holds_whenever_it_stopped(noise: str, cap
 
 
 def test_stopping_on_a_fixed_count_interval_would_not_hold() -> None:
-    # the same simulation catches the rule the anytime ranks replace: stop once the 95% fixed-count
+    # the same simulation catches the rule the anytime depths replace: stop once the 95% fixed-count
     # interval is within 5% and report it (92-93% coverage, 3 standard errors under the 95% allowance)
     def naive(uncached: list[float], cached: list[float]) -> bool:
         low, high = intervals.speedup_interval(uncached, cached)

@@ -150,17 +150,17 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, tiny: Any) -> Iterator[Pat
 
 @pytest.fixture(scope="module")
 def launches() -> Iterator[None]:
-    """Each command a launch runs under torchrun runs once; a launch of the same ranks, words and prompt gets a copy
+    """Each command a launch runs under torchrun runs once; a launch of the same ranks, words and texts gets a copy
     of its result. What a case does before launching (its refusals) and with the result stays its own."""
-    from kvmagic.frontends import launch as launching
+    from kvmagic.frontends import split_launch as launching
 
     real, ran = launching.launch, {}
 
-    def once(ranks: int, words: Any, prompt: str, *, echo: Any = None) -> BenchmarkResult:
-        key = (ranks, tuple(words), prompt)
+    def once(ranks: int, words: Any, texts: Any, *, echo: Any = None) -> BenchmarkResult:
+        key = (ranks, tuple(words), tuple(texts.items()))
         TALLY["magic launches", "shared" if key in ran else "started"] += 1
         if key not in ran:
-            ran[key] = real(ranks, words, prompt, echo=echo)
+            ran[key] = real(ranks, words, texts, echo=echo)
         return copy.deepcopy(ran[key])
 
     patch = pytest.MonkeyPatch()

@@ -16,16 +16,16 @@ from kvmagic.errors import KVMagicError
 from kvmagic.measure.strategies import resolve
 from kvmagic.runner import prefix as prefix_module
 from kvmagic.runner import rounds as rounds_module
-from kvmagic.runner.prompt import encode_prompt, split_prompt
+from kvmagic.runner.prompt import cut_prompt, encode_prompt
 
 from .conftest import PROMPT, raises_usage
 
 SYSTEM = "You are a careful assistant. You answer in short sentences and never guess.\n"
-SPLIT_PROMPT = f"{SYSTEM}---\nWhat does the KV cache store?"
+MARKED_PROMPT = f"{SYSTEM}---\nWhat does the KV cache store?"
 
 
-def test_split_puts_the_prefix_tokens_first_and_drops_the_line(tiny) -> None:
-    inputs, tokens = split_prompt(tiny, SPLIT_PROMPT)
+def test_a_marked_prefix_puts_the_prefix_tokens_first_and_drops_the_line(tiny) -> None:
+    inputs, tokens = cut_prompt(tiny, MARKED_PROMPT)
     head = tiny.tokenizer(SYSTEM)["input_ids"]
     rest = tiny.tokenizer("What does the KV cache store?", add_special_tokens=False)["input_ids"]
     assert tokens == len(head) and inputs["input_ids"][0].tolist() == head + rest
@@ -33,27 +33,27 @@ def test_split_puts_the_prefix_tokens_first_and_drops_the_line(tiny) -> None:
 
 
 @pytest.mark.parametrize("prompt", ["no line here", "---\nonly after", f"{SYSTEM}---\n  \n"])
-def test_split_needs_a_line_with_text_on_both_sides(tiny, prompt: str) -> None:
-    with pytest.raises(KVMagicError, match=r"^prefix split needs a line --- between the shared prefix and the rest"):
-        run_benchmark(tiny, prompt, new_tokens=2, prefix="split")
+def test_a_marked_prefix_needs_a_line_with_text_on_both_sides(tiny, prompt: str) -> None:
+    with pytest.raises(KVMagicError, match=r"^prefix marked needs a line --- between the shared prefix and the rest"):
+        run_benchmark(tiny, prompt, new_tokens=2, prefix="marked")
 
 
 @pytest.fixture(scope="module")
 def warm(tiny) -> tuple[BenchmarkResult, list[tuple[str, Any]]]:
-    """A --prefix split run, with what every timed generate was handed."""
+    """A --prefix marked run, with what every timed generate was handed."""
     handed: list[tuple[str, Any]] = []
     real = rounds_module.timed_generate
 
-    def recording(model, inputs, config, devices, *, peak=None):  # type: ignore[no-untyped-def]
+    def recording(model, inputs, config, devices, **options):  # type: ignore[no-untyped-def]
         passed = inputs.get("cache", inputs.get("past_key_values"))
         if config.return_dict_in_generate:  # a timed run: the budget's probes and the one-token runs keep no cache
             # the cache itself is kept, so that no later copy can take a freed one's id
             handed.append(("warm" if passed is not None else "cold", passed and (passed, passed.get_seq_length())))
-        return real(model, inputs, config, devices, peak=peak)
+        return real(model, inputs, config, devices, **options)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(rounds_module, "timed_generate", recording)
-        result = run_benchmark(tiny, SPLIT_PROMPT, new_tokens=4, warmup_tokens=0, repeat=3, prefix="split")
+        result = run_benchmark(tiny, MARKED_PROMPT, new_tokens=4, warmup_tokens=0, repeat=3, prefix="marked")
     return result, handed
 
 
@@ -162,9 +162,9 @@ def test_a_batch_reuses_a_prefix_per_sequence_and_quality_leaves_the_twin_to_its
             {"prefix": 4, "prompt_tokens": (4, 8)},
             r"^prefix 4 leaves no token of the 4-token prompt after it: give prefix fewer tokens, or prompt_tokens a",
         ),
-        ({"prefix": 0}, r"^prefix must be a number of tokens >= 1 or 'split', got 0$"),
-        ({"prefix": "split", "chat": True}, r"^prefix split cuts the prompt at its line ---; chat would wrap the"),
-        ({"prefix": "split", "prompt_tokens": 8}, r"^prefix split cuts the prompt at its line ---; prompt_tokens"),
+        ({"prefix": 0}, r"^prefix must be a number of tokens >= 1 or 'marked', got 0$"),
+        ({"prefix": "marked", "chat": True}, r"^prefix marked cuts the prompt at its line ---; chat would wrap the"),
+        ({"prefix": "marked", "prompt_tokens": 8}, r"^prefix marked cuts the prompt at its line ---; prompt_tokens"),
         ({"prefix": 4, "repeat": "auto"}, r"^repeat auto compares the cache off against on: drop it, or drop prefix$"),
         ({"prefix": 4, "predict": True}, r"^predict compares the cache off against on: drop it, or drop prefix$"),
     ],
@@ -174,13 +174,13 @@ def test_a_prefix_that_cannot_be_reused_is_refused(tiny, kwargs: dict, message: 
         run_benchmark(tiny, PROMPT, new_tokens=2, **kwargs)
 
 
-def test_the_magic_splits_a_cell_at_its_line(shell) -> None:
-    frame = shell.run_cell_magic("kvbench", "-n 2 -w 0 --prefix split", SPLIT_PROMPT)
+def test_the_magic_cuts_a_cell_at_its_line(shell) -> None:
+    frame = shell.run_cell_magic("kvbench", "-n 2 -w 0 --prefix marked", MARKED_PROMPT)
     assert list(frame["strategy"]) == ["off", "dynamic", "dynamic+prefix"]
-    with raises_usage(r"^%kvbench: --prefix: expected a number of tokens >= 1 or 'split', got 'x' \(see %kvbench\?"):
-        shell.run_cell_magic("kvbench", "-n 2 --prefix x", SPLIT_PROMPT)
-    with raises_usage("^--prefix split cuts the prompt at its line ---; --chat would wrap the prompt: give --prefix"):
-        shell.run_cell_magic("kvbench", "-n 2 --prefix split --chat", SPLIT_PROMPT)
+    with raises_usage(r"^%kvbench: --prefix: expected a number of tokens >= 1 or 'marked', got 'x' \(see %kvbench\?"):
+        shell.run_cell_magic("kvbench", "-n 2 --prefix x", MARKED_PROMPT)
+    with raises_usage("^--prefix marked cuts the prompt at its line ---; --chat would wrap the prompt: give --prefix"):
+        shell.run_cell_magic("kvbench", "-n 2 --prefix marked --chat", MARKED_PROMPT)
 
 
 def test_a_gate_on_a_prefix_run_takes_the_metrics_its_strategy_rows_have(capsys) -> None:

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic.frontends.launch import launch
+from kvmagic.frontends.split_launch import launch
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, raises_usage, said
@@ -80,15 +80,21 @@ def _alive(process: psutil.Process) -> bool:
 def test_a_launch_returns_the_result_and_shows_it_as_any_other(shell: Any, tmp_path: Path, capsys) -> None:
     watcher = Watcher()
     watcher.start()
-    result = shell.run_line_magic("kvbench", f"--tp 2 {SHORT} -o --save {tmp_path / 'run.json'} {PROMPT}")
+    (tmp_path / "text.txt").write_text("The cache keeps the keys and values of every token it has seen.")
+    compared = f"--cache off,dynamic,static --quality-text {tmp_path / 'text.txt'}"
+    result = shell.run_line_magic("kvbench", f"--tp 2 {SHORT} {compared} -o --save {tmp_path / 'run.json'} {PROMPT}")
     assert watcher.left_running() == [] and watcher.seen  # it did start processes, and none is left
     assert isinstance(result, BenchmarkResult) and result.identical
-    assert result.metadata["world_size"] == 2 and all(m.ranks and m.ranks.agree for m in result.measurements)
+    assert [str(m.strategy) for m in result.measurements] == ["off", "dynamic", "static"]
+    static = result.measurements[2]
+    assert static.quality is not None and static.quality.steps > 4  # the text reached the ranks
+    assert result.split is not None and result.split.size == 2
+    assert all(m.ranks and m.ranks.agree for m in result.measurements)
     assert BenchmarkResult.read_json(tmp_path / "run.json").to_dict() == result.to_dict()  # --save, in the kernel
     err = capsys.readouterr().err
     assert err.count("split over 2 ranks (gloo)") == 1 and "USDT" not in err  # rank 0's progress, streamed
-    compared = shell.run_line_magic("kvbench", f"--tp 2 {SHORT} -o --compare {tmp_path / 'run.json'} {PROMPT}")
-    assert "speedup_change" in compared.to_dataframe().columns
+    again = shell.run_line_magic("kvbench", f"--tp 2 {SHORT} {compared} -o --compare {tmp_path / 'run.json'} {PROMPT}")
+    assert "speedup_change" in again.to_dataframe().columns
 
 
 def test_a_killed_rank_is_named_and_every_process_stopped(shell: Any) -> None:
@@ -104,7 +110,7 @@ def test_an_interrupted_launch_stops_every_process(capsys) -> None:
     watcher = Watcher(lambda ranks: _thread.interrupt_main())
     watcher.start()
     with pytest.raises(KeyboardInterrupt):
-        launch(2, ["-m", "tiny", *LONG.split()], PROMPT)
+        launch(2, ["-m", "tiny", *LONG.split()], {"--prompt-file": PROMPT})
     assert watcher.left_running() == []
     assert capsys.readouterr().err == "kvbench --tp 2: interrupted; torchrun and its 2 ranks were stopped\n"
 
@@ -122,10 +128,6 @@ def test_an_interrupted_launch_stops_every_process(capsys) -> None:
             r"^--predict fits its cost model to one device's steps, not a model split by --tp: drop one",
         ),
         ("--tp 2 --frontier", r"^--frontier reads one device's free memory, not a model split by --tp: drop one"),
-        ("--tp 2 --cache off,static", r"^--cache compares strategies on one device .*--tp: drop one of them$"),
-        ("--tp 2 --prefix 4", r"^--prefix compares warm twins with their cold strategies .*--tp: drop one of them$"),
-        ("--tp 2 --quality-text missing.txt", r"^--quality-text judges the strategies .*--tp: drop one of them$"),
-        ("--tp 2 --kv-bits 4", r"^--kv-bits sets the width of a quantized cache, .*--tp: drop one of them$"),
         (
             "--tp 1000 -m somewhere/unreadable",
             r"^--tp 1000: this machine has \d+ (GPUs|CPU cores and no GPU), one per rank",

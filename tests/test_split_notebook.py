@@ -13,7 +13,7 @@ CELLS = [
     "%kvload tiny",
     "%%kvbench --tp 2 -n 4 -w 0 -r 2\nThe KV cache stores each token's keys and values",
     "%%kvbench --tp 2 -n 4 -w 0 -r 2 -o\nThe KV cache stores each token's keys and values",
-    "r = _\nprint(type(r).__name__, r.metadata['world_size'], r.identical, [m.ranks.agree for m in r.measurements])",
+    "r = _\nprint(type(r).__name__, r.split.size, r.identical, [m.ranks.agree for m in r.measurements])",
     "import os, psutil\nprint('left running:', [p.pid for p in psutil.Process(os.getpid()).children(recursive=True)])",
 ]
 

@@ -14,19 +14,22 @@ from kvmagic.core.config import Config
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import FixedRounds
+from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main, parser
-from kvmagic.frontends.launch import failure, root_cause
 from kvmagic.frontends.options import bench_spec, defaults
-from kvmagic.frontends.split import bench_words, check_split_request, load_words
-from kvmagic.measure import distributed
-from kvmagic.measure.collectives import covered_seconds, is_collective
-from kvmagic.model.parallel import check_split
+from kvmagic.frontends.split_launch import failure, root_cause
+from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
+from kvmagic.measure import split_lockstep
+from kvmagic.measure.split_probe import covered_seconds, is_collective
+from kvmagic.measure.strategies import Setup
 from kvmagic.model.random_weights import config_from_dict, shipped_config
+from kvmagic.model.split_loading import check_split
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Ranks
+from kvmagic.results.records import Ranks, Split
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.runner.ranks import merged, tokens_digest
+from kvmagic.runner.plan import Plan
+from kvmagic.runner.split_run import merged, tokens_digest
 
 from .conftest import said
 
@@ -93,31 +96,30 @@ def test_a_split_is_checked_against_the_config() -> None:
         check_split("gpt2", gpt2, 2)
 
 
-ONE_DEVICE = {"predict": True, "limits": True, "frontier": "predict", "cache": "off,dynamic", "prefix": 4,
-              "quality_text": "continuation.txt", "kv_bits": 4, "compile": True}  # fmt: skip
+ONE_DEVICE = {"predict": True, "limits": True, "frontier": "predict"}
 
 
 @pytest.mark.parametrize("name", list(ONE_DEVICE))
 def test_options_of_one_device_are_refused_with_a_split(name: str) -> None:
-    """Each as the parsed options have it (before the request's checks, which would advise adding --cache), and
-    each the request can hold alone as the request."""
-    with pytest.raises(KVMagicError) as caught:
-        check_split_request(argparse.Namespace(tp=True, **{name: ONE_DEVICE[name]}))
-    assert caught.value.params == (name, "tp")
-    if name not in ("quality_text", "kv_bits", "compile"):  # these three need a cache the request refuses without
+    """Each as the parsed options have it and as the request holds it; a comparison of strategies runs split."""
+    for request in (argparse.Namespace(tp=True, **{name: ONE_DEVICE[name]}), BenchSpec(**{name: ONE_DEVICE[name]})):
         with pytest.raises(KVMagicError) as caught:
-            check_split_request(BenchSpec(**{name: ONE_DEVICE[name]}))
+            check_split_request(request)
         assert caught.value.params == (name, "tp")
-    check_split_request(BenchSpec(steps=True, repeat="auto", batch=(2,), quality=False))  # these run split
+    compared = BenchSpec(cache="off,static,quantized:quanto", kv_bits=4, compile=True, prefix=4, quality_text="x")
+    check_split_request(compared)
+    check_split_request(BenchSpec(steps=True, repeat="auto", batch=(2,), quality=False))
 
 
-@pytest.mark.parametrize("option", ["--prefix 4", "--quality-text missing.txt", "--kv-bits 4", "--compile"])
-def test_the_command_refuses_a_comparisons_option_with_tp_naming_both(option: str, capsys) -> None:
-    """Not the request's own advice (add --cache), which --tp refuses in turn, nor a file --tp would not read."""
-    assert main(["-m", "tiny", "--tp", *option.split(), "-n", "2", "hi"]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and said(err).count("\n") == 1 and "--cache" not in err, err
-    assert said(err).startswith(f"kvbench: error: {option.split()[0]} ") and "not a model split by --tp" in said(err)
+def test_a_strategy_that_failed_on_another_rank_is_skipped_on_this_one(monkeypatch) -> None:
+    """Every rank takes the same decision: this rank's run passed, rank 1's failed, so this rank skips it too."""
+    monkeypatch.setattr(split_lockstep, "everyone", lambda said: [said, "failed: RuntimeError: rank 1's"])
+    static = Setup(Strategy.of("static"))
+    plan = Plan(None, BenchSpec(cache="off,static"), {}, 0, [], [Setup(REFERENCE), static])  # type: ignore[arg-type]
+    assert plan.attempt(static, lambda: 1.5) is None
+    assert plan.skipped == {static.strategy: "failed: RuntimeError: rank 1's"} and plan.runnable == [Setup(REFERENCE)]
+    monkeypatch.setattr(split_lockstep, "everyone", lambda said: [said, ""])
+    assert plan.attempt(Setup(REFERENCE), lambda: 2.5) == 2.5
 
 
 def test_torchruns_report_names_the_rank_and_its_signal(tmp_path: Path) -> None:
@@ -141,8 +143,8 @@ def test_a_ranks_refusal_comes_back_as_its_template(tmp_path: Path) -> None:
     assert (error.template, error.params) == ("{tp} cannot", ("tp",))  # rank 0's first
 
 
-def _ranks(kv: int, seconds: float, digest: str = "a", identical: bool = True) -> Ranks:
-    return Ranks((kv,), (seconds,), 0.5, 24, (digest,), (identical,))
+def _ranks(kv: int, seconds: float, digest: str = "a") -> Ranks:
+    return Ranks((kv,), (seconds,), 0.5, 24, (digest,), ((0.4, 0.5),))
 
 
 def _result(views: list[tuple[Ranks, Ranks]]) -> BenchmarkResult:
@@ -152,7 +154,7 @@ def _result(views: list[tuple[Ranks, Ranks]]) -> BenchmarkResult:
     result = BenchmarkResult("tiny", own, metadata={"device": "cpu (x)"})
     rows = [{"device": "cpu (x)", "rows": [{"ranks": a, "peak_bytes": 100 + i}, {"ranks": b, "peak_bytes": 90}]}
             for i, (a, b) in enumerate(views)]  # fmt: skip
-    return merged(result, 2, "gloo", rows)
+    return merged(result, "gloo", rows)
 
 
 def test_the_ranks_views_make_one_result_with_its_columns_and_note() -> None:
@@ -160,7 +162,7 @@ def test_the_ranks_views_make_one_result_with_its_columns_and_note() -> None:
     result = _result([(_ranks(0, 0.2), _ranks(3 * mib, 0.1)), (_ranks(0, 0.25), _ranks(3 * mib, 0.05))])
     off, dynamic = result.measurements
     assert dynamic.kv_bytes == 6 * mib and off.peak_bytes == 101  # the ranks' shares summed; the fullest rank's peak
-    assert dynamic.ranks == Ranks((3 * mib, 3 * mib), (0.1, 0.05), 0.5, 24, ("a", "a"), (True, True))
+    assert dynamic.ranks == Ranks((3 * mib, 3 * mib), (0.1, 0.05), 0.5, 24, ("a", "a"), ((0.4, 0.5), (0.4, 0.5)))
     row = result.to_dataframe().iloc[0]
     assert (row["ranks"], row["kv_rank_mib"], row["kv_cache_mib"], bool(row["ranks_identical"])) == (2, 3, 6, True)
     assert row["uncached_comm_ms"] == pytest.approx(1e3 * 0.25 / 4) and row["cached_comm_ms"] == pytest.approx(25)
@@ -174,7 +176,18 @@ def test_the_ranks_views_make_one_result_with_its_columns_and_note() -> None:
     assert "the KV cache is 3 MiB per rank, 6 MiB in all" in notes[1]
     back = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert [m.ranks for m in back.measurements] == [m.ranks for m in result.measurements]
-    assert back.metadata["rank_devices"] == ["cpu (x)", "cpu (x)"]
+    assert back.split == result.split == Split("gloo", ("cpu (x)", "cpu (x)")) and back.split.size == 2
+    assert "rank_devices" not in back.metadata and back.setup()["split"] == "2 ranks by tensor parallelism (gloo, cpu)"
+
+
+def test_a_file_that_kept_the_split_in_its_metadata_still_reads() -> None:
+    """Before the split had a record of its own, format 3 kept it in the metadata beside the environment."""
+    result = _result([(_ranks(0, 0.2), _ranks(3, 0.1)), (_ranks(0, 0.25), _ranks(3, 0.05))])
+    older = {**result.to_dict(), "split": None}
+    older["metadata"] = {**older["metadata"], "world_size": 2, "backend": "gloo", "rank_devices": ["cpu (x)"] * 2}
+    back = BenchmarkResult.from_dict(json.loads(json.dumps(older)))
+    assert back.split == Split("gloo", ("cpu (x)", "cpu (x)")) and back.metadata == {"device": "cpu (x)"}
+    assert back.notes()[0].startswith("split over 2 ranks by tensor parallelism (gloo, cpu)")
 
 
 def test_a_result_file_keeps_the_ranks_beside_quality_and_the_prefix() -> None:
@@ -191,10 +204,10 @@ def test_a_result_file_keeps_the_ranks_beside_quality_and_the_prefix() -> None:
 
 
 def test_a_rank_with_other_tokens_is_named() -> None:
-    result = _result([(_ranks(0, 0.2), _ranks(1, 0.1)), (_ranks(0, 0.2, digest="b"), _ranks(1, 0.1, identical=False))])
+    result = _result([(_ranks(0, 0.2), _ranks(1, 0.1)), (_ranks(0, 0.2, digest="b"), _ranks(1, 0.1))])
     assert not bool(result.to_dataframe().iloc[0]["ranks_identical"])
     assert "10+4 tokens: rank 1 generated other tokens than rank 0 (off)" in result.notes()
-    assert "10+4 tokens: rank 1 generated other tokens than rank 0 (dynamic)" in result.notes()
+    assert "10+4 tokens: rank 1 generated other tokens than rank 0 (dynamic)" not in result.notes()
     assert not result.notes()[0].endswith("the same tokens")
 
 
@@ -205,16 +218,17 @@ def test_the_digest_sees_every_sequence_of_every_run() -> None:
 
 
 def test_outside_a_process_group_the_lockstep_is_the_identity() -> None:
-    assert distributed.world() is None
-    assert distributed.slowest(1.5) == 1.5 and distributed.slowest_each([1.0, 2.0]) == [1.0, 2.0]
-    assert distributed.everyone("x") == ["x"] and distributed.from_first(3) == 3
+    assert split_lockstep.world() is None
+    assert split_lockstep.slowest(1.5) == 1.5 and split_lockstep.slowest_each([1.0, 2.0]) == [1.0, 2.0]
+    assert split_lockstep.everyone("x") == ["x"] and split_lockstep.from_first(3) == 3
+    assert split_lockstep.any_reason("") == "" and split_lockstep.any_reason("why") == "why"
     rule = FixedRounds(2)
-    assert distributed.lockstep(rule) is rule
-    distributed.barrier()
+    assert split_lockstep.lockstep(rule) is rule
+    split_lockstep.barrier()
 
 
 def test_tp_without_torchrun_says_the_command_to_run(monkeypatch, capsys) -> None:
-    for name in distributed.LAUNCH_ENV:
+    for name in split_lockstep.LAUNCH_ENV:
         monkeypatch.delenv(name, raising=False)
     assert main(["-m", "tiny", "--tp", "-n", "16", "The KV cache"]) == 2
     out, err = capsys.readouterr()
@@ -227,7 +241,7 @@ def test_tp_without_torchrun_says_the_command_to_run(monkeypatch, capsys) -> Non
 def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypatch) -> None:
     from kvmagic import load_split_model
 
-    for name in distributed.LAUNCH_ENV:
+    for name in split_lockstep.LAUNCH_ENV:
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(KVMagicError, match=r"^a split model needs the ranks torchrun starts: run this under torchrun"):
         load_split_model("tiny")

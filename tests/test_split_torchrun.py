@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kvmagic.core.strategy import Strategy
 from kvmagic.model.random_weights import shipped_config
 from kvmagic.results.result import BenchmarkResult
 
@@ -49,11 +50,7 @@ def test_two_ranks_print_one_table_with_the_same_tokens_on_both(tmp_path: Path) 
     assert run.stderr.count("split over 2 ranks (gloo)") == 1  # the summary, from rank 0 alone
     assert "every rank generated the same tokens" in said(run.stdout)
     result = BenchmarkResult.read_json(tmp_path / "run.json")  # written once, by rank 0
-    assert (result.metadata["world_size"], result.metadata["backend"], len(result.metadata["rank_devices"])) == (
-        2,
-        "gloo",
-        2,
-    )
+    assert result.split is not None and (result.split.size, result.split.backend) == (2, "gloo")
     off, dynamic = result.measurements
     for m in (off, dynamic):
         assert m.ranks is not None and m.ranks.agree and len(set(m.ranks.tokens)) == 1 and len(m.ranks.tokens) == 2
@@ -65,6 +62,43 @@ def test_two_ranks_print_one_table_with_the_same_tokens_on_both(tmp_path: Path) 
     frame = result.to_dataframe()
     assert frame["ranks"][0] == 2 and bool(frame["ranks_identical"][0])
     assert frame["cached_comm_ms"][0] > 0 and 0 < frame["cached_comm_share"][0] < 1
+
+
+def test_a_comparison_of_strategies_is_one_table_timed_by_the_slowest_rank(tmp_path: Path) -> None:
+    run = torchrun("-m", "tiny", "--tp", "-n", "8", "-r", "3", "--cache", "off,dynamic,static", "--save", "run.json",
+                   PROMPT, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    headers = [line.split()[:3] for line in lines if "prompt_tokens" in line]
+    assert headers == [["prompt_tokens", "new_tokens", "strategy"]]
+    assert [line.split()[2] for line in lines[1:4]] == ["off", "dynamic", "static"] and "[95% CI]" in lines[0]
+    assert "every rank generated the same tokens" in said(run.stdout)
+    result = BenchmarkResult.read_json(tmp_path / "run.json")
+    assert [str(m.strategy) for m in result.measurements] == ["off", "dynamic", "static"] and result.identical
+    for m in result.measurements:
+        assert m.ranks is not None and m.ranks.agree and len(m.ranks.tokens) == len(m.ranks.seconds) == 2
+        assert m.seconds == tuple(map(max, *m.ranks.seconds))  # each run the slowest rank's own seconds
+    own = [times for m in result.measurements if m.ranks for times in zip(*m.ranks.seconds)]
+    assert any(min(times) < max(times) for times in own)  # so the fastest rank's would have read otherwise
+    frame = result.to_dataframe()
+    assert list(frame["ranks"]) == [2, 2, 2] and frame["ranks_identical"].all() and (frame["comm_ms"] > 0).all()
+    static = result.measurements[2]
+    assert static.ranks is not None and static.ranks.kv_bytes[0] == static.ranks.kv_bytes[1] > 0
+
+
+def test_quality_a_quantized_width_and_a_reused_prefix_run_split(tmp_path: Path) -> None:
+    (tmp_path / "text.txt").write_text("The cache keeps the keys and values of every token it has seen.")
+    run = torchrun("-m", "tiny", "--tp", *SHORT, "--cache", "dynamic,quantized:quanto", "--kv-bits", "4", "--prefix",
+                   "4", "--quality-text", "text.txt", "--format", "json", PROMPT, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    result = BenchmarkResult.from_dict(json.loads(run.stdout))
+    ran = {str(m.strategy): m for m in result.measurements}
+    assert list(ran) == ["off", "dynamic", "quantized:quanto", "dynamic+prefix"], result.skipped
+    assert all(m.ranks is not None and m.ranks.agree for m in ran.values())
+    quantized = ran["quantized:quanto"]
+    assert quantized.quality is not None and quantized.quality.steps > 4  # along the text, not the 4 new tokens
+    assert quantized.kv_bytes is not None and 0 < quantized.kv_bytes < ran["dynamic"].kv_bytes  # 4 bits
+    assert result.facts.prefix_tokens == 4 and "copied" in result.skipped[Strategy.of("quantized:quanto+prefix")]
 
 
 def test_the_same_tokens_as_one_process(tiny) -> None:

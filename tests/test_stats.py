@@ -80,11 +80,11 @@ def test_the_speedup_is_the_median_of_the_pairs() -> None:
     assert intervals.speedup_estimate([2.0, 8.0], [1.0, 1.0]) == pytest.approx(4.0)
 
 
-def test_order_statistic_ranks_follow_the_sign_test_table() -> None:
+def test_order_statistic_depths_follow_the_sign_test_table() -> None:
     # Two-sided 5%: 2 * P(Bin(n, 1/2) < k) <= 0.05. n=5: 2/32 > 5%; n=6: 2/64; n=9: 2*10/512 = 3.9%;
     # n=10: 2*11/1024 = 2.1% but 2*56/1024 = 10.9%; n=20: 2*P(B <= 5) = 4.1%, 2*P(B <= 6) = 11.5%.
-    assert [intervals.order_statistic_rank(n, 0.95) for n in (1, 5, 6, 8, 9, 10, 20)] == [0, 0, 1, 1, 2, 2, 6]
-    assert intervals.order_statistic_rank(7, 0.99) == 0 and intervals.order_statistic_rank(8, 0.99) == 1
+    assert [intervals.order_statistic_depth(n, 0.95) for n in (1, 5, 6, 8, 9, 10, 20)] == [0, 0, 1, 1, 2, 2, 6]
+    assert intervals.order_statistic_depth(7, 0.99) == 0 and intervals.order_statistic_depth(8, 0.99) == 1
 
 
 def test_few_pairs_get_a_t_interval_on_the_log_ratios() -> None:
@@ -100,9 +100,9 @@ def test_few_pairs_get_a_t_interval_on_the_log_ratios() -> None:
 
 def test_six_or_more_pairs_get_order_statistics_of_the_ratios() -> None:
     ratios = [2.0, 2.4, 1.9, 2.2, 2.1, 1.7, 2.05, 2.3, 1.8]
-    assert intervals.speedup_interval(ratios[:6], [1.0] * 6) == pytest.approx((1.7, 2.4))  # rank 1: the extremes
-    assert intervals.speedup_interval(ratios, [1.0] * 9) == pytest.approx((1.8, 2.3))  # rank 2: next to them
-    # one run ten times slower moves the interval by one rank, not by a factor of ten
+    assert intervals.speedup_interval(ratios[:6], [1.0] * 6) == pytest.approx((1.7, 2.4))  # depth 1: the extremes
+    assert intervals.speedup_interval(ratios, [1.0] * 9) == pytest.approx((1.8, 2.3))  # depth 2: next to them
+    # one run ten times slower moves the interval by one depth, not by a factor of ten
     assert intervals.speedup_interval([*ratios[:5], 20.0], [1.0] * 6) == pytest.approx((1.9, 20.0))
     assert intervals.speedup_interval([*ratios[:8], 20.0], [1.0] * 9) == pytest.approx((1.9, 2.4))
 
@@ -135,23 +135,23 @@ def test_significance_with_enough_pairs_is_the_exact_rank_sum_test() -> None:
 def test_anytime_ranks_hold_at_every_count_together() -> None:
     # Every sequence of 14 fair coins (heads: a pair's ratio below the median): the share whose head count
     # leaves [k_n, n - k_n] at some n must be at most 5%.
-    ranks = sequential.anytime_ranks(14)
+    depths = sequential.anytime_depths(14)
     escaped = sum(
-        any(k and not k <= sum(1 for bit in range(n) if flips >> bit & 1) <= n - k for n, k in enumerate(ranks))
+        any(k and not k <= sum(1 for bit in range(n) if flips >> bit & 1) <= n - k for n, k in enumerate(depths))
         for flips in range(2**14)
     )
     assert 0 < escaped <= 0.05 * 2**14
-    # n = 10 is the first count with an interval over 100 pairs: ranks are narrower than at a fixed count
-    assert sequential.anytime_ranks()[9:11] == (0, 1)
-    assert sequential.anytime_ranks()[30] < intervals.order_statistic_rank(30, 0.95)
+    # n = 10 is the first count with an interval over 100 pairs: depths are narrower than at a fixed count
+    assert sequential.anytime_depths()[9:11] == (0, 1)
+    assert sequential.anytime_depths()[30] < intervals.order_statistic_depth(30, 0.95)
 
 
 def test_auto_interval_is_the_fixed_one_until_the_rule_could_stop() -> None:
     ratios = [2.0, 2.4, 1.9, 2.2, 2.1, 1.7, 2.05, 2.3, 1.8, 2.15]
     ones = [1.0] * 10
     assert sequential.auto_interval(ratios[:9], ones[:9]) == intervals.speedup_interval(ratios[:9], ones[:9])
-    assert sequential.auto_interval(ratios, ones) == pytest.approx((1.7, 2.4))  # anytime rank 1 at 10 pairs
-    assert intervals.speedup_interval(ratios, ones) == pytest.approx((1.8, 2.3))  # fixed rank 2
+    assert sequential.auto_interval(ratios, ones) == pytest.approx((1.7, 2.4))  # anytime depth 1 at 10 pairs
+    assert intervals.speedup_interval(ratios, ones) == pytest.approx((1.8, 2.3))  # fixed depth 2
 
 
 def test_auto_stops_when_the_anytime_interval_meets_the_target() -> None:

@@ -16,6 +16,7 @@ import pytest
 from kvmagic import BenchmarkResult
 from kvmagic.core.config import Config
 from kvmagic.core.kvbytes import KVSizes
+from kvmagic.core.spec import BenchSpec
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -74,3 +75,10 @@ def test_a_file_that_kept_one_positions_bytes_predicts_as_it_did(tmp_path) -> No
     assert result.facts.kv_sizes == KVSizes(2048, (None,))
     assert "kv_sizes" not in result.setup()  # a comparison with a newer run would list them as a difference
     assert result.to_dataframe()["kv_predicted_mib"].tolist() == [2048 * 13 / 2**20, 2048 * 14 / 2**20]
+
+
+def test_a_request_that_called_the_marked_prefix_split_reads_as_marked() -> None:
+    """``--prefix marked`` was ``--prefix split`` before a split came to mean a model over ranks."""
+    saved = BenchmarkResult("tiny", [], spec=BenchSpec(prefix="marked")).to_dict()
+    saved["spec"] = {**saved["spec"], "prefix": "split"}
+    assert BenchmarkResult.from_dict(saved).spec.prefix == "marked"

@@ -18,7 +18,7 @@ from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
 from kvmagic.results.prefix_table import PREFIX_COLUMNS
 from kvmagic.results.report import COLUMNS, PREDICTED_COLUMNS, STRATEGY_COLUMNS
 from kvmagic.results.shown import SHOWN_COLUMNS, SHOWN_STRATEGY_COLUMNS
-from kvmagic.results.split_table import SPLIT_COLUMNS
+from kvmagic.results.split_table import SPLIT_COLUMNS, STRATEGY_SPLIT_COLUMNS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REGENERATE = "make docs"
@@ -161,6 +161,10 @@ def columns_page() -> str:
             "With `--limits` (`STRATEGY_LIMIT_COLUMNS`, kvmagic/results/limits_table.py):",
             "",
             *_column_rows(STRATEGY_LIMIT_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
+            "",
+            "With `--tp` (`STRATEGY_SPLIT_COLUMNS`, kvmagic/results/split_table.py):",
+            "",
+            *_column_rows(STRATEGY_SPLIT_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
             "",
             (
                 "With `--prefix` (`PREFIX_COLUMNS`, kvmagic/results/prefix_table.py; `--prefix` alone compares `off`, "

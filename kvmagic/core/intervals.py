@@ -24,14 +24,14 @@ __all__ = [
     "SIGNIFICANCE",
     "log_mean_interval",
     "log_speedups",
-    "order_statistic_rank",
+    "order_statistic_depth",
     "significant_change",
     "speedup_estimate",
     "speedup_interval",
 ]
 
 SIGNIFICANCE = 0.05  # the false-alarm rate of significant_change when the speed-up has not changed
-_EXACT_RANK_SUM = 2_500  # m*n up to which the rank-sum p-value is counted exactly, beyond it approximated
+_EXACT_RANK_SUM = 2_500  # m*n up to which the depth-sum p-value is counted exactly, beyond it approximated
 
 
 def log_speedups(uncached: Sequence[float], cached: Sequence[float]) -> list[float]:
@@ -48,17 +48,17 @@ def speedup_estimate(uncached: Sequence[float], cached: Sequence[float]) -> floa
     return math.exp(statistics.median(log_speedups(uncached, cached)))
 
 
-def order_statistic_rank(pairs: int, confidence: float) -> int:
-    """The rank k whose k-th lowest and k-th highest of ``pairs`` values bound the median with at least
+def order_statistic_depth(pairs: int, confidence: float) -> int:
+    """The depth k whose k-th lowest and k-th highest of ``pairs`` values bound the median with at least
     ``confidence``, as wide as needed and no wider; 0 where no such k exists (too few pairs)."""
     _check_confidence(confidence)
-    alpha, below, rank = 1 - confidence, 0, 0
+    alpha, below, depth = 1 - confidence, 0, 0
     for count in range(pairs + 1):
         below += math.comb(pairs, count)
         if 2 * below > alpha * 2**pairs:
             break
-        rank = count + 1
-    return rank
+        depth = count + 1
+    return depth
 
 
 def speedup_interval(
@@ -70,10 +70,10 @@ def speedup_interval(
     :func:`kvmagic.core.sequential.auto_interval`.
     """
     logs = log_speedups(uncached, cached)
-    rank = order_statistic_rank(len(logs), confidence)
-    if rank:
+    depth = order_statistic_depth(len(logs), confidence)
+    if depth:
         ordered = sorted(logs)
-        return math.exp(ordered[rank - 1]), math.exp(ordered[-rank])
+        return math.exp(ordered[depth - 1]), math.exp(ordered[-depth])
     found = log_mean_interval(logs, confidence)
     return None if found is None else (math.exp(found[0]), math.exp(found[1]))
 

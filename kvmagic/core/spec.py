@@ -21,9 +21,9 @@ from kvmagic.errors import KVMagicError
 
 __all__ = [
     "KV_BITS",
+    "MARKED",
     "MIN_AUTO_PAIRS",
     "PAIR_COLUMNS",
-    "SPLIT",
     "BenchSpec",
     "Repeat",
     "check_field",
@@ -33,7 +33,7 @@ PAIR_COLUMNS = {OFF: "uncached", DYNAMIC: "cached"}  # how the plain run's table
 FRONTIER_MODES = ("predict", "check")
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
 KV_BITS = {b.name: b.widths for b in BACKENDS.values() if b.widths}  # the widths a quantized backend takes
-SPLIT = "split"  # prefix: the prompt's line ``---`` splits the shared prefix from the rest
+MARKED = "marked"  # prefix: the text before the prompt's line ``---`` is the shared prefix
 Repeat = int | Literal["auto"]
 
 
@@ -64,7 +64,7 @@ class BenchSpec:
     frontier: str | None = None  # "predict": each strategy's frontier in the memory free; "check": and run at it
     quality: bool = True  # with cache: each strategy's logits against the full cache's, teacher-forced (untimed)
     quality_text: str | None = None  # with cache: judge quality along this text instead of the greedy tokens
-    prefix: int | str | None = None  # tokens of the prompt whose cache is built once and reused (or SPLIT)
+    prefix: int | str | None = None  # tokens of the prompt whose cache is built once and reused (or MARKED)
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -165,11 +165,11 @@ def _check_prefix(spec: BenchSpec) -> None:
             raise KVMagicError(
                 f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{prefix}}", name, "prefix"
             )
-    if spec.prefix == SPLIT:
+    if spec.prefix == MARKED:
         for name, what in (("chat", "would wrap the prompt"), ("prompt_tokens", "would stretch the prompt")):
             if getattr(spec, name) not in (None, False):
                 raise KVMagicError(
-                    f"{{prefix}} {SPLIT} cuts the prompt at its line ---; {{{name}}} {what}: give {{prefix}} a "
+                    f"{{prefix}} {MARKED} cuts the prompt at its line ---; {{{name}}} {what}: give {{prefix}} a "
                     "number of tokens instead",
                     "prefix", name,
                 )  # fmt: skip
@@ -255,11 +255,11 @@ def _text(name: str, value: Any) -> str | None:
 
 
 def _prefix(name: str, value: Any) -> int | str | None:
-    if isinstance(value, str) and value.strip().lower() == SPLIT:
-        return SPLIT
+    if isinstance(value, str) and value.strip().lower() == MARKED:
+        return MARKED
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
         return value
-    raise KVMagicError(f"{{{name}}} must be a number of tokens >= 1 or {SPLIT!r}, got {value!r}", name)
+    raise KVMagicError(f"{{{name}}} must be a number of tokens >= 1 or {MARKED!r}, got {value!r}", name)
 
 
 def _bits(name: str, value: Any) -> int | None:

@@ -30,7 +30,7 @@ from kvmagic.frontends.options import (
     load_kwargs,
     word_optional,
 )
-from kvmagic.frontends.ranked import join_ranks, quiet_rank, report_error, report_result
+from kvmagic.frontends.split_rank import join_ranks, quiet_rank, report_error, report_result
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
@@ -177,10 +177,10 @@ def error_line(error: KVMagicError) -> str:
 
 
 def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
-    from kvmagic.frontends.split import check_split_request
-    from kvmagic.measure.distributed import leave
+    from kvmagic.frontends.split_request import check_split_request
+    from kvmagic.measure.split_lockstep import leave
     from kvmagic.model.loading import load_model
-    from kvmagic.model.parallel import load_split_model
+    from kvmagic.model.split_loading import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
 
     if args.tp:  # in or out of torchrun, before the request's own checks and any process group

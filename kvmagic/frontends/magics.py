@@ -277,8 +277,8 @@ class KVMagics(Magics):
         if self.loaded is None and args.tp is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand
-        from kvmagic.frontends.launch import launch_cell
-        from kvmagic.frontends.split import check_split_request
+        from kvmagic.frontends.split_launch import launch_cell
+        from kvmagic.frontends.split_request import check_split_request
         from kvmagic.runner.benchmark import run_benchmark
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one

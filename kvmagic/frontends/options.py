@@ -204,11 +204,11 @@ BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--quality-text",), "With --cache: judge quality along the text in FILE, forced after the prompt, "
            "instead of the full cache's greedy tokens.", "quality_text", metavar="FILE",
            examples=("continuation.txt",)),
-    Option(("--prefix",), "Reuse the cache of the prompt's first N tokens (split: the text before the prompt's line "
+    Option(("--prefix",), "Reuse the cache of the prompt's first N tokens (marked: the text before the prompt's line "
            "---), as a chat keeps a system prompt's: beside each strategy that caches, its warm twin (dynamic+prefix) "
            "starts every run from a copy of that cache, built once, untimed; the table adds time to first token "
-           "and total time warm against cold.", "prefix", type=prefix_length, metavar="N|split",
-           examples=("4", "split")),
+           "and total time warm against cold.", "prefix", type=prefix_length, metavar="N|marked",
+           examples=("4", "marked")),
     Option(("--kv-bits",), "Bits per value of a " + " or ".join(
            f"quantized:{b.name} ({', '.join(map(str, b.widths))})" for b in BACKENDS.values() if b.widths) + " cache.",
            "kv_bits", type=whole_number, examples=("4",)),

@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Collection, Sequence
 
 from kvmagic.core.lengths import parse_lengths
-from kvmagic.core.spec import FRONTIER_MODES, SPLIT
+from kvmagic.core.spec import FRONTIER_MODES, MARKED
 from kvmagic.errors import KVMagicError
 
 __all__ = [
@@ -64,13 +64,13 @@ def repeat_count(text: str) -> int | str:
 
 
 def prefix_length(text: str) -> int | str:
-    """A number of the prompt's first tokens, or ``split``: the prompt's line ``---`` splits them off."""
-    if text.strip().lower() == SPLIT:
-        return SPLIT
+    """A number of the prompt's first tokens, or ``marked``: the text before the prompt's line ``---``."""
+    if text.strip().lower() == MARKED:
+        return MARKED
     try:
         return at_least_one(text)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 1 or {SPLIT!r}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 1 or {MARKED!r}, got {text!r}") from None
 
 
 def lengths(text: str) -> list[int]:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from kvmagic.measure.distributed import World
+    from kvmagic.measure.split_lockstep import World
 
 __all__ = ["LoadedModel"]
 
@@ -49,7 +49,7 @@ class LoadedModel:
     @property
     def num_parameters(self) -> int:
         """Each parameter once: an output layer tied to the input embedding counts once, also where a split
-        gave it a share of its own (:func:`kvmagic.model.parallel.shard_tied_head`)."""
+        gave it a share of its own (:func:`kvmagic.model.split_loading.shard_tied_head`)."""
         head = self.model.get_output_embeddings()
         copy = head.weight.numel() if getattr(head, "kvmagic_tied_share", False) else 0
         return int(self.model.num_parameters()) - copy

@@ -93,7 +93,7 @@ def plan_press(model: Any, press: PressName) -> PressPlan:
     import kvpress
 
     cls = methods().get(press.method)
-    if cls is None:  # parse_names refuses it first; resolve() called alone comes here
+    if cls is None:  # checked() refuses it first; resolve() called alone comes here
         return PressPlan(f"kvpress has no method {press.method!r}: docs/strategies.md lists those a ratio builds")
     reason = method_reason(cls) or _model_reason(model)
     if reason:

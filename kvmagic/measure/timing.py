@@ -16,7 +16,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 
 from kvmagic.measure.accelerator import PeakMemory, synchronize, track_peak
 from kvmagic.measure.capabilities import generate_takes_use_model_defaults, returned_cache_field
-from kvmagic.measure.distributed import barrier, slowest, slowest_each
+from kvmagic.measure.split_lockstep import barrier, slowest, slowest_each
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel
@@ -87,6 +87,7 @@ def timed_generate(
     devices: Iterable[torch.device],
     *,
     peak: PeakMemory | None = None,
+    own: bool = False,
 ) -> tuple[Any, float]:
     """Run ``generate`` once and return its output and wall-clock seconds.
 
@@ -95,7 +96,7 @@ def timed_generate(
     before the region and read after it (the output is a ``GenerateOutput`` when the config asks
     for ``return_dict_in_generate``, with the cache it built). Across the ranks of a tensor-parallel run,
     every rank starts together (a barrier before the region) and the run counts as long as its slowest
-    rank's, reduced after the region.
+    rank's, reduced after the region (``own``: this rank's seconds, for a caller that keeps both).
     """
     devices, extra = tuple(devices), generate_kwargs()  # worked out before the timed region
     with torch.inference_mode(), model_defaults(model, config), _collector_paused():
@@ -109,7 +110,7 @@ def timed_generate(
         elapsed = perf_counter() - start
         if peak is not None:
             peak.stop()
-    return output, slowest(elapsed)
+    return output, elapsed if own else slowest(elapsed)
 
 
 def generate_once(model: PreTrainedModel, inputs: Mapping[str, torch.Tensor], config: GenerationConfig) -> Any:

@@ -144,7 +144,7 @@ def load_model(
     ``before_weights`` runs once the tokenizer has loaded (so the name is good) and before the weights take
     memory: the place to free a previous model. ``random_weights`` builds the model from its config instead
     (:mod:`kvmagic.model.random_weights`), with no download. Split over the ranks torchrun started:
-    :func:`kvmagic.model.parallel.load_split_model`.
+    :func:`kvmagic.model.split_loading.load_split_model`.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

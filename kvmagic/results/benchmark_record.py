@@ -16,7 +16,7 @@ from kvmagic.core.spec import PAIR_COLUMNS, BenchSpec
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement, Pair
-from kvmagic.results.records import Prediction, RunFacts
+from kvmagic.results.records import Prediction, RunFacts, Split
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,6 +48,7 @@ class BenchmarkRecord:
     hardware: Hardware | None = None  # with ``limits``: what the device reached in its probes
     limits: list[Limits] = field(default_factory=list)  # with ``limits``: each configuration's bound
     frontier: Frontier | None = None  # with ``frontier``: each strategy's reach, and any check run at it
+    split: Split | None = None  # with ``tp``: the ranks the model was split over
 
     def __post_init__(self) -> None:  # strategies given by their names (a file, an older caller) are read once
         self.strategies = [Strategy.of(s) for s in self.strategies]
@@ -123,7 +124,8 @@ class BenchmarkRecord:
     def setup(self) -> dict[str, Any]:
         """How the run was set up, as a reader and a comparison with a baseline need it: the environment, the
         request's settings, the prompt and what the model ships."""
-        return {**self.metadata, **self.spec.recorded(), **self.facts.setup()}
+        split = {"split": str(self.split)} if self.split else {}
+        return {**self.metadata, **split, **self.spec.recorded(), **self.facts.setup()}
 
     def _only_config(self) -> Config:
         configs = self.configs

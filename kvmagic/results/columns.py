@@ -68,15 +68,17 @@ MEANINGS: dict[str, str] = {
     "cached_of_limit": "`--limits`: the limit's seconds / the measured seconds, cache on",
     "limit_speedup": "`--limits`: the speed-up the two limits allow",
     "ranks": "`--tp`: the ranks (processes, one per device) the model was split over by tensor parallelism",
-    "kv_rank_mib": "`--tp`: the KV cache the fullest rank held (the cached run's; `kv_cache_mib` is every rank's "
-    "together); each rank holds its share of the KV heads",
+    "kv_rank_mib": "`--tp`: the KV cache the fullest rank held (the cached run's, or the row's strategy's; "
+    "`kv_cache_mib` is every rank's together); each rank holds its share of the KV heads",
     "uncached_comm_ms": "`--tp`: milliseconds per generated token spent in collectives (all-reduces, gathers), cache "
     "off: the slowest rank's time covered by collectives over one extra, profiled run, divided by new_tokens",
     "cached_comm_ms": "`--tp`: the same, cache on (each step communicates one token's activations, not the prefix's)",
     "uncached_comm_share": "`--tp`: the share of the profiled uncached run spent in collectives (the slowest rank's)",
     "cached_comm_share": "`--tp`: the same, cache on",
-    "ranks_identical": "`--tp`: every rank generated rank 0's tokens in every timed run, each rank checked as "
-    "`identical` is",
+    "ranks_identical": "`--tp`: every rank generated rank 0's tokens in every timed run",
+    "comm_ms": "`--tp`: milliseconds per generated token this row's strategy spent in collectives, as "
+    "`uncached_comm_ms` counts them",
+    "comm_share": "`--tp`: the share of this strategy's profiled run spent in collectives (the slowest rank's)",
     "speedup_was": "`--compare`: the baseline's speed-up for the same configuration and strategy",
     "speedup_change": "`--compare`: `speedup / speedup_was - 1` (0.25: the speed-up grew by a quarter)",
     "significant": "`--compare`: a test of the two runs' per-round speed-ups finds a change at 5% "

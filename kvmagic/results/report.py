@@ -23,7 +23,12 @@ from kvmagic.results.limits_table import (
 )
 from kvmagic.results.measurement import Pair
 from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
-from kvmagic.results.split_table import SPLIT_COLUMNS, split, split_values
+from kvmagic.results.split_table import (
+    SPLIT_COLUMNS,
+    STRATEGY_SPLIT_COLUMNS,
+    split_values,
+    strategy_split_values,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -168,7 +173,7 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     sizes = result.facts.kv_sizes
     if not result.plain:  # the one place the plain run differs: its view of the rows, side by side
         return _strategy_table(result)
-    divided = split(result)
+    divided = result.split is not None
     extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]
     measured = {
         pair.config: {**row(pair, sizes), **_limits(result, pair), **(split_values(pair) if divided else {})}
@@ -197,6 +202,7 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
     import pandas as pd
 
     sizes, reused = result.facts.kv_sizes, result.facts.prefix_tokens is not None
+    divided = result.split is not None
     sequential = result.spec.repeat == "auto"
     rows = []
     for config in result.configs:
@@ -207,8 +213,13 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
             note = result.skipped.get(strategy, "") or result.remarks.get(strategy, "")
             found = strategy_row(config, strategy, m, reference, note, sizes, full, sequential)
             found.update(strategy_limit_values(m, limits) if result.limits else {})
+            found.update(strategy_split_values(m) if divided else {})
             rows.append({**found, **(prefix_values(result, m) if reused else {})})
-    extra = (*(STRATEGY_LIMIT_COLUMNS if result.limits else ()), *(PREFIX_COLUMNS if reused else ()))
+    extra = (
+        *(STRATEGY_LIMIT_COLUMNS if result.limits else ()),
+        *(STRATEGY_SPLIT_COLUMNS if divided else ()),
+        *(PREFIX_COLUMNS if reused else ()),
+    )
     return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
 
 

@@ -15,54 +15,56 @@ if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement, Pair
 
-__all__ = ["SPLIT_COLUMNS", "split", "split_notes", "split_values"]
+__all__ = ["SPLIT_COLUMNS", "STRATEGY_SPLIT_COLUMNS", "split_notes", "split_values", "strategy_split_values"]
 
 MIB = 2**20
 SPLIT_COLUMNS = (
     "ranks", "kv_rank_mib", "uncached_comm_ms", "cached_comm_ms", "uncached_comm_share", "cached_comm_share",
     "ranks_identical",
 )  # fmt: skip
-
-
-def split(result: BenchmarkRecord) -> bool:
-    """Whether the result was measured on a model split over ranks."""
-    return any(m.ranks is not None for m in result.measurements)
+# With a cache comparison: each strategy's row, its figures as the plain row's for one side.
+STRATEGY_SPLIT_COLUMNS = ("ranks", "kv_rank_mib", "comm_ms", "comm_share", "ranks_identical")
 
 
 def _per_step_ms(m: Measurement) -> float:
     """The slowest rank's milliseconds in collectives per generated token, over the profiled run."""
-    if m.ranks is None:
-        return math.nan
+    assert m.ranks is not None  # only a split row asks
     return 1e3 * max(m.ranks.communication_s) / m.config.new_tokens
 
 
 def split_values(pair: Pair) -> dict[str, Any]:
-    """The plain row's split columns."""
-    uncached, cached = pair.reference, pair.other
-    if uncached.ranks is None or cached.ranks is None:
-        return dict.fromkeys(SPLIT_COLUMNS, math.nan)
+    """The plain row's split columns: its pair's, each side's collectives named for it."""
+    uncached, cached = strategy_split_values(pair.reference), strategy_split_values(pair.other)
     return {
-        "ranks": len(cached.ranks.kv_bytes),
-        "kv_rank_mib": max(cached.ranks.kv_bytes) / MIB,
-        "uncached_comm_ms": _per_step_ms(uncached),
-        "cached_comm_ms": _per_step_ms(cached),
-        "uncached_comm_share": uncached.ranks.communication_share,
-        "cached_comm_share": cached.ranks.communication_share,
-        "ranks_identical": uncached.ranks.agree and cached.ranks.agree,
+        "ranks": cached["ranks"],
+        "kv_rank_mib": cached["kv_rank_mib"],
+        **{f"{side}_{key}": values[key] for key in ("comm_ms", "comm_share") for side, values in
+           (("uncached", uncached), ("cached", cached))},
+        "ranks_identical": uncached["ranks_identical"] and cached["ranks_identical"],
+    }  # fmt: skip
+
+
+def strategy_split_values(m: Measurement | None) -> dict[str, Any]:
+    """A comparison's row's split columns."""
+    if m is None or m.ranks is None:
+        return {**dict.fromkeys(STRATEGY_SPLIT_COLUMNS, math.nan), "ranks_identical": None}
+    return {
+        "ranks": len(m.ranks.kv_bytes),
+        "kv_rank_mib": max(m.ranks.kv_bytes) / MIB,
+        "comm_ms": _per_step_ms(m),
+        "comm_share": m.ranks.communication_share,
+        "ranks_identical": m.ranks.agree,
     }
 
 
 def split_notes(result: BenchmarkRecord) -> list[str]:
     """How the model was split, what the split cost at the longest configuration, and any rank whose tokens
     differed."""
-    if not split(result):
+    if result.split is None:
         return []
-    meta = result.metadata
-    devices = ", ".join(dict.fromkeys(str(d).split(" (")[0] for d in meta.get("rank_devices", [])))
-    how = f"{meta.get('world_size', '?')} ranks by tensor parallelism ({meta.get('backend', '?')}, {devices})"
     agree = all(m.ranks.agree for m in result.measurements if m.ranks is not None)
     same = "; every rank generated the same tokens" if agree else ""
-    found = [f"split over {how}; times are the slowest rank's{same}"]
+    found = [f"split over {result.split}; times are the slowest rank's{same}"]
     pairs = result.pairs() if result.plain else []
     if pairs:
         pair = max(pairs, key=lambda p: (p.config.prompt_tokens + p.config.new_tokens, p.config.batch))
@@ -76,7 +78,6 @@ def split_notes(result: BenchmarkRecord) -> list[str]:
         )
     for m in result.measurements:
         if m.ranks is not None and not m.ranks.agree:
-            differing = [str(i) for i, digest in enumerate(m.ranks.tokens) if digest != m.ranks.tokens[0]]
-            differing += [str(i) for i, same in enumerate(m.ranks.identical) if not same and str(i) not in differing]
-            found.append(f"{m.config}: rank {', '.join(differing)} generated other tokens than rank 0 ({m.strategy})")
+            other = ", ".join(str(rank) for rank, tokens in enumerate(m.ranks.tokens) if tokens != m.ranks.tokens[0])
+            found.append(f"{m.config}: rank {other} generated other tokens than rank 0 ({m.strategy})")
     return found

@@ -18,10 +18,10 @@ from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.limits import Hardware, Limits, StrategyLimit
 from kvmagic.core.quality import Quality
-from kvmagic.core.spec import BenchSpec
+from kvmagic.core.spec import MARKED, BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, StepProfile
+from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, Split, StepProfile
 from kvmagic.results.serialize import floats_back, seconds_back
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ JSON_VERSION = 3  # 3: a record per (configuration, strategy), the run's facts a
 _FACTS = {f.name for f in dataclasses.fields(RunFacts)}
 _REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap", "max_seconds", "kv_bits", "profile"}
 _PLAIN = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
+_SPLIT_KEYS = ("world_size", "backend", "rank_devices")  # where format 3 first kept a split run's ranks: its metadata
 
 
 def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
@@ -57,6 +58,7 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
         "hardware": None if result.hardware is None else dataclasses.asdict(result.hardware),
         "limits": [dataclasses.asdict(limits) for limits in result.limits],
         "frontier": None if frontier is None else _frontier_dict(frontier),
+        "split": None if result.split is None else dataclasses.asdict(result.split),
     }
 
 
@@ -72,17 +74,18 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         return dict(
             model=data["model"],
             measurements=[_measurement(m) for m in data["measurements"]],
-            spec=BenchSpec.from_dict(data.get("spec") or {}),
+            spec=_spec(data.get("spec") or {}),
             strategies=list(data["strategies"]),
             skipped=dict(data.get("skipped", {})),
             remarks=dict(data.get("remarks", {})),
-            metadata=dict(data.get("metadata", {})),
+            metadata={k: v for k, v in data.get("metadata", {}).items() if k not in _SPLIT_KEYS},
             facts=_facts(data.get("facts", {})),
             predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
             cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
             hardware=None if data.get("hardware") is None else Hardware(**_numbers(data["hardware"])),
             limits=[_limits(limits) for limits in data.get("limits", [])],
             frontier=_frontier(data.get("frontier")),
+            split=_split_of(data),
         )
     except (KeyError, TypeError) as error:
         raise KVMagicError(f"this kvmagic benchmark is incomplete: {error}") from None
@@ -109,10 +112,30 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     quality = values.get("quality")
     values["quality"] = None if quality is None else _quality(quality)
     ranks = values.get("ranks")
-    values["ranks"] = None if ranks is None else Ranks(**{k: floats_back(v) for k, v in ranks.items()})
+    values["ranks"] = None if ranks is None else _ranks(ranks)
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)
+
+
+def _spec(data: Mapping[str, Any]) -> BenchSpec:
+    """The request; a file saved before ``--prefix marked`` had that name calls it ``split``."""
+    return BenchSpec.from_dict({**data, "prefix": MARKED} if data.get("prefix") == "split" else data)
+
+
+def _split_of(data: Mapping[str, Any]) -> Split | None:
+    found, metadata = data.get("split"), data.get("metadata") or {}
+    if found is None and "rank_devices" in metadata:
+        found = {"backend": metadata["backend"], "devices": metadata["rank_devices"]}
+    return None if found is None else Split(found["backend"], tuple(found["devices"]))
+
+
+def _ranks(data: Mapping[str, Any]) -> Ranks:
+    """A measurement's ranks as written; an older file's ``identical`` (each rank's own check, which the tokens'
+    digests already tell) is dropped, and it kept no rank's own times."""
+    values = {k: floats_back(v) for k, v in data.items() if k != "identical"}
+    values["seconds"] = tuple(floats_back(runs) for runs in values.get("seconds", ()))
+    return Ranks(**values)
 
 
 def _quality(data: Mapping[str, Any]) -> Quality:

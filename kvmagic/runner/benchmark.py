@@ -18,13 +18,13 @@ from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
 from kvmagic.measure.accelerator import release_memory
-from kvmagic.measure.distributed import lockstep
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
 from kvmagic.measure.limits_probe import measure_hardware
 from kvmagic.measure.memory import kv_sizes
 from kvmagic.measure.shape_probe import model_shape
+from kvmagic.measure.split_lockstep import lockstep
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
 from kvmagic.results.records import RunFacts
@@ -34,8 +34,8 @@ from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
 from kvmagic.runner.prefix import build_prefix
 from kvmagic.runner.progress import Bar, Eta, progress_bar
 from kvmagic.runner.prompt import batched
-from kvmagic.runner.ranks import put_together
 from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
+from kvmagic.runner.split_run import put_together
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding

@@ -22,9 +22,9 @@ from kvmagic.core.lengths import configurations
 from kvmagic.core.strategy import PAIR
 from kvmagic.errors import clipped
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
-from kvmagic.measure.distributed import slowest
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import kv_sizes
+from kvmagic.measure.split_lockstep import any_reason, slowest
 from kvmagic.measure.strategies import Setup, checked, plain_pair, setups
 from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge
@@ -70,17 +70,22 @@ class Plan:
         """``run()``; a strategy whose run fails (not for memory) is skipped with the error as its reason.
 
         Only a comparison of strategies tolerates it: in the plain off/on run an error is the user's to see.
+        Across ranks, a strategy that failed on one is skipped on every one, with the first failing rank's reason.
         """
         if self.spec.plain:
             return run()
+        found, failed = None, ""
         try:
-            return run()
+            found = run()
         except Exception as error:
             if is_out_of_memory(error):
                 raise
             said = clipped((str(error).splitlines() or [""])[0])
-            self.skipped[strategy.strategy] = f"failed: {type(error).__name__}: {said}"
-            return None
+            failed = f"failed: {type(error).__name__}: {said}"
+        failed = any_reason(failed)
+        if failed:
+            self.skipped[strategy.strategy] = failed
+        return None if failed else found
 
     @property
     def runnable(self) -> list[Setup]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kvmagic.measure.split_lockstep import any_reason
 from kvmagic.measure.strategies import strategy_config
 from kvmagic.measure.timing import returned_cache, timed_generate
 
@@ -58,16 +59,24 @@ def build_prefix(plan: Plan, inputs: BatchEncoding, tokens: int) -> Prefix:
         cache = plan.attempt(twin, partial(_built, plan, head, by_name[twin.strategy.cold]))
         if cache is None:
             continue
-        try:
-            copy.deepcopy(cache)
-        except Exception as error:  # a quantized tensor type may not copy (optimum-quanto's does not)
-            plan.skipped[twin.strategy] = (
-                f"its {type(cache).__name__} cannot be copied for each run ({type(error).__name__}), so a "
-                "prefix cannot be reused with it"
-            )
+        reason = any_reason(_uncopied(cache))  # every rank skips it alike
+        if reason:
+            plan.skipped[twin.strategy] = reason
             continue
         prefix.caches[twin.strategy] = cache
     return prefix
+
+
+def _uncopied(cache: Any) -> str:
+    """Why ``cache`` cannot be copied for each run; empty where it can."""
+    try:
+        copy.deepcopy(cache)
+    except Exception as error:  # a quantized tensor type may not copy (optimum-quanto's does not)
+        return (
+            f"its {type(cache).__name__} cannot be copied for each run ({type(error).__name__}), so a prefix cannot "
+            "be reused with it"
+        )
+    return ""
 
 
 def _built(plan: Plan, head: Mapping[str, torch.Tensor], strategy: Setup) -> Any:

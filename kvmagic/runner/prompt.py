@@ -6,7 +6,7 @@ import unicodedata
 from typing import TYPE_CHECKING, cast
 
 from kvmagic.core.lengths import stretch_ids
-from kvmagic.core.spec import SPLIT
+from kvmagic.core.spec import MARKED
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
     from kvmagic.measure.loaded import LoadedModel
 
-__all__ = ["batched", "check_positions", "encode_prompt", "prompt_inputs", "split_prompt", "stretch_prompt", "text_ids"]
+__all__ = ["batched", "check_positions", "cut_prompt", "encode_prompt", "prompt_inputs", "stretch_prompt", "text_ids"]
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
@@ -56,8 +56,8 @@ def prompt_inputs(
     """The inputs of every prompt length the spec asks for, by length, the prompt's own length, and how many of
     its first tokens a reused prefix holds (``spec.prefix``; None without one)."""
     prefix_tokens: int | str | None
-    if spec.prefix == SPLIT:
-        natural, prefix_tokens = split_prompt(loaded, prompt)
+    if spec.prefix == MARKED:
+        natural, prefix_tokens = cut_prompt(loaded, prompt)
     else:
         natural, prefix_tokens = encode_prompt(loaded, prompt, chat=spec.chat), spec.prefix
     natural_tokens = natural["input_ids"].shape[-1]
@@ -73,9 +73,9 @@ def prompt_inputs(
     return found, natural_tokens, prefix_tokens if isinstance(prefix_tokens, int) else None
 
 
-def split_prompt(loaded: LoadedModel, prompt: str) -> tuple[BatchEncoding, int]:
+def cut_prompt(loaded: LoadedModel, prompt: str) -> tuple[BatchEncoding, int]:
     """The prompt without its line ``---``, as ids, and how many of them come before it: the text before the line
-    tokenized as a prompt is, the text after it appended without special tokens (so the split falls exactly
+    tokenized as a prompt is, the text after it appended without special tokens (so the cut falls exactly
     there, whatever the tokenizer would merge across it)."""
     from transformers import BatchEncoding
 
@@ -83,7 +83,7 @@ def split_prompt(loaded: LoadedModel, prompt: str) -> tuple[BatchEncoding, int]:
     at = next((i for i, line in enumerate(lines) if line.strip() == "---"), None)
     if at is None or not "".join(lines[:at]).strip() or not "".join(lines[at + 1 :]).strip():
         raise KVMagicError(
-            f"{{prefix}} {SPLIT} needs a line --- between the shared prefix and the rest of the prompt, with "
+            f"{{prefix}} {MARKED} needs a line --- between the shared prefix and the rest of the prompt, with "
             "text on both sides: add one, or give {prefix} a number of tokens",
             "prefix",
         )

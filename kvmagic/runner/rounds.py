@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.config import Config
 from kvmagic.core.stop import FixedRounds, StopRule
 from kvmagic.measure.accelerator import PeakMemory
-from kvmagic.measure.distributed import from_first
 from kvmagic.measure.memory import cache_nbytes
+from kvmagic.measure.split_lockstep import from_first, slowest
 from kvmagic.measure.strategies import Setup, plain_pair, reset_static_cache_state, strategy_config
 from kvmagic.measure.timing import profiled_generate, returned_cache, timed_generate
 from kvmagic.results.records import StepProfile
 from kvmagic.results.result import Measurement
 from kvmagic.runner.mismatch import margin_at, strategy_mismatch
-from kvmagic.runner.ranks import rank_view
+from kvmagic.runner.split_run import rank_view
 
 if TYPE_CHECKING:
     import torch
@@ -104,7 +104,7 @@ def measure_rounds(
     found = [rounds.measurement(s.strategy, Config(prompt_tokens, new_tokens, rounds.batch), ttft) for s in strategies]
     if loaded.world is not None:  # split over ranks: each rank's cache, communication and tokens
         views = {m.strategy: rank_view(loaded, inputs, configs[m.strategy], rounds.generated[m.strategy], m.kv_bytes,
-                                       m.identical) for m in found}  # fmt: skip
+                                       rounds.own[m.strategy]) for m in found}  # fmt: skip
         found = [dataclasses.replace(m, ranks=views[m.strategy]) for m in found]
     profiled = set(configs) if steps else from_first(_first_to_differ(found))  # every rank profiles alike
     measured = []
@@ -142,7 +142,8 @@ class _Rounds:
         self.loaded, self.inputs, self.prompt_tokens, self.on_run = loaded, inputs, prompt_tokens, on_run
         self.devices = loaded.devices  # once: reading it walks every parameter
         self.batch = int(inputs["input_ids"].shape[0])
-        self.seconds: dict[Strategy, list[float]] = {}
+        self.seconds: dict[Strategy, list[float]] = {}  # each run's slowest rank's (this process's, unsplit)
+        self.own: dict[Strategy, list[float]] = {}  # this rank's own
         self.generated: dict[Strategy, list[list[list[int]]]] = {}  # per strategy, per run, every sequence of its batch
         self.kv_bytes: dict[Strategy, int] = {}
         self.peak_bytes: dict[Strategy, int] = {}
@@ -157,13 +158,15 @@ class _Rounds:
         self._holder = name if strategy.static else self._holder
         given, peak = strategy.given(loaded.model, self.inputs), _quiet_peak(self.devices)
         with strategy.around(loaded.model):
-            output, elapsed = timed_generate(loaded.model, given, config, self.devices, peak=peak)
+            output, own = timed_generate(loaded.model, given, config, self.devices, peak=peak, own=True)
+        elapsed = slowest(own)
         cache = returned_cache(output)
         self.kv_bytes[name] = 0 if cache is None else cache_nbytes(cache)
         if peak is not None:
             self.peak_bytes[name] = max(self.peak_bytes.get(name, 0), peak.peak_bytes)
             self.peak_source = peak.source
         self.seconds.setdefault(name, []).append(elapsed)
+        self.own.setdefault(name, []).append(own)
         if self.on_run is not None:
             self.on_run(elapsed)
         self.generated.setdefault(name, []).append(output.sequences[:, self.prompt_tokens :].tolist())

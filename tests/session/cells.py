@@ -125,7 +125,7 @@ VOCABULARY: list[list[Cell]] = [
     [bench("-n 2 -w 0 -v res", stores="res")], [SWEEP], [bench("-n 2,3 -w 0 --max-seconds 0")],
     [bench("-n 2 -w 0 --cache off,dynamic,static")], [bench("-n 2 -w 0 --cache off,dynamic,static --limits")],
     [bench("-n 2 -w 0 -r 3")], [LINE_FORM],
-    [bench("-n 2 -w 0 --prefix 4")], [bench("-n 2 -w 0 --prefix split", f"A system prompt.\n---\n{SHORT}")],
+    [bench("-n 2 -w 0 --prefix 4")], [bench("-n 2 -w 0 --prefix marked", f"A system prompt.\n---\n{SHORT}")],
     [mistake("-n 2 -w 0 --prefix 999")], [mistake("-n 2 -w 0 --cache dynamic --quality-text no-such-file.txt")],
     [mistake("-n 0")], [mistake("-n 2 -w 0 --bogus")], [mistake("-n 2 -w zero")], [mistake("-n 5000 -w 0")],
     [mistake("-n 2 -w 0 --cache off,nonsense")], [mistake("-n 2 -w 0 -v 2x")],

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.capabilities import tensor_parallel_keyword
-from kvmagic.measure.distributed import World, barrier, join
+from kvmagic.measure.split_lockstep import World, barrier, join
 from kvmagic.model.loading import DEFAULT_MODEL, check_attention, without_progress_bars
 from kvmagic.model.tiny import TINY_NAME
 

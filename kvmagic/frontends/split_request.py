@@ -3,11 +3,9 @@
 The command runs as every rank of a torchrun run; the notebook launches that command. What neither can
 do with a split model is refused here, before anything starts, in one line naming both options:
 ``predict``, ``limits`` and ``frontier`` probe one device (its cost per step, its bounds, its free
-memory) and would read one rank's share of the model as the whole; a comparison of strategies is
-left to one device for now, and with it what only a comparison has (a reused ``prefix`` and its warm
-twins, the text ``quality_text`` judges strategies along, a quantized cache's ``kv_bits``, ``compile``);
-a ``device_map`` places a whole model, where the ranks each place their share. The front ends check the
-options as parsed, before the request's own checks, whose advice (add a comparison) a split cannot take.
+memory) and would read one rank's share of the model as the whole; a ``device_map`` places a whole model,
+where the ranks each place their share. A comparison of strategies runs split as on one device: a strategy
+that cannot run split says why in its row, found by trying it.
 """
 
 from __future__ import annotations
@@ -22,22 +20,16 @@ from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS
 
 __all__ = ["bench_words", "check_split_request", "load_words"]
 
-_PAIR_ONLY = "(a split model times the cache off against on)"
 _ONE_DEVICE = {
     "predict": "fits its cost model to one device's steps",
     "limits": "bounds the run by one device's bandwidth and throughput",
     "frontier": "reads one device's free memory",
-    "cache": f"compares strategies on one device {_PAIR_ONLY}",
-    "prefix": f"compares warm twins with their cold strategies on one device {_PAIR_ONLY}",
-    "quality_text": f"judges the strategies of a comparison on one device {_PAIR_ONLY}",
-    "kv_bits": f"sets the width of a quantized cache, compared on one device {_PAIR_ONLY}",
-    "compile": f"adds a compiled static cache to a comparison on one device {_PAIR_ONLY}",
 }
 
 
 def check_split_request(request: BenchSpec | argparse.Namespace, *, device_map: object = None) -> None:
     """Refuse what a model split over ranks cannot be asked, naming the option and ``tp``: ``request`` is a
-    :class:`BenchSpec`, or a front end's parsed options (checked before they become one)."""
+    :class:`BenchSpec`, or a front end's parsed options."""
     for name, why in _ONE_DEVICE.items():
         if getattr(request, name, None) not in (None, False):
             raise KVMagicError(f"{{{name}}} {why}, not a model split by {{tp}}: drop one of them", name, "tp")
@@ -51,10 +43,11 @@ def check_split_request(request: BenchSpec | argparse.Namespace, *, device_map: 
 
 
 def bench_words(spec: BenchSpec) -> list[str]:
-    """The command's options that ask for exactly ``spec``, every field spelled out."""
+    """The command's options that ask for exactly ``spec``, every field spelled out but the text ``quality_text``
+    holds (the command reads it from a file)."""
     words: list[str] = []
     for option in BENCH_OPTIONS:
-        if "cli" not in option.hosts or option.dest not in BenchSpec.__dataclass_fields__:
+        if "cli" not in option.hosts or option.dest not in {*BenchSpec.__dataclass_fields__} - {"quality_text"}:
             continue
         words += _spelled(option.spelling("cli")[0], option.action, getattr(spec, option.dest))
     return words

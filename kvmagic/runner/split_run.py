@@ -16,9 +16,9 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.measure.collectives import communication_run
-from kvmagic.measure.distributed import World, everyone, slowest
-from kvmagic.results.records import Ranks
+from kvmagic.measure.split_lockstep import World, everyone, slowest
+from kvmagic.measure.split_probe import communication_run
+from kvmagic.results.records import Ranks, Split
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding, GenerationConfig
@@ -40,9 +40,10 @@ def rank_view(
     config: GenerationConfig,
     generated: Sequence[Sequence[Sequence[int]]],
     kv_bytes: int | None,
-    identical: bool,
+    seconds: Sequence[float],
 ) -> Ranks:
-    """This rank's figures for one strategy: one extra run under the profiler, after its timed runs."""
+    """This rank's figures for one strategy, its own timed runs' ``seconds`` among them, and one extra run under
+    the profiler, after its timed runs."""
     run = communication_run(loaded.model, inputs, config, loaded.devices)
     return Ranks(
         kv_bytes=(kv_bytes or 0,),
@@ -50,7 +51,7 @@ def rank_view(
         profiled_s=slowest(run.seconds),
         collectives=run.collectives,
         tokens=(tokens_digest(generated),),
-        identical=(identical,),
+        seconds=(tuple(seconds),),
     )
 
 
@@ -58,10 +59,10 @@ def put_together(result: BenchmarkResult, world: World) -> BenchmarkResult:
     """Every rank's ``result`` made one, on every rank: a collective, so every rank calls it."""
     rows = [{"ranks": m.ranks, "peak_bytes": m.peak_bytes} for m in result.measurements]
     views = everyone({"device": result.metadata.get("device"), "rows": rows})
-    return merged(result, world.size, world.backend, views)
+    return merged(result, world.backend, views)
 
 
-def merged(result: BenchmarkResult, size: int, backend: str, views: list[dict[str, Any]]) -> BenchmarkResult:
+def merged(result: BenchmarkResult, backend: str, views: list[dict[str, Any]]) -> BenchmarkResult:
     """``result`` (any rank's) with every rank's ``views`` put together, in rank order."""
     measurements = []
     for index, m in enumerate(result.measurements):
@@ -73,11 +74,10 @@ def merged(result: BenchmarkResult, size: int, backend: str, views: list[dict[st
             profiled_s=parts[0].profiled_s,
             collectives=parts[0].collectives,
             tokens=tuple(p.tokens[0] for p in parts),
-            identical=tuple(p.identical[0] for p in parts),
+            seconds=tuple(p.seconds[0] for p in parts),
         )
         peaks = [row["peak_bytes"] for row in rows if row["peak_bytes"] is not None]
         kv = None if m.kv_bytes is None else sum(ranks.kv_bytes)
         measurements.append(dataclasses.replace(m, ranks=ranks, kv_bytes=kv, peak_bytes=max(peaks) if peaks else None))
-    devices = [str(view["device"]) for view in views]
-    metadata = {**result.metadata, "world_size": size, "backend": backend, "rank_devices": devices}
-    return dataclasses.replace(result, measurements=measurements, metadata=metadata)
+    split = Split(backend, tuple(str(view["device"]) for view in views))
+    return dataclasses.replace(result, measurements=measurements, split=split)

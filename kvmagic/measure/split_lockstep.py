@@ -27,6 +27,7 @@ __all__ = [
     "LAUNCH_ENV",
     "Lockstep",
     "World",
+    "any_reason",
     "barrier",
     "everyone",
     "from_first",
@@ -168,6 +169,11 @@ def from_first(value: T) -> T:
     box: list[Any] = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]  # type: ignore[no-any-return]
+
+
+def any_reason(reason: str) -> str:
+    """The first rank's non-empty ``reason`` to skip something, on every rank: skipped on one, skipped on all."""
+    return next((said for said in everyone(reason) if said), "")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError, clipped
-from kvmagic.frontends.ranked import LAUNCH_DIR, RESULT
+from kvmagic.frontends.split_rank import LAUNCH_DIR, RESULT
 
 if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
@@ -75,8 +75,8 @@ def launch_request(
     What can be refused before any process starts is: a request a split cannot take, one rank, and, where
     the model's config is at hand (``config``, else read without a download), a model without a plan or
     with heads the ranks do not divide."""
-    from kvmagic.frontends.split import bench_words, check_split_request, load_words
-    from kvmagic.model.parallel import check_split, readable_config
+    from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
+    from kvmagic.model.split_loading import check_split, readable_config
 
     if ranks < 2:
         raise KVMagicError("{tp} 1 would split the model over one process: drop {tp}, or give it 2 or more", "tp")
@@ -89,7 +89,8 @@ def launch_request(
         check_split(name, config, ranks)
     _check_devices(ranks)
     words = [*load_words(load), *bench_words(spec), *(["-q"] if quiet else [])]
-    return launch(ranks, words, prompt, echo=None if quiet else sys.stderr)
+    texts = {"--prompt-file": prompt, "--quality-text": spec.quality_text}
+    return launch(ranks, words, texts, echo=None if quiet else sys.stderr)
 
 
 def _check_devices(ranks: int) -> None:
@@ -118,16 +119,22 @@ def launch_command(ranks: int, words: Sequence[str]) -> list[str]:
             "-m", "kvmagic", *words]  # fmt: skip
 
 
-def launch(ranks: int, words: Sequence[str], prompt: str, *, echo: IO[str] | None = None) -> BenchmarkResult:
-    """Run ``kvbench words --tp`` on ``ranks`` processes under torchrun; rank 0's result. ``echo`` hears rank 0's
+def launch(
+    ranks: int, words: Sequence[str], texts: Mapping[str, str | None], *, echo: IO[str] | None = None
+) -> BenchmarkResult:
+    """Run ``kvbench words --tp`` on ``ranks`` processes under torchrun; rank 0's result. ``texts`` maps each
+    option that reads a file (``--prompt-file``) to the text the ranks read there. ``echo`` hears rank 0's
     stderr as it comes. A rank's refusal comes back as its :class:`KVMagicError`; any other failure as one
     naming the rank and why."""
     from kvmagic.results.result import BenchmarkResult
 
     with tempfile.TemporaryDirectory(prefix="kvmagic-launch-") as name:
         folder = Path(name)
-        (folder / "prompt.txt").write_text(prompt, encoding="utf-8")
-        command = launch_command(ranks, [*words, "--tp", "--prompt-file", str(folder / "prompt.txt")])
+        files = []
+        for number, (flag, text) in enumerate((flag, text) for flag, text in texts.items() if text is not None):
+            (folder / f"text{number}.txt").write_text(text, encoding="utf-8")
+            files += [flag, str(folder / f"text{number}.txt")]
+        command = launch_command(ranks, [*words, "--tp", *files])
         env = {**os.environ, LAUNCH_DIR: name, "PYTHONPATH": _importable()}
         with open(folder / "torchrun.log", "wb") as log:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -2,7 +2,7 @@
 
 Every rank runs the same command; only rank 0 prints (the summary, progress, the table, a refusal) and
 writes ``--save``; the others stay quiet and end with the same status. Started by the notebook's
-launcher (:mod:`kvmagic.frontends.launch`), which names a folder in :data:`LAUNCH_DIR`, each rank also
+launcher (:mod:`kvmagic.frontends.split_launch`), which names a folder in :data:`LAUNCH_DIR`, each rank also
 leaves there what the launcher reads back: its process id and its stderr, its refusal as a template (so
 the notebook can spell its own flags), and rank 0 the result as JSON.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
-    from kvmagic.measure.distributed import World
+    from kvmagic.measure.split_lockstep import World
     from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["LAUNCH_DIR", "RESULT", "join_ranks", "quiet_rank", "report_error", "report_result", "torchrun_hint"]
@@ -39,7 +39,7 @@ def join_ranks(args: argparse.Namespace, argv: Sequence[str]) -> World | None:
     a rank other than 0 is made quiet and writes no file."""
     if not args.tp:
         return None
-    from kvmagic.measure.distributed import join, launched
+    from kvmagic.measure.split_lockstep import join, launched
 
     if not launched():
         raise KVMagicError(
