@@ -276,10 +276,12 @@ class KVMagics(Magics):
         cell = cell_prompt(args.prompt, cell)
         if self.loaded is None and args.tp is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
+        from kvmagic.core.spec import MARKED
         from kvmagic.frontends.expand import expand
         from kvmagic.frontends.split_launch import launch_cell
         from kvmagic.frontends.split_request import check_split_request
         from kvmagic.runner.benchmark import run_benchmark
+        from kvmagic.runner.prompt import marked_parts
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
         configured = self._configured()
@@ -293,7 +295,9 @@ class KVMagics(Magics):
             spec = bench_spec(args, configured)
             if args.tp is None and args.tp_model is None and self.loaded is not None:
                 result = run_benchmark(self.loaded, prompt.strip(), spec, progress=not args.quiet)
-            else:  # on the ranks of a torchrun launch
+            else:  # on the ranks of a torchrun launch, once what needs no model has been checked here
+                if spec.prefix == MARKED:
+                    marked_parts(prompt.strip())
                 result = launch_cell(args, prompt.strip(), spec, self.loaded, self.loaded_with, configured)
             replaced = store(namespace, args.var, result) if args.var is not None else None
             shown = finish(args, result, baseline)

@@ -15,7 +15,10 @@ if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
     from kvmagic.measure.loaded import LoadedModel
 
-__all__ = ["batched", "check_positions", "cut_prompt", "encode_prompt", "prompt_inputs", "stretch_prompt", "text_ids"]
+__all__ = [
+    "batched", "check_positions", "cut_prompt", "encode_prompt", "marked_parts", "prompt_inputs", "stretch_prompt",
+    "text_ids",
+]  # fmt: skip
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
@@ -79,6 +82,18 @@ def cut_prompt(loaded: LoadedModel, prompt: str) -> tuple[BatchEncoding, int]:
     there, whatever the tokenizer would merge across it)."""
     from transformers import BatchEncoding
 
+    before, after = marked_parts(prompt)
+    tokenizer = loaded.tokenizer
+    head = tokenizer(before, return_token_type_ids=False)["input_ids"]
+    rest = tokenizer(after, add_special_tokens=False, return_token_type_ids=False)["input_ids"]
+    ids = [*head, *rest]
+    encoded = BatchEncoding({"input_ids": [ids], "attention_mask": [[1] * len(ids)]}, tensor_type="pt")
+    return encoded.to(loaded.device), len(head)
+
+
+def marked_parts(prompt: str) -> tuple[str, str]:
+    """The text before the prompt's line ``---`` and the text after it, each holding text; refused otherwise (before
+    any model is asked: a launch over ranks checks it here too)."""
     lines = prompt.splitlines(keepends=True)
     at = next((i for i, line in enumerate(lines) if line.strip() == "---"), None)
     if at is None or not "".join(lines[:at]).strip() or not "".join(lines[at + 1 :]).strip():
@@ -87,12 +102,7 @@ def cut_prompt(loaded: LoadedModel, prompt: str) -> tuple[BatchEncoding, int]:
             "text on both sides: add one, or give {prefix} a number of tokens",
             "prefix",
         )
-    tokenizer = loaded.tokenizer
-    head = tokenizer("".join(lines[:at]), return_token_type_ids=False)["input_ids"]
-    rest = tokenizer("".join(lines[at + 1 :]), add_special_tokens=False, return_token_type_ids=False)["input_ids"]
-    ids = [*head, *rest]
-    encoded = BatchEncoding({"input_ids": [ids], "attention_mask": [[1] * len(ids)]}, tensor_type="pt")
-    return encoded.to(loaded.device), len(head)
+    return "".join(lines[:at]), "".join(lines[at + 1 :])
 
 
 def text_ids(loaded: LoadedModel, text: str) -> tuple[int, ...]:
