@@ -114,3 +114,25 @@ def test_a_sweep_that_fits_takes_one_look_of_real_forwards(tiny, monkeypatch) ->
     result = run_benchmark(tiny, PROMPT, new_tokens=[2, 3], prompt_tokens="5,9", warmup_tokens=0, max_seconds=1e6)
     assert [length for length, _ in seconds] == [1, 5, 9] and all(s > 0 for _, s in seconds)
     assert len(result.configs) == 4
+
+
+def test_the_estimate_runs_a_compiled_strategy_without_compiling_it(tiny, monkeypatch) -> None:
+    """Its compile is paid by an untimed first call, never by a timed run: the probe must not pay it either, and
+    the strategy itself keeps asking to compile."""
+    from types import SimpleNamespace
+
+    from kvmagic.core.strategy import parse
+    from kvmagic.measure.strategies import Setup
+
+    settings = {"use_cache": True, "cache_implementation": "static", "disable_compile": False, "compile_config": 1}
+    compiled = Setup(parse("static+compile"), settings)
+    told: list[bool] = []
+
+    def probe(loaded, inputs, new_tokens, strategy):  # type: ignore[no-untyped-def]
+        told.append(strategy.settings["disable_compile"])
+        return 0.01
+
+    monkeypatch.setattr(plan, "first_call", probe)
+    fake = SimpleNamespace(runnable=[compiled], loaded=tiny, attempt=lambda strategy, run: run())
+    assert plan._fastest_round(fake, {}) == {parse("static+compile"): (0.01, True)}
+    assert told == [True] * plan.TRIES and compiled.settings["disable_compile"] is False

@@ -123,10 +123,6 @@ class Strategy:
         return dataclasses.replace(self, warm=False)
 
     @property
-    def uncompiled(self) -> Strategy:
-        return dataclasses.replace(self, compiled=False)
-
-    @property
     def lossless(self) -> bool:
         """Keeps every key and value at full precision: its tokens and logits are the full cache's."""
         return self.kind in NAMED or self.kind == "implementation"

@@ -240,12 +240,12 @@ def _fastest_round(plan: Plan, inputs: BatchEncoding) -> dict[Strategy, tuple[fl
     """Each strategy's two-token run and ``use_cache`` in the fastest of ``TRIES`` rounds (U C U C ...).
 
     The fastest round as a whole, as a sweep's probes count it (:class:`kvmagic.core.costmodel.Probes`);
-    a compiled strategy runs as its uncompiled self (its compile is no part of a timed run)."""
+    a compiled strategy runs as its uncompiled self, told not to compile (its compile is no part of a timed run)."""
     rounds: list[dict[Strategy, float]] = []
     for _ in range(TRIES):
         rounds.append({})
         for strategy in plan.runnable:
-            plain = dataclasses.replace(strategy, strategy=strategy.strategy.uncompiled)
+            plain = dataclasses.replace(strategy, settings={**strategy.settings, "disable_compile": True})
             seconds = plan.attempt(strategy, partial(first_call, plan.loaded, inputs, 2, plain))
             if seconds is not None:
                 rounds[-1][strategy.strategy] = seconds
