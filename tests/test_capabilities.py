@@ -45,6 +45,13 @@ FACTS = {
         static_cache_needs_fullgraph=False, dynamic_cache_windows=True, sliding_window_windows_every_layer=False,
         tensor_parallel_keyword="distributed_config",
     ),
+    "5.25.0": dict(  # compiles on mps too; FlashAttention falls back to a hub kernel (kernels is a dependency)
+        quantized_backends={"quanto": "quanto", "hqq": "hqq", "fp8": "fp8"}, dtype_keyword="dtype",
+        generate_takes_use_model_defaults=False, returned_cache_field="cache",
+        compile_devices=["cuda", "xpu", "mps", "neuron", "tpu"], compile_needs_fullgraph=False,
+        static_cache_state=["_previous_max_cache_length"], static_cache_needs_fullgraph=False,
+        dynamic_cache_windows=True, sliding_window_windows_every_layer=False, tensor_parallel_keyword="distributed_config",
+    ),
 }  # fmt: skip
 
 
@@ -165,8 +172,42 @@ def test_an_attention_loads_exactly_when_it_is_found_to_run(name: str) -> None:
     assert model.config._attn_implementation == name
 
 
+@pytest.mark.parametrize(
+    ("gpu", "cached", "answers", "runs"),
+    [(False, True, True, False), (True, True, False, True), (True, False, True, True), (True, False, False, False)],
+)
+def test_a_hub_kernel_stands_in_for_flash_attention_only_on_a_gpu_where_it_can_be_had(
+    monkeypatch, gpu: bool, cached: bool, answers: bool, runs: bool
+) -> None:
+    """transformers 5.25 asks for kernels-community/flash-attn2 where FlashAttention 2 is missing; on a CPU, or
+    with the kernel neither cached nor downloadable, loading fails, so the registry must say it cannot run."""
+    import huggingface_hub
+    from transformers import modeling_flash_attention_utils as flash
+    from transformers.utils import import_utils
+
+    def snapshot(repo: str, local_files_only: bool) -> str:
+        assert repo == "org/flash" and local_files_only
+        if not cached:
+            raise FileNotFoundError(repo)
+        return "/cached"
+
+    monkeypatch.setattr(flash, "FLASH_ATTN_KERNEL_FALLBACK", {"flash_attention_2": "org/flash"}, raising=False)
+    monkeypatch.setattr(import_utils, "is_kernels_available", lambda: True)
+    monkeypatch.setattr(import_utils, "is_flash_attn_2_available", lambda: False)
+    monkeypatch.setattr(import_utils, "is_torch_npu_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(capabilities, "hub_reachable", lambda endpoint: answers)
+    capabilities.attention_implementations.cache_clear()
+    try:
+        assert (capabilities.attention_implementations()["flash_attention_2"] == "") is runs
+    finally:
+        capabilities.attention_implementations.cache_clear()
+
+
 def test_the_attention_registry_is_read_not_assumed() -> None:
     found = capabilities.attention_implementations()
     assert {"eager", "sdpa", "flash_attention_2"} <= set(found) and found["eager"] == found["sdpa"] == ""
-    paged = {"4.55.4": "sdpa_paged", "5.24.0": "paged|eager"}.get(transformers.__version__)
+    paged = {"4.55.4": "sdpa_paged", "5.24.0": "paged|eager", "5.25.0": "paged|eager"}.get(transformers.__version__)
     assert paged is None or paged in found

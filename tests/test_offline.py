@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmagic.model.loading import PROBE_SECONDS
+from kvmagic.measure.capabilities import PROBE_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 MISSING = "someone/not-cached-anywhere"

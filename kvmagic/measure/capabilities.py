@@ -17,6 +17,7 @@ import importlib.util
 import inspect
 import os
 import re
+import threading
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,12 +30,13 @@ from kvmagic.measure.memory import sliding_keep
 __all__ = [
     "CompileCriteria", "accelerator_functions", "attention_implementations",
     "cache_implementations", "cache_keyword", "compile_criteria",
-    "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "press_reason",
+    "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "hub_reachable", "press_reason",
     "quantized_backend_reason", "quantized_backends", "returned_cache_field",
     "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "static_cache_state", "summary",
     "tensor_parallel_keyword", "transformers_version",
 ]  # fmt: skip
 
+PROBE_SECONDS = 2.0  # a Hub that answers takes well under a second; an unreachable one costs this, once
 _DEVICE_KINDS = ("cuda", "xpu", "mps", "npu", "hpu", "neuron", "tpu", "cpu")
 _STATE_PATTERN = re.compile(r"self\.(_\w*cache\w*)\s*[:=][^=]")  # an attribute generate keeps on the model
 
@@ -136,13 +138,54 @@ def attention_implementations() -> Mapping[str, str]:
 
 def _flash_kernel_fallback(name: str) -> bool:
     """Whether transformers runs FlashAttention ``name`` from a hub kernel where the package is missing: 5.x keeps
-    a table of them, used once the kernels package is installed; 4.55 has none."""
+    a table of them, used once the kernels package is installed (a dependency from 5.25 on); 4.55 has none. The
+    kernel is built for GPUs and fetched from the Hub, so it runs only on a GPU torch sees, and only where its
+    files are in the local cache or the Hub answers."""
     from transformers import modeling_flash_attention_utils as flash
     from transformers.utils import import_utils
 
-    return name in (getattr(flash, "FLASH_ATTN_KERNEL_FALLBACK", None) or {}) and bool(
-        import_utils.is_kernels_available()
-    )
+    repo = (getattr(flash, "FLASH_ATTN_KERNEL_FALLBACK", None) or {}).get(name)
+    if repo is None or not import_utils.is_kernels_available() or not _gpu():
+        return False
+    from huggingface_hub import constants, snapshot_download
+
+    try:
+        snapshot_download(repo, local_files_only=True)
+    except Exception:
+        return not constants.HF_HUB_OFFLINE and hub_reachable(constants.ENDPOINT)
+    return True
+
+
+def _gpu() -> bool:
+    import torch
+
+    xpu = getattr(torch, "xpu", None)
+    return bool(torch.cuda.is_available() or (xpu is not None and xpu.is_available()))
+
+
+def hub_reachable(endpoint: str) -> bool:
+    """Whether the Hub at ``endpoint`` (``HF_ENDPOINT``, else huggingface.co) answers an HTTP request within
+    :data:`PROBE_SECONDS`, whatever it answers. A name that does not resolve or a server that never replies
+    costs at most that long: the probe runs aside, and is left behind if late."""
+    answered: list[bool] = []
+    probe = threading.Thread(target=_ask, args=(endpoint, answered), daemon=True)
+    probe.start()
+    probe.join(PROBE_SECONDS)
+    return answered == [True]
+
+
+def _ask(endpoint: str, answered: list[bool]) -> None:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(endpoint, method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=PROBE_SECONDS).close()
+    except urllib.error.HTTPError:
+        pass  # a status, even an error's, is an answer
+    except (OSError, ValueError):
+        return
+    answered.append(True)
 
 
 @functools.cache

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from kvmagic.errors import KVMagicError
-from kvmagic.measure.capabilities import dtype_keyword
+from kvmagic.measure.capabilities import dtype_keyword, hub_reachable
 from kvmagic.measure.guards import with_memory_advice
 from kvmagic.measure.loaded import LoadedModel
 from kvmagic.model.explain import explain
@@ -29,15 +28,14 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = [
-    "DEFAULT_MODEL", "DEVICE_MAP_STRATEGIES", "DTYPES", "PROBE_SECONDS", "LoadedModel", "check_attention",
-    "check_device_map", "check_gguf", "hub_reachable", "load_model", "local_path", "offline_source",
+    "DEFAULT_MODEL", "DEVICE_MAP_STRATEGIES", "DTYPES", "LoadedModel", "check_attention",
+    "check_device_map", "check_gguf", "load_model", "local_path", "offline_source",
     "quiet_progress_bars", "resolve_dtype", "without_progress_bars",
 ]  # fmt: skip
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
-PROBE_SECONDS = 2.0  # a Hub that answers takes well under a second; an unreachable one costs this, once
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -350,28 +348,3 @@ def offline_source(source: str | Path, revision: str | None) -> str | Path:
     from huggingface_hub import snapshot_download
 
     return snapshot_download(str(source), revision=revision, local_files_only=True)
-
-
-def hub_reachable(endpoint: str) -> bool:
-    """Whether the Hub at ``endpoint`` (``HF_ENDPOINT``, else huggingface.co) answers an HTTP request within
-    :data:`PROBE_SECONDS`, whatever it answers. A name that does not resolve or a server that never replies
-    costs at most that long: the probe runs aside, and is left behind if late."""
-    answered: list[bool] = []
-    probe = threading.Thread(target=_ask, args=(endpoint, answered), daemon=True)
-    probe.start()
-    probe.join(PROBE_SECONDS)
-    return answered == [True]
-
-
-def _ask(endpoint: str, answered: list[bool]) -> None:
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(endpoint, method="HEAD")
-    try:
-        urllib.request.urlopen(request, timeout=PROBE_SECONDS).close()
-    except urllib.error.HTTPError:
-        pass  # a status, even an error's, is an answer
-    except (OSError, ValueError):
-        return
-    answered.append(True)
