@@ -83,7 +83,7 @@ class BenchmarkRecord:
     def pair(self, config: Config | None = None, strategy: Strategy | str | None = None) -> Pair | None:
         """The reference against ``strategy`` (the plain run's ``dynamic`` by default) at ``config``."""
         config = config or self._only_config()
-        others = [s for s in self.strategies if s != REFERENCE]
+        others = self._other_strategies()
         other = strategy or (others[0] if len(others) == 1 else None)
         if other is None:
             raise KVMagicError(f"a comparison of strategies has a speed-up per strategy: name one of {self._others()}")
@@ -95,6 +95,11 @@ class BenchmarkRecord:
     def pairs(self) -> list[Pair]:
         """Every configuration's pair (the plain run's), in order."""
         return [p for config in self.configs if (p := self.pair(config)) is not None]
+
+    def only_pair(self, config: Config) -> Pair | None:
+        """The reference against the one other strategy at ``config``, where the rows hold just those two (the
+        plain run, or ``--cache off,static``): what a note about "the" speed-up reads."""
+        return self.pair(config) if len(self._other_strategies()) == 1 else None
 
     @property
     def speedup(self) -> float:
@@ -118,7 +123,8 @@ class BenchmarkRecord:
         return pd.DataFrame(columns, index=index)
 
     def shown_name(self, strategy: Strategy) -> str:
-        """How tables and notes name a strategy: the plain run's two as ``uncached`` and ``cached``."""
+        """How tables and notes name a strategy: the plain run's two as ``uncached`` and ``cached``, the names its
+        side-by-side view (report.table, the other place the plain run differs) gives their columns."""
         return PAIR_COLUMNS.get(strategy, str(strategy)) if self.plain else str(strategy)
 
     def setup(self) -> dict[str, Any]:
@@ -133,11 +139,14 @@ class BenchmarkRecord:
             raise KVMagicError(f"this result has {len(configs)} configurations: name one (result.configs lists them)")
         return configs[0]
 
+    def _other_strategies(self) -> list[Strategy]:
+        return [s for s in self.strategies if s != REFERENCE]
+
     def _others(self) -> str:
-        return ", ".join(str(s) for s in self.strategies if s != REFERENCE)
+        return ", ".join(map(str, self._other_strategies()))
 
     def __repr__(self) -> str:
-        if self.plain:
+        if len(self._other_strategies()) == 1:
             rows = ", ".join(f"{p.config.prompt_tokens}+{p.config.new_tokens}"
                              f"{f'x{p.config.batch}' if p.config.batch > 1 else ''} tokens: {p.speedup:.2f}x"
                              for p in self.pairs())  # fmt: skip

@@ -65,7 +65,7 @@ def limits_notes(result: BenchmarkRecord) -> list[str]:
     if not found or result.hardware is None:
         return []
     config, limits = max(found, key=lambda pair: (pair[0].prompt_tokens + pair[0].new_tokens, pair[0].batch))
-    pair = result.pair(config) if result.plain else None
+    pair = result.only_pair(config)
     # A cache comparison's rows say each strategy's share of its bound (of_limit); the note, what governs.
     note = limits_note(limits) if pair is None else limits_note(limits, pair.reference.median_s, pair.other.median_s)
     return [f"limits ({result.hardware.describe()}), at {config}: {note}"]

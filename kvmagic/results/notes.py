@@ -37,8 +37,8 @@ def notes(result: BenchmarkRecord) -> list[str]:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
         found.append(f"the model ships {settings}: turned off here, so its own defaults generate differently")
     for config in result.configs:
-        # The plain run's view has no first_mismatch column, so where its tokens first differed is said here.
-        pair = result.pair(config) if result.plain else None
+        # Where the one other strategy's tokens first differed, in words (the plain run's view has no column for it).
+        pair = result.only_pair(config)
         differed = pair.mismatch if pair is not None else None
         if pair is not None and differed is not None:
             m, mismatch = differed

@@ -171,7 +171,9 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     import pandas as pd
 
     sizes = result.facts.kv_sizes
-    if not result.plain:  # the one place the plain run differs: its view of the rows, side by side
+    if (
+        not result.plain
+    ):  # one of the two places the plain run differs (the other: shown_name): it is shown as its two rows side by side
         return _strategy_table(result)
     divided = result.split is not None
     extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]

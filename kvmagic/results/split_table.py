@@ -65,7 +65,7 @@ def split_notes(result: BenchmarkRecord) -> list[str]:
     agree = all(m.ranks.agree for m in result.measurements if m.ranks is not None)
     same = "; every rank generated the same tokens" if agree else ""
     found = [f"split over {result.split}; times are the slowest rank's{same}"]
-    pairs = result.pairs() if result.plain else []
+    pairs = [pair for config in result.configs if (pair := result.only_pair(config)) is not None]
     if pairs:
         pair = max(pairs, key=lambda p: (p.config.prompt_tokens + p.config.new_tokens, p.config.batch))
         values = split_values(pair)

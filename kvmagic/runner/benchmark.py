@@ -17,6 +17,7 @@ from kvmagic.core.sequential import first_stop
 from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
+from kvmagic.core.strategy import PAIR, Strategy
 from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
@@ -40,7 +41,6 @@ from kvmagic.runner.split_run import put_together
 if TYPE_CHECKING:
     from transformers import BatchEncoding
 
-    from kvmagic.core.strategy import Strategy
     from kvmagic.measure.loaded import LoadedModel
 
 __all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
@@ -145,16 +145,16 @@ def _bound(loaded: LoadedModel) -> tuple[ModelShape, Hardware]:
 
 
 def _warm(plan: Plan, prompt_tokens: int) -> None:
-    """Warm up each strategy at this prompt length. With ``cache``, every strategy runs at least one
-    token (a backend builds its kernels on first use), and one that fails here is skipped with the
-    error as its reason instead of ending the run."""
+    """Warm up each strategy at this prompt length for the warm-up tokens asked; where any strategy is more than
+    the cache off and on, every one runs at least one token (a backend builds its kernels on first use, and the
+    reference must start as warm as what it is compared with). One that fails here is skipped with the error as
+    its reason instead of ending the run."""
     inputs, tokens = plan.inputs[prompt_tokens], plan.spec.warmup_tokens
-    if plan.spec.plain:
-        warm_up(plan.loaded, inputs, tokens, plan.runnable)
-        return
+    if any(strategy.strategy not in PAIR for strategy in plan.runnable):
+        tokens = max(tokens, 1)
     for strategy in plan.runnable:
         if not strategy.strategy.compiled:  # a compiled strategy warms up at each configuration's own shape
-            plan.attempt(strategy, partial(warm_up, plan.loaded, inputs, max(tokens, 1), [strategy]))
+            plan.attempt(strategy, partial(warm_up, plan.loaded, inputs, tokens, [strategy]))
 
 
 def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[Strategy, float]:

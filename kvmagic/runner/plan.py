@@ -25,7 +25,7 @@ from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import kv_sizes
 from kvmagic.measure.split_lockstep import any_reason, slowest
-from kvmagic.measure.strategies import Setup, checked, plain_pair, setups
+from kvmagic.measure.strategies import Setup, checked, setups
 from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge
 from kvmagic.runner.prompt import check_positions, prompt_inputs, text_ids
@@ -69,10 +69,11 @@ class Plan:
     def attempt(self, strategy: Setup, run: Callable[[], T]) -> T | None:
         """``run()``; a strategy whose run fails (not for memory) is skipped with the error as its reason.
 
-        Only a comparison of strategies tolerates it: in the plain off/on run an error is the user's to see.
-        Across ranks, a strategy that failed on one is skipped on every one, with the first failing rank's reason.
+        The cache off and on (``off``, ``dynamic``) are the model's own ``generate``: an error there is the model's,
+        the user's to see. Across ranks, a strategy that failed on one is skipped on every one, with the first
+        failing rank's reason.
         """
-        if self.spec.plain:
+        if strategy.strategy in PAIR:
             return run()
         found, failed = None, ""
         try:
@@ -110,11 +111,8 @@ class Budget:
 
 def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
     """Resolve the strategies, tokenize, and check every configuration fits the model."""
-    if spec.plain:
-        chosen = list(plain_pair(loaded))
-    else:
-        warm = spec.prefix is not None
-        chosen = setups(loaded, checked(spec.cache or PAIR), kv_bits=spec.kv_bits, compile=spec.compile, prefix=warm)
+    warm = spec.prefix is not None
+    chosen = setups(loaded, checked(spec.cache or PAIR), kv_bits=spec.kv_bits, compile=spec.compile, prefix=warm)
     inputs, natural_tokens, prefix_tokens = prompt_inputs(loaded, prompt, spec)
     configs = configurations(list(inputs), spec.new_tokens, spec.batch)
     forced = None if spec.quality_text is None else text_ids(loaded, spec.quality_text)
