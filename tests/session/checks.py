@@ -13,7 +13,7 @@ from .cells import USER_NAMES, State
 from .inside import MISSING
 from .record import ANSI, Record, rendered
 
-__all__ = ["COLUMNS", "facts_problems", "kernel_problems", "terminal_problems", "width"]
+__all__ = ["BAR", "COLUMNS", "STILL_S", "facts_problems", "kernel_problems", "still_s", "terminal_problems", "width"]
 
 COLUMNS = 100
 _ERROR_LINE = re.compile(r"^\s*[A-Z]\w*(Error|Exception|Interrupt)\b")
@@ -22,7 +22,8 @@ _USAGE = re.compile(r"^\s*(?:usage:\s*)?(%{1,2}kvbench) \[")
 # IPython's own title over every magic's help (%timeit? too), and a terminal's blank lines around it.
 _TITLE = re.compile(r"^\s*(Docstring:)?\s*$")
 _WARNING = re.compile(r"\b[A-Z]\w*Warning: ")
-_BAR = re.compile(r"(\d+)%\|")
+BAR = re.compile(r"(\d+)%\|[^\r\n]*\]")  # a terminal's bar, from its percentage to the end of its clock
+STILL_S = 2.0  # a run's bar redraws every second, so it advances within this long of appearing
 # An interrupt as a kernel names it: Python's own, or kvmagic's, which shows itself as one line.
 INTERRUPTS = ("KeyboardInterrupt", "Interrupted")
 
@@ -113,9 +114,18 @@ def terminal_problems(record: Record) -> list[str]:
             problems.append(f"expected nothing displayed, got {record.results}")
         elif expect == "help":
             problems += _help_problems(output, record.cell.value)
-        bars = [line for line in rendered(record.screen) if (bar := _BAR.search(line)) and int(bar.group(1)) < 100]
+        bars = [line for line in rendered(record.screen) if (bar := BAR.search(line)) and int(bar.group(1)) < 100]
         problems += [f"an unfinished progress bar left on the screen: {line.strip()!r}" for line in bars]
+        if record.marks and still_s(record.marks) > STILL_S:
+            problems.append(f"the progress bar held still for {still_s(record.marks):.1f} s after it appeared")
     return problems
+
+
+def still_s(marks: list[tuple[float, str]]) -> float:
+    """How long a terminal's bar held still after it first drew: until what it reads first changed (its
+    percentage, or its clock), or for all it was drawn if it never did."""
+    first, read = marks[0]
+    return next((at for at, shown in marks if shown != read), marks[-1][0]) - first
 
 
 def _segments(screen: str) -> list[str]:

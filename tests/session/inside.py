@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["MISSING", "facts", "show_every_bar"]
+__all__ = ["MISSING", "facts", "show_every_bar", "slow_forward"]
 
 MISSING = "<missing>"
 
@@ -65,4 +65,19 @@ def show_every_bar(every: bool = True) -> None:
     runner.PROGRESS_AFTER_S = 0.0 if every else shipped
 
 
+def slow_forward(seconds: float) -> None:
+    """Make every forward of the loaded model take ``seconds`` longer (0: as it was), so that a run lasts long
+    enough to watch its bar on any machine, as a real model's does."""
+    import time
+
+    for hook in _HOOKS:
+        hook.remove()
+    _HOOKS.clear()
+    if seconds:
+        shell = __import__("IPython").get_ipython()
+        model = shell.magics_manager.registry["KVMagics"].loaded.model
+        _HOOKS.append(model.register_forward_pre_hook(lambda module, args: time.sleep(seconds)))
+
+
 _SHIPPED: dict[str, float] = {}
+_HOOKS: list[Any] = []

@@ -15,7 +15,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from .cells import Kind
-from .checks import kernel_problems
+from .checks import STILL_S, kernel_problems
 from .play import Ledger
 from .record import Record
 from .widgets import Widgets
@@ -62,6 +62,11 @@ class KernelSession:
             assert reply["status"] == "ok", reply
             self.every_bar = every
 
+    def slow(self, seconds: float) -> None:
+        """Every forward of the loaded model waits ``seconds`` more (see :func:`tests.session.inside.slow_forward`)."""
+        reply = self.quietly(f"{INSIDE}.slow_forward({seconds})")
+        assert reply["status"] == "ok", reply
+
     def close(self) -> None:
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
@@ -102,7 +107,23 @@ class KernelSession:
             self.excused.update(model for model in here if bars[model] == "danger")
         record.bars = {model: self.widgets.text(model) for model in bars if model not in self.excused}
         self.excused.update(record.bars)  # reported once, by the cell that left it
-        return kernel_problems(record) + [f"a progress bar left unfinished: {text}" for text in record.bars.values()]
+        problems = kernel_problems(record) + [
+            f"a progress bar left unfinished: {text}" for text in record.bars.values()
+        ]
+        return problems + self._motion(record)
+
+    def _motion(self, record: Record) -> list[str]:
+        """A finished run's bars advanced within :data:`STILL_S` of appearing, and ended full."""
+        if record.expect not in ("result", "quiet"):
+            return []
+        problems = []
+        for bar in self.widgets.progress(self.cells - 1):
+            still, text = self.widgets.still_s(bar), self.widgets.text(bar)
+            if still > STILL_S:
+                problems.append(f"a progress bar held still for {still:.1f} s after it appeared: {text}")
+            if not self.widgets.full(bar):
+                problems.append(f"a progress bar ended short of full: {text}")
+        return problems
 
     def _drain(self, msg_id: str, record: Record | None, *, interrupt: bool) -> None:
         """Read the cell's iopub messages until the kernel is idle again."""

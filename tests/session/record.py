@@ -42,6 +42,7 @@ class Record:
     help: str = ""  # a pager's text (the kernel's payload)
     screen: str = ""  # terminal: everything drawn from the end of the input to the next prompt
     bars: dict[str, str] = field(default_factory=dict)  # unfinished bars after the cell
+    marks: list[tuple[float, str]] = field(default_factory=list)  # terminal: (seconds, what it read) as each bar drew
     facts: dict[str, Any] = field(default_factory=dict)
     rss: int = 0
     seconds: float = 0.0

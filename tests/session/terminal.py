@@ -17,7 +17,7 @@ from typing import Any
 import pexpect
 
 from .cells import Kind
-from .checks import COLUMNS, terminal_problems
+from .checks import BAR, COLUMNS, terminal_problems
 from .kernel import CELL_TIMEOUT_S, INSIDE, PROBE, STARTED
 from .play import Ledger
 from .record import Record, rendered
@@ -70,12 +70,14 @@ class TerminalSession:
             if echo:  # the echo of the line just typed is the user's, not the cell's output
                 self.child.expect("\n", timeout=TYPING_TIMEOUT_S)
                 drawn, output, echo = drawn + output + self.child.before + self.child.after, "", False
-            index = self.child.expect([CONTINUATION, PROMPT, STARTED] if interrupt else [CONTINUATION, PROMPT])
+            index = self.child.expect([CONTINUATION, PROMPT, BAR, *([STARTED] if interrupt else [])])
             output += self.child.before + self.child.after
             if index == 0:  # not complete yet: one more blank line
                 self.child.send("\r")
                 echo = True
-            elif index == 2:
+            elif index == 2:  # a bar drawn: when, and how far
+                record.marks.append((time.monotonic() - started, self.child.match.group(0)))
+            elif index == 3:
                 self.child.sendintr()
                 interrupt = False
             else:
@@ -92,6 +94,12 @@ class TerminalSession:
 
     def problems(self, record: Record) -> list[str]:
         return terminal_problems(record)
+
+    def slow(self, seconds: float) -> None:
+        """Every forward of the loaded model waits ``seconds`` more (see :func:`tests.session.inside.slow_forward`)."""
+        self.child.send(f"{INSIDE}.slow_forward({seconds})\r")
+        self.child.expect(PROMPT)
+        self.count = int(self.child.match.group(1))
 
     def facts(self, names: str, outputs: tuple[int, ...], results: str) -> dict[str, Any]:
         """The probe's view of the namespace, printed by a cell of its own: print() leaves ``_`` and ``Out``."""

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from .cells import SCRIPTED, dealt
-from .kernel import KernelSession
+from .cells import SCRIPTED, SETUP, bench, dealt
+from .kernel import STILL_S, KernelSession
 from .play import ROOT, Pool, environment, play
 
 SEED, HANDS = 20, 3  # the vocabulary, shuffled, dealt into three sequences
@@ -39,3 +39,19 @@ def test_a_random_session_in_a_kernel(kernels: Pool, hand: int) -> None:
     with kernels.session() as kernel:
         kernel.show_every_bar(True)
         play(f"random, seed {SEED}, hand {hand + 1} of {HANDS}", dealt(SEED, HANDS)[hand], kernel)
+
+
+def test_a_runs_bar_moves_within_two_seconds_and_ends_full(kernels: Pool) -> None:
+    """On a model slow enough to watch (each forward waits 50 ms more: 80 of them take 4 s, so the run outlasts the check on any
+    machine), the bar as shipped advances within STILL_S of appearing and ends full; the check is not vacuous."""
+    with kernels.session() as kernel:
+        kernel.show_every_bar(False)
+        play("setup", SETUP, kernel)
+        kernel.slow(0.05)
+        try:
+            play("a slow model's run", [bench("-n 40 -w 0")], kernel)
+        finally:
+            kernel.slow(0.0)
+        bars = kernel.widgets.progress(kernel.cells - 1)
+        assert bars, "the run showed no progress bar"
+        assert all(kernel.widgets.last[bar] - kernel.widgets.opened[bar] > STILL_S for bar in bars)
