@@ -91,8 +91,8 @@ def test_a_launch_returns_the_result_and_shows_it_as_any_other(shell: Any, tmp_p
     assert result.split is not None and result.split.size == 2
     assert all(m.ranks and m.ranks.agree for m in result.measurements)
     assert BenchmarkResult.read_json(tmp_path / "run.json").to_dict() == result.to_dict()  # --save, in the kernel
-    err = capsys.readouterr().err
-    assert err.count("split over 2 ranks (gloo)") == 1 and "USDT" not in err  # rank 0's progress, streamed
+    out = capsys.readouterr().out
+    assert out.count("split over 2 ranks (gloo)") == 1 and "USDT" not in out  # rank 0's progress, streamed
     again = shell.run_line_magic("kvbench", f"--tp 2 {SHORT} {compared} -o --compare {tmp_path / 'run.json'} {PROMPT}")
     assert "speedup_change" in again.to_dataframe().columns
 

@@ -90,7 +90,9 @@ def launch_request(
     _check_devices(ranks)
     words = [*load_words(load), *bench_words(spec), *(["-q"] if quiet else [])]
     texts = {"--prompt-file": prompt, "--quality-text": spec.quality_text}
-    return launch(ranks, words, texts, echo=None if quiet else sys.stderr)
+    if not quiet:  # a notebook shows the ranks' load summary and bar as ordinary output, from the first second
+        print(f"kvbench --tp {ranks}: starting {ranks} ranks, each loading {name}", flush=True)
+    return launch(ranks, words, texts, echo=None if quiet else sys.stdout)
 
 
 def _check_devices(ranks: int) -> None:
