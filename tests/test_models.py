@@ -185,6 +185,7 @@ def test_the_command_refuses_before_any_model_loads(args: list[str], message: st
         ("%%kvbench -m tiny,tiny", r"^-m names 'tiny' twice: name each model once$"),
         ("%%kvbench --random-weights",
          r"^--random-weights builds the models -m names: add -m MODEL, or use %kvload MODEL --random-weights$"),
+        ("%%kvbench -m tiny --random-weights", r"^-m tiny has seeded random weights already: drop --random-weights$"),
         ("%%kvbench -m tiny,somewhere/else --tp 2", r"^--tp splits one model over its ranks, not each of several -m"),
         ("%%kvbench -m tiny,no-such-org/no-such-model", r"no-such-org/no-such-model"),
     ],

@@ -11,6 +11,7 @@ import argparse
 import os
 
 from kvmagic.errors import KVMagicError
+from kvmagic.model.tiny import TINY_NAME
 
 __all__ = ["check_models_request", "model_names"]
 
@@ -30,10 +31,14 @@ def model_names(text: str | None) -> list[str]:
 
 
 def check_models_request(args: argparse.Namespace, names: list[str]) -> None:
-    """Refuse what several models cannot be asked together, and (the notebook's) random weights with no model named."""
+    """Refuse what several models cannot be asked together, and random weights for tiny alone or (in the notebook)
+    for no model named."""
     if getattr(args, "random_weights", False) and not names:
         raise KVMagicError("{random_weights} builds the models {models} names: add {models} MODEL, or use "
                            "%kvload MODEL --random-weights", "random_weights", "models")  # fmt: skip
+    if getattr(args, "random_weights", False) and names == [TINY_NAME]:
+        raise KVMagicError("{models} tiny has seeded random weights already: drop {random_weights}", "models",
+                           "random_weights")  # fmt: skip
     if len(names) < 2:
         return
     for name, why in _ONE_MODEL.items():

@@ -121,7 +121,7 @@ class Option:
 
 
 LOAD_OPTIONS: tuple[Option, ...] = (
-    Option(("model",), "Hub id, local directory, or 'tiny' (offline). kvbench -m (and %%kvbench -m) takes several, "
+    Option(("model",), "Hub id, local directory, or 'tiny' (offline). kvbench -m (and %%%%kvbench -m) takes several, "
            "comma-separated: each measured in turn, side by side in one table.", "model", DEFAULT_MODEL,
            metavar="MODEL", configurable=True, cli_flags=("-m", "--model"), examples=("tiny",)),
     Option(("--dtype",), f"One of {', '.join(DTYPES)}; auto is float16 on CUDA, float32 otherwise.", "dtype", "auto",

@@ -98,8 +98,8 @@ def _shape_sentence(row: dict[str, Any], shape: ModelShape) -> str:
     if kv_heads == heads:
         grouping = f"{heads} attention heads, each with its own KV head"
     else:
-        shared = "1 KV head" if kv_heads == 1 else f"{kv_heads} KV heads"
-        grouping = f"{heads} attention heads share {shared} (groups of {row['group_size']})"
+        groups = f"a group of {heads}" if kv_heads == 1 else f"groups of {row['group_size']}"
+        grouping = f"{heads} attention heads share {kv_heads} KV head{'s' * (kv_heads > 1)} ({groups})"
     per_token = f"{row['token_kv_bytes']:,} KV bytes per token"
     if sliding and shape.cache_windows:
         per_token += f", {row['windowed_token_kv_bytes']:,} past the window (the full-attention layers')"
