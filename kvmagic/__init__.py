@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from .model.loading import DEFAULT_MODEL, LoadedModel, load_model
     from .model.split_loading import load_split_model
     from .results.compare import Comparison, compare
+    from .results.models_result import ModelsResult
     from .results.result import BenchmarkResult
     from .runner.benchmark import run_benchmark
+    from .runner.models_run import run_models
 
 
 __all__ = [
@@ -33,12 +35,14 @@ __all__ = [
     "Comparison",
     "KVMagicError",
     "LoadedModel",
+    "ModelsResult",
     "__version__",
     "compare",
     "load_ipython_extension",
     "load_model",
     "load_split_model",
     "run_benchmark",
+    "run_models",
     "unload_ipython_extension",
 ]
 
@@ -48,6 +52,8 @@ _LAZY = {
     "load_model": "model.loading",
     "load_split_model": "model.split_loading",
     "run_benchmark": "runner.benchmark",
+    "run_models": "runner.models_run",
+    "ModelsResult": "results.models_result",
     "BenchmarkResult": "results.result",
     "BenchSpec": "core.spec",
     "Comparison": "results.compare",

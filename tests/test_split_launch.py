@@ -132,7 +132,10 @@ def test_an_interrupted_launch_stops_every_process(capsys) -> None:
             "--tp 1000 -m somewhere/unreadable",
             r"^--tp 1000: this machine has \d+ (GPUs|CPU cores and no GPU), one per rank",
         ),
-        ("-m tiny", r"^-m names the model that --tp's ranks load: add --tp 2, or load the model here with %kvload$"),
+        (
+            "--tp 2 -m tiny,somewhere/else",
+            r"^--tp splits one model over its ranks, not each of several -m: drop it, or name one model$",
+        ),
     ],
 )
 def test_refused_before_any_process_starts(shell: Any, line: str, said_: str) -> None:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from kvmagic.core.spec import BenchSpec
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Option
-from kvmagic.results.columns import FRONTIER_MEANINGS, MEANINGS, column
+from kvmagic.results.columns import FRONTIER_MEANINGS, MEANINGS, SHAPE_MEANINGS, column
 from kvmagic.results.compare import COMPARE_COLUMNS
 from kvmagic.results.frontier_table import FRONTIER_COLUMNS
 from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
+from kvmagic.results.models_table import MODEL_COLUMN, SHAPE_COLUMNS
 from kvmagic.results.prefix_table import PREFIX_COLUMNS
 from kvmagic.results.report import COLUMNS, PREDICTED_COLUMNS, STRATEGY_COLUMNS
 from kvmagic.results.shown import SHOWN_COLUMNS, SHOWN_STRATEGY_COLUMNS
@@ -123,9 +124,10 @@ def columns_page() -> str:
             "The DataFrame `%%kvbench` returns (`result.to_dataframe()`), `-o`, `--save` and the command's `csv`,",
             "`json` and `markdown` formats hold every column below. The table shown first, in a notebook or a",
             "terminal, keeps the columns marked (shown), so that it fits 100 columns of text; `--wide` shows every",
-            "one, in a terminal in blocks of columns that each fit 100 columns, each block led by `prompt_tokens`,",
-            "`new_tokens` (`batch` where some row has a batch over 1) and `strategy` where there is one. Numbers in",
-            "either have 4 significant digits, ratios 3, and a missing one is blank; the short table gives the",
+            "one, in a terminal in blocks of columns that each fit 100 columns, each block led by `model` where models",
+            "sit side by side, `prompt_tokens`, `new_tokens` (`batch` where some row has a batch over 1) and",
+            "`strategy` where there is one. Numbers in either have 4 significant digits, ratios 3, and a missing one",
+            "is blank; the short table gives the",
             "speed-up its interval in the same cell where there is one (`4.17 [3.92, 4.52]`). Where a row would still",
             "pass 100 columns, the least needed go first: `peak_mib`, then `tok_s`, `top1_agreement`, `kl_nats` and",
             "`kv_cache_mib` (where quality was read and there are footnotes, `identical` goes before `kl_nats`: each",
@@ -178,6 +180,17 @@ def columns_page() -> str:
             "Either table gains, per row matched by configuration and strategy:",
             "",
             *_column_rows(COMPARE_COLUMNS, MEANINGS, SHOWN_COLUMNS),
+            "",
+            "## Models side by side: `-m A,B` (kvmagic/results/models_table.py)",
+            "",
+            "Either table, one model's rows after another's, is led by:",
+            "",
+            *_column_rows((MODEL_COLUMN,), MEANINGS, SHOWN_COLUMNS),
+            "",
+            "and `models.shape_table()` (`SHAPE_COLUMNS`) has a row per model, which the notes beneath the table say",
+            "in a sentence each:",
+            "",
+            *_column_rows(SHAPE_COLUMNS, SHAPE_MEANINGS),
             "",
             "## `--frontier`: `frontier_table(result)` (`FRONTIER_COLUMNS`, kvmagic/results/frontier_table.py)",
             "",

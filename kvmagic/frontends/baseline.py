@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
+    from kvmagic.results.models_result import ModelsResult
     from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["finish", "read_baseline"]
@@ -29,12 +30,14 @@ def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
     return baseline
 
 
-def finish(args: argparse.Namespace, result: BenchmarkResult, baseline: BenchmarkResult | None) -> Any:
+def finish(args: argparse.Namespace, result: BenchmarkResult | ModelsResult, baseline: BenchmarkResult | None) -> Any:
     """Save the result if asked; return what to show: the result, or its comparison with the baseline."""
     if args.save:
         result.save(args.save)
     if baseline is None:
         return result
     from kvmagic.results.compare import compare
+    from kvmagic.results.result import BenchmarkResult
 
+    assert isinstance(result, BenchmarkResult)  # several models are refused a baseline before they run
     return compare(result, baseline)

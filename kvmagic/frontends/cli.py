@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from kvmagic.errors import KVMagicError, one_line
 from kvmagic.frontends.baseline import finish, read_baseline
 from kvmagic.frontends.helppage import Formatter, add_grouped, describe, fitted
+from kvmagic.frontends.models_request import check_models_request, model_names
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -34,8 +35,11 @@ from kvmagic.frontends.split_rank import join_ranks, quiet_rank, report_error, r
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.compare import Comparison
     from kvmagic.results.gate import Threshold
+    from kvmagic.results.models_result import ModelsResult
     from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["FORMATS", "error_line", "main", "parser"]
@@ -61,7 +65,8 @@ can be piped. Exit status: 0; 1 when --fail-on finds a regression; 2 on a mistak
 _EXAMPLES = """kvbench -m tiny -n 16 'The KV cache'
 echo 'The KV cache' | kvbench -m tiny -n 16,64 --format csv
 kvbench -m tiny -r 3 --save before.json 'The KV cache'
-kvbench -m tiny -r 3 --compare before.json 'The KV cache'"""
+kvbench -m tiny -r 3 --compare before.json 'The KV cache'
+kvbench -m tiny,google/gemma-3-270m --random-weights -n 8 -p 32,128 'The KV cache'"""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -96,7 +101,7 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     return prompt
 
 
-def render(shown: BenchmarkResult | Comparison, kind: str, wide: bool = False) -> str:
+def render(shown: BenchmarkResult | ModelsResult | Comparison, kind: str, wide: bool = False) -> str:
     """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes.
 
     ``table`` is for reading in a terminal: the shown columns, fitting 100 columns (every column if
@@ -183,19 +188,24 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     from kvmagic.model.split_loading import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
 
+    configured = defaults()
+    kwargs = load_kwargs(args, configured)
+    names = model_names(kwargs["name"])
+    check_models_request(args, names)
     if args.tp:  # in or out of torchrun, before the request's own checks and any process group
         check_split_request(args, device_map=args.device_map)
     split = join_ranks(args, argv) is not None
     thresholds = _fail_on(args)
     prompt = read_prompt(args, stdin)
-    configured = defaults()
     baseline = read_baseline(args)
     spec = bench_spec(args, configured)
-    kwargs = load_kwargs(args, configured)
-    loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
-    _say(fitted(loaded.summary(), ""), args)
-    result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
-    report_result(result)
+    if len(names) > 1:
+        result: Any = _side_by_side(args, names, kwargs, prompt.strip(), spec)
+    else:
+        loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
+        _say(fitted(loaded.summary(), ""), args)
+        result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
+        report_result(result)
     shown: Any = finish(args, result, baseline)
     if not args.quiet:
         sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
@@ -206,6 +216,20 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     if split:
         leave()
     return status
+
+
+def _side_by_side(
+    args: argparse.Namespace, names: list[str], kwargs: dict[str, Any], prompt: str, spec: BenchSpec
+) -> ModelsResult:
+    """Models side by side: each loaded (its summary said as it loads), measured and released in turn."""
+    from kvmagic.runner.models_run import run_models
+
+    load = {key: value for key, value in kwargs.items() if key != "name"}
+
+    def said(loaded: LoadedModel) -> None:
+        _say(fitted(loaded.summary(), ""), args)
+
+    return run_models(names, prompt, spec, load=load, progress=not args.quiet, on_load=said)
 
 
 def _fail_on(args: argparse.Namespace) -> tuple[Threshold, ...]:

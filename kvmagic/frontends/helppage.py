@@ -21,11 +21,14 @@ WIDTH = 100  # the columns of the terminal a page or a message is made to fit
 
 # The benchmark's options by purpose, as parameter names, each in one group (tests/test_help.py checks).
 BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("what to measure", ("new_tokens", "prompt_tokens", "batch", "chat", "expand", "prefix")),
+    (
+        "what to measure",
+        ("new_tokens", "prompt_tokens", "batch", "chat", "expand", "prefix", "models", "random_weights"),
+    ),
     ("how long", ("repeat", "ci_target", "auto_cap", "warmup_tokens", "max_seconds", "threads")),
     ("what to show", ("output", "var", "quiet", "wide", "plot", "steps", "save", "compare", "fail_on")),
     ("strategies", ("cache", "quality", "quality_text", "kv_bits", "compile")),
-    ("scale", ("predict", "limits", "frontier", "tp", "tp_model")),
+    ("scale", ("predict", "limits", "frontier", "tp")),
 )
 _INDENT = 22  # where the overview's flags start
 

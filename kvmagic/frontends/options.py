@@ -121,7 +121,8 @@ class Option:
 
 
 LOAD_OPTIONS: tuple[Option, ...] = (
-    Option(("model",), "Hub id, local directory, or 'tiny' (offline).", "model", DEFAULT_MODEL,
+    Option(("model",), "Hub id, local directory, or 'tiny' (offline). kvbench -m (and %%%%kvbench -m) takes several, "
+           "comma-separated: each measured in turn, side by side in one table.", "model", DEFAULT_MODEL,
            metavar="MODEL", configurable=True, cli_flags=("-m", "--model"), examples=("tiny",)),
     Option(("--dtype",), f"One of {', '.join(DTYPES)}; auto is float16 on CUDA, float32 otherwise.", "dtype", "auto",
            configurable=True, choices=DTYPES, examples=("float32", "bfloat16")),
@@ -236,8 +237,14 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "torchrun (python -m torch.distributed.run --nproc-per-node N) in a subprocess, shows its progress, and "
            "returns its result as any other.", "tp", type=at_least_one, metavar="N",
            hosts=("magic",), examples=("2",)),
-    Option(("-m", "--model"), "With --tp: the model the ranks load (default: the one %%kvload loaded, with its "
-           "options).", "tp_model", metavar="MODEL", hosts=("magic",), examples=("tiny",)),
+    Option(("-m", "--model"), "Measure these models instead of the one %%kvload loaded, which stays loaded: one, or "
+           "several comma-separated (one table with a model column), each loaded in turn with the dtype, device map "
+           "and attention of %%config KVMagics and released before the next. With --tp: the one model the ranks "
+           "load (default: the one %%kvload loaded, with its options).", "models", metavar="MODEL[,MODEL...]",
+           hosts=("magic",), examples=("tiny",)),
+    Option(("--random-weights",), "With -m: build each model but tiny (whose weights are random already) from its "
+           "config with seeded random weights, as %%kvload --random-weights does.", "random_weights",
+           action="store_true", hosts=("magic",), examples=("",)),
 )  # fmt: skip
 
 

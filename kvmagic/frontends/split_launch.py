@@ -45,15 +45,13 @@ def launch_cell(
     configured: Mapping[str, Any],
 ) -> BenchmarkResult:  # fmt: skip
     """``%%kvbench --tp N [-m MODEL]``: the model ``%kvload`` loaded (with the options it was loaded with), or
-    the one ``-m`` names (with the configured dtype and attention), on N ranks."""
-    if args.tp is None:
-        raise KVMagicError("{tp_model} names the model that {tp}'s ranks load: add {tp} 2, or load the model here "
-                           "with %kvload", "tp_model", "tp")  # fmt: skip
-    own = loaded if loaded is not None and args.tp_model in (None, loaded.name) else None
-    if own is None and args.tp_model is None:
-        raise KVMagicError("no model loaded: run %kvload MODEL first, or name the model with {tp_model}", "tp_model")
+    the one ``-m`` names (with the configured dtype and attention, and ``--random-weights``), on N ranks."""
+    own = loaded if loaded is not None and args.models in (None, loaded.name) else None
+    if own is None and args.models is None:
+        raise KVMagicError("no model loaded: run %kvload MODEL first, or name the model with {models}", "models")
     keys = ("dtype", "attn_implementation")
-    load = _load_of(own, loaded_with) if own else {"name": args.tp_model, **{key: configured[key] for key in keys}}
+    named = {"name": args.models, "random_weights": args.random_weights, **{key: configured[key] for key in keys}}
+    load = _load_of(own, loaded_with) if own else named
     config = own.model.config if own else None
     return launch_request(args.tp, load, spec, prompt, config=config, quiet=bool(args.quiet))
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL", "DEVICE_MAP_STRATEGIES", "DTYPES", "LoadedModel", "check_attention",
-    "check_device_map", "check_gguf", "load_model", "local_path", "offline_source",
+    "check_device_map", "check_gguf", "check_model", "load_model", "local_path", "offline_source",
     "quiet_progress_bars", "resolve_dtype", "without_progress_bars",
 ]  # fmt: skip
 
@@ -212,11 +212,7 @@ def _build_random(
     """``name``'s architecture from its config (cached, a directory's, or shipped) with seeded random weights."""
     from kvmagic.model.random_weights import build_random
 
-    if gguf_file:
-        raise KVMagicError("{random_weights} builds from a config, not from {gguf_file}: drop one of them",
-                           "random_weights", "gguf_file")  # fmt: skip
-    if name == TINY_NAME:
-        raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
+    _check_random(name, gguf_file)
     start = time.perf_counter()
     try:
         model, tokenizer, stand_in = build_random(local_path(name), dtype, device_map, options, before_weights)
@@ -227,6 +223,43 @@ def _build_random(
     seconds = time.perf_counter() - start
     return LoadedModel(model, tokenizer, name, options["revision"], seconds, random_weights=True,
                        stand_in_tokenizer=stand_in)  # fmt: skip
+
+
+def _check_random(name: str, gguf_file: str | None) -> None:
+    if gguf_file:
+        raise KVMagicError("{random_weights} builds from a config, not from {gguf_file}: drop one of them",
+                           "random_weights", "gguf_file")  # fmt: skip
+    if name == TINY_NAME:
+        raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
+
+
+def check_model(
+    name: str,
+    *,
+    revision: str | None = None,
+    gguf_file: str | None = None,
+    random_weights: bool = False,
+    trust_remote_code: bool = False,
+) -> None:
+    """Refuse ``name`` as :func:`load_model` would, and where its config is not at hand, reading no weights: a
+    mistake in the third of several models is found before the first loads."""
+    if random_weights:
+        _check_random(name, gguf_file)
+        from kvmagic.model.random_weights import find_config
+
+        find_config(local_path(name), revision=revision, trust_remote_code=trust_remote_code)
+        return
+    source = _source(name, revision, gguf_file)
+    if name == TINY_NAME or Path(source).is_dir():
+        return
+    from transformers import AutoConfig
+
+    try:
+        with quiet_progress_bars():
+            AutoConfig.from_pretrained(offline_source(source, revision), revision=revision,
+                                       trust_remote_code=trust_remote_code)  # fmt: skip
+    except Exception as error:
+        raise explain(name, revision, error) from error
 
 
 def check_device_map(device_map: str | dict[str, Any] | None) -> None:

@@ -32,15 +32,15 @@ __all__ = [
 
 WIDTH = 100  # the terminal width the shown table is made to fit
 INTERVAL_HEADER = "speedup [95% CI]"  # the speed-up's column, where some row shows its interval beside it
-# In this order, each where the table has it: a baseline's change and a prediction come before the KV size.
-# "batch" shows only where some row has a batch over 1.
+# In this order, each where the table has it (``model`` where models sit side by side): a baseline's change and a
+# prediction come before the KV size. "batch" shows only where some row has a batch over 1.
 SHOWN_COLUMNS = (
-    "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "identical",
+    "model", "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "identical",
     "speedup_change", "significant", "predicted_speedup", "kv_cache_mib",
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
-    "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "speedup_change",
-    "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "note",
+    "model", "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical",
+    "speedup_change", "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH; then each, the most needed first, comes
 # back where the table fits with it.
@@ -52,7 +52,7 @@ _LEAST_NEEDED_LOSSY = ("peak_mib", "tok_s", "identical", "seconds", "kv_cache_mi
 _WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
 # What says which row a line of the wide table is: each block of its columns starts with these, where present
 # ("batch" where some row has a batch over 1).
-_IDENTIFYING = ("prompt_tokens", "new_tokens", "batch", "strategy")
+_IDENTIFYING = ("model", "prompt_tokens", "new_tokens", "batch", "strategy")
 
 
 def _missing(value: Any) -> bool:

@@ -1,0 +1,83 @@
+"""Models side by side as a picture: time, speed-up and the KV cache against the context, one colour per model.
+
+Each model's lines share its colour, each strategy its line style (the plain run's two as uncached and cached), so
+that what the shapes do shows at a glance: how the speed-up grows per model, and how each model's cache grows, by
+its group size and, in a sliding-window layer, up to its window only. The cache panel sets the bytes predicted from
+the config (dotted) beside the counted ones.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from kvmagic.core.strategy import FULL_CACHE, REFERENCE
+from kvmagic.errors import KVMagicError
+from kvmagic.results.plot import SweepFigure
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from kvmagic.core.config import Config
+    from kvmagic.core.strategy import Strategy
+    from kvmagic.results.benchmark_record import BenchmarkRecord
+    from kvmagic.results.models_record import ModelsRecord
+
+__all__ = ["plot_models"]
+
+MIB = 2**20
+_STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
+
+
+def plot_models(models: ModelsRecord) -> SweepFigure:
+    """Three panels against the context (prompt plus new tokens): time per generate, speed-up over the reference,
+    and the KV cache the caching strategies returned."""
+    if not any(r.measurements for r in models.results):
+        raise KVMagicError("nothing to plot: the benchmark finished no configuration")
+    figure = SweepFigure(figsize=(15.6, 4.4), layout="constrained")
+    times, speedups, memory = figure.subplots(1, 3)
+    colours = [f"C{index % 10}" for index in range(len(models.results))]
+    for result, colour in zip(models.results, colours):
+        _draw_model(times, speedups, memory, result, colour)
+    times.set(title="Time per generate (median)", ylabel="seconds")
+    speedups.set(title="Speed-up over the cache off", ylabel="times faster")
+    speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    memory.set(title="KV cache (dotted: predicted from the config)", ylabel="MiB")
+    for axis in (times, speedups, memory):
+        axis.set(xlabel="prompt + new tokens")
+        axis.legend(fontsize="small")
+        axis.grid(alpha=0.3)
+    partial = " (partial)" if models.partial else ""
+    figure.suptitle(f"Greedy generation, models side by side: {', '.join(models.models)}{partial}")
+    return figure
+
+
+def _draw_model(times: Axes, speedups: Axes, memory: Axes, result: BenchmarkRecord, colour: str) -> None:
+    for batch, configs in _by_batch(result).items():
+        xs = [c.prompt_tokens + c.new_tokens for c in configs]
+        label = result.model + (f", batch {batch}" if len(_by_batch(result)) > 1 else "")
+        for strategy, style in zip(result.strategies, _STYLES):
+            name = f"{label}, {result.shown_name(strategy)}"
+            found = [result.measurement(strategy, c) for c in configs]
+            times.plot(xs, [math.nan if m is None else m.median_s for m in found], style, color=colour, label=name)
+            if strategy == REFERENCE:
+                continue
+            speedups.plot(xs, _speedups(result, strategy, configs), style, color=colour, label=name)
+            memory.plot(xs, [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found], style,
+                        color=colour, label=name)  # fmt: skip
+        sizes = result.facts.kv_sizes
+        if sizes is not None and FULL_CACHE in result.strategies:
+            predicted = [sizes.after(*config) / MIB for config in configs]
+            memory.plot(xs, predicted, ":", color=colour, linewidth=1, label=f"_{label} predicted")
+
+
+def _by_batch(result: BenchmarkRecord) -> dict[int, list[Config]]:
+    found: dict[int, list[Config]] = {}
+    for config in sorted(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.prompt_tokens)):
+        found.setdefault(config.batch, []).append(config)
+    return found
+
+
+def _speedups(result: BenchmarkRecord, strategy: Strategy, configs: list[Config]) -> list[float]:
+    pairs = [result.pair(config, strategy) for config in configs]
+    return [math.nan if pair is None else pair.speedup for pair in pairs]
