@@ -20,6 +20,7 @@ import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.results.choice import MIN_STRATEGIES
 from kvmagic.results.columns import column
 
 if TYPE_CHECKING:
@@ -40,14 +41,17 @@ SHOWN_COLUMNS = (
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical", "speedup_change",
-    "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "note",
+    "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "pareto", "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH; then each, the most needed first, comes
 # back where the table fits with it.
-_LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "kv_cache_mib")
+_LEAST_NEEDED = ("peak_mib", "tok_s", "pareto", "top1_agreement", "kl_nats", "kv_cache_mib")
 # Where some strategy lost quality, both its figures stay to the last: `identical` goes first (each row whose
-# tokens differed keeps its footnote), then the seconds (the speed-up says them against off) and the bytes held.
-_LEAST_NEEDED_LOSSY = ("peak_mib", "tok_s", "identical", "seconds", "kv_cache_mib", "top1_agreement", "kl_nats")
+# tokens differed keeps its footnote), then the seconds (the speed-up says them against off), the trade-off
+# frontier's marks (the notes' paragraph names it) and the bytes held.
+_LEAST_NEEDED_LOSSY = (
+    "peak_mib", "tok_s", "identical", "seconds", "pareto", "kv_cache_mib", "top1_agreement", "kl_nats",
+)  # fmt: skip
 # Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
 _WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
 # What says which row a line of the wide table is: each block of its columns starts with these, where present
@@ -141,7 +145,19 @@ def _left_out(frame: pd.DataFrame, name: str) -> bool:
     """A column with nothing to say here: the batch where every row has one sequence, a figure no row has."""
     if name == "batch":
         return not _batched(frame)
+    if name == "pareto":
+        return not _compared(frame)
     return name in _WHERE_READ and all(_missing(value) for value in frame.get(name, ()))
+
+
+def _compared(frame: pd.DataFrame) -> bool:
+    """Some configuration has :data:`~kvmagic.results.choice.MIN_STRATEGIES` rows that ran or more: a trade-off
+    frontier worth marking."""
+    if "pareto" not in frame.columns:
+        return False
+    ran = frame[[not _missing(value) for value in frame["pareto"]]]
+    keys = [name for name in ("prompt_tokens", "new_tokens", "batch") if name in ran.columns]
+    return not ran.empty and int(ran.groupby(keys).size().max()) >= MIN_STRATEGIES
 
 
 def _batched(frame: pd.DataFrame) -> bool:
