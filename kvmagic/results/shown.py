@@ -45,12 +45,14 @@ SHOWN_STRATEGY_COLUMNS = (
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH; then each, the most needed first, comes
 # back where the table fits with it.
-_LEAST_NEEDED = ("peak_mib", "tok_s", "pareto", "top1_agreement", "kl_nats", "kv_cache_mib")
+_LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "pareto", "kv_cache_mib")
 # Where some strategy lost quality, both its figures stay to the last: `identical` goes first (each row whose
-# tokens differed keeps its footnote), then the seconds (the speed-up says them against off), the trade-off
-# frontier's marks (the notes' paragraph names it) and the bytes held.
-_LEAST_NEEDED_LOSSY = (
-    "peak_mib", "tok_s", "identical", "seconds", "pareto", "kv_cache_mib", "top1_agreement", "kl_nats",
+# tokens differed keeps its footnote), then the seconds (the speed-up says them against off) and the bytes held.
+_LEAST_NEEDED_LOSSY = ("peak_mib", "tok_s", "identical", "seconds", "kv_cache_mib", "top1_agreement", "kl_nats")
+# Where the table also marks the trade-off frontier, it keeps the marks and what they are drawn from (the bytes,
+# `kl_nats`) before `top1_agreement`.
+_LEAST_NEEDED_MARKED = (
+    "peak_mib", "tok_s", "identical", "seconds", "top1_agreement", "kv_cache_mib", "pareto", "kl_nats",
 )  # fmt: skip
 # Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
 _WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
@@ -174,7 +176,10 @@ def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, 
     """The shown columns of ``frame`` (a result's or a comparison's table) as text cells, and their footnotes."""
     full, footnotes = _cells(frame)
     cells, dropped = full, list[str]()
-    for name in [n for n in (_LEAST_NEEDED_LOSSY if _lossy(frame) else _LEAST_NEEDED) if n in full.columns]:
+    order = (
+        (_LEAST_NEEDED_MARKED if "pareto" in full.columns else _LEAST_NEEDED_LOSSY) if _lossy(frame) else _LEAST_NEEDED
+    )
+    for name in [n for n in order if n in full.columns]:
         if _width(cells) <= width:
             break
         cells, dropped = cells.drop(columns=[name]), [name, *dropped]
