@@ -109,7 +109,7 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
         "off at 3.41x its time holds no cache, KL 0; quantized:fp8 at 1.14x its time holds 4x less KV, KL 0.002" in text
     )
     assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)." in text
-    assert "fitted at 24, 40, 72 tokens, checked at 136 (the fits within -9.3% to +55.6% of its rows)" in text
+    assert "fitted at 24, 40, 72 tokens, checked at 136 (the fits came within -9.3% to +55.6% of its rows)" in text
     assert "dynamic overtakes off from 25 tokens (time ratio at 136: predicted 0.347, measured 0.3, +15.6%)" in text
     wrong_way = "dynamic overtakes static from 44 tokens (time ratio at 136: predicted 0.689, measured 1.02, -32.6%"
     assert wrong_way + ", so static was the faster there)" in text
@@ -123,7 +123,7 @@ def _row(strategy: str, max_context: int, limited_by: str = "memory") -> Frontie
 def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach() -> None:
     rows = [_row("off", 2048, "positions"), _row("dynamic", 300), _row("static", 500), _row("quantized:fp8", 1200)]
     check = FitCheck("dynamic", 128, 172, 1, 2**30, predicted_bytes=1000, measured_bytes=1100, tensor_bytes=1020)
-    found = choice(_sweep(frontier=Frontier(rows, [check], 2**30, {})))
+    found = choice(_sweep(frontier=Frontier(rows, [check], 3 * 2**20, {})))
     assert len(found.crossovers) == 5  # the four within 136, and one more
     late = found.crossovers[-2]  # dynamic and fp8 may cross up to the shorter of their reaches, 300
     assert (str(late.overtaker), str(late.overtaken), late.context) == ("quantized:fp8", "dynamic", 167)
@@ -133,8 +133,12 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
     assert "no other crossover within each pair's shorter reach (up to 1200 tokens)." in text
     assert "quantized:fp8 at 1.14x its time holds 2.4x more context (1200 tokens), KL 0.002" in text  # 1200 / 500
     assert text.endswith(
-        "In the 1 GiB free, the longest context each holds: off 2048, dynamic 300, static 500, quantized:fp8 1200 "
+        "In the 3 MiB free, the longest context each holds: off 2048, dynamic 300, static 500, quantized:fp8 1200 "
         "tokens; a run there took tensors of dynamic +2.0% against the prediction."
+    )
+    capped = Frontier([_row(name, 2048, "positions") for name in LINES], [], 2 * 2**30, {})
+    assert str(choice(_sweep(frontier=capped))).endswith(
+        "In the 2 GiB free, every strategy reaches the model's 2048 positions before memory."
     )
 
 
@@ -164,3 +168,20 @@ def test_two_strategies_or_the_plain_run_have_no_choice_to_make() -> None:
     plain = BenchmarkResult(model="tiny", measurements=pair((16, 8), [1.0], [0.5]))
     with pytest.raises(KVMagicError, match="needs a comparison: --cache with two strategies or more beside off"):
         plain.choice()
+
+
+def test_bytes_a_hair_apart_are_said_in_bytes_and_beside_a_cacheless_fastest_in_mib() -> None:
+    names = ["off", "dynamic", "static"]
+    rows = [timed((64, 8), "off", [1.0], kv_bytes=0), timed((64, 8), "dynamic", [0.5], kv_bytes=2**20),
+            timed((64, 8), "static", [0.4], kv_bytes=2**20 + 16)]  # fmt: skip
+    result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names)
+    assert "dynamic at 1.25x its time holds 16 bytes less KV, quality not read" in str(result.choice())
+    exact = Quality(8, 1.0, 0.0, 1.0)
+    result.measurements = [timed((64, 8), "off", [0.3], kv_bytes=0)] + [
+        timed(m.config, m.strategy, m.seconds, kv_bytes=m.kv_bytes, quality=exact) for m in rows[1:]
+    ]  # off fastest, its quality unread: it beats neither, whose KL 0 it cannot be said to match
+    text = str(result.choice())
+    assert text.startswith(
+        "At 64+8 tokens: off is fastest; on the trade-off frontier beside it (pareto in the table), "
+    )
+    assert "dynamic at 1.67x its time holds 1 MiB of KV, KL 0" in text

@@ -236,22 +236,32 @@ def _quality(point: Point) -> str:
 
 
 def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
-    """What ``strategy`` trades against the fastest: its time, the KV it holds or the context it reaches, its KL."""
+    """What ``strategy`` trades against the fastest: its time, the context it reaches or the KV it holds, its KL."""
     mine, theirs = found.points[strategy], found.points[fastest]
-    time = f"{mine.seconds / theirs.seconds:.3g}x its time"
     reach = {row.strategy: row.max_context for row in found.reach.rows} if found.reach else {}
-    if mine.kv_bytes == 0:
-        held = "holds no cache"
-    elif reach.get(strategy) and reach.get(fastest) and reach[strategy] != reach[fastest]:
-        ratio = reach[strategy] / reach[fastest]
-        more = "more" if ratio > 1 else "less"
-        held = f"holds {max(ratio, 1 / ratio):.3g}x {more} context ({reach[strategy]} tokens)"
-    elif mine.kv_bytes and theirs.kv_bytes and mine.kv_bytes != theirs.kv_bytes:
-        ratio = theirs.kv_bytes / mine.kv_bytes
-        held = f"holds {max(ratio, 1 / ratio):.3g}x {'less' if ratio > 1 else 'more'} KV"
+    mine_reach, their_reach = reach.get(strategy, 0), reach.get(fastest, 0)
+    if mine.kv_bytes != 0 and mine_reach and their_reach and mine_reach != their_reach:
+        more = "more" if mine_reach > their_reach else "less"
+        ratio = max(mine_reach, their_reach) / min(mine_reach, their_reach)
+        held = f"holds {ratio:.3g}x {more} context ({mine_reach} tokens)"
     else:
-        held = "holds as much KV" if mine.kv_bytes is not None else "its KV not counted"
-    return f"{strategy} at {time} {held}, {_quality(mine)}"
+        held = _held(mine.kv_bytes, theirs.kv_bytes)
+    return f"{strategy} at {mine.seconds / theirs.seconds:.3g}x its time {held}, {_quality(mine)}"
+
+
+def _held(mine: float | None, theirs: float | None) -> str:
+    """The KV bytes one row holds against another's: as a ratio, or in bytes where the ratio rounds to 1."""
+    if mine is None:
+        return "its KV not counted"
+    if mine == 0:
+        return "holds no cache"
+    if not theirs:
+        return f"holds {mine / 2**20:.4g} MiB of KV"
+    if mine == theirs:
+        return "holds as much KV"
+    times = f"{max(mine, theirs) / min(mine, theirs):.3g}"
+    apart = f"{times}x" if times != "1" else f"{abs(theirs - mine):.0f} bytes"  # a position or two, of many
+    return f"holds {apart} {'less' if mine < theirs else 'more'} KV"
 
 
 def _crossing_text(found: Choice) -> str:
@@ -262,7 +272,7 @@ def _crossing_text(found: Choice) -> str:
     fitted, held_out = ", ".join(map(str, first.fitted)), first.checked_at
     errors = [fit.error for fit in found.fits]
     said = (
-        f"each strategy's time against the context fitted at {fitted} tokens, checked at {held_out} (the fits "
+        f"each strategy's time against the context fitted at {fitted} tokens, checked at {held_out} (the fits came "
         f"within {min(errors):+.1%} to {max(errors):+.1%} of its rows): "
     )
     crossings = [
@@ -287,7 +297,8 @@ def _reach_text(found: Choice) -> str:
     reach = found.reach
     if reach is None or not reach.rows:
         return "--frontier adds how long a context each holds in the memory free"
-    free = f"in the {reach.free_bytes / 2**30:.3g} GiB free"
+    gib = reach.free_bytes / 2**30
+    free = f"in the {gib:.3g} GiB free" if gib >= 1 else f"in the {reach.free_bytes / 2**20:.3g} MiB free"
     if all(row.limited_by == "positions" for row in reach.rows):
         return f"{free}, every strategy reaches the model's {reach.rows[0].max_context} positions before memory"
     held = ", ".join(f"{row.strategy} {row.max_context}" for row in reach.rows)
