@@ -7,7 +7,7 @@ memory. On a CPU every strategy reaches tiny's 2048 positions before the machine
 paragraph is printed a second time with the memory frontier predicted in an imposed budget beyond the weights
 (``--budget-mib``), as a small accelerator would leave it; the timings and the fits are the same run's.
 
-    PYTHONPATH=. python benchmarks/choosing.py [-n 8] [-p 16,32,64,128] [-r 3] [--threads 1] [--budget-mib 3]
+    PYTHONPATH=. python benchmarks/choosing.py [-n 16] [-p 64,128,256,512] [-r 5] [--threads 1] [--budget-mib 10]
         [--cache off,dynamic,static,quantized:quanto,quantized:fp8]
 """
 
@@ -43,12 +43,12 @@ def budgeted(loaded, result, budget_mib: float) -> Frontier:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", default="8")
-    parser.add_argument("-p", default="16,32,64,128")
-    parser.add_argument("-r", type=int, default=3)
+    parser.add_argument("-n", default="16")
+    parser.add_argument("-p", default="64,128,256,512")
+    parser.add_argument("-r", type=int, default=5)
     parser.add_argument("--cache", default="off,dynamic,static,quantized:quanto,quantized:fp8")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadier on a shared machine)")
-    parser.add_argument("--budget-mib", type=float, default=3.0, help="memory beyond the weights for the second reach")
+    parser.add_argument("--budget-mib", type=float, default=10.0, help="memory beyond the weights for the second reach")
     args = parser.parse_args()
 
     loaded = load_model("tiny")

@@ -106,7 +106,8 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
     assert result.notes()[-2] == text  # after the table's notes, before the one on too few pairs
     assert text.startswith("At 128+8 tokens: static is fastest (3.41x off's speed, KL 0); on the trade-off frontier")
     assert (
-        "off at 3.41x its time holds no cache, KL 0; quantized:fp8 at 1.14x its time holds 4x less KV, KL 0.002" in text
+        "off at 3.41x its time holds no cache, KL 0; quantized:fp8 at 1.14x its time holds 4.00x less KV, KL 0.002"
+        in text
     )
     assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)." in text
     assert "fitted at 24, 40, 72 tokens, checked at 136 (the fits came within -9.3% to +55.6% of its rows)" in text
@@ -122,6 +123,9 @@ def _row(strategy: str, max_context: int, limited_by: str = "memory") -> Frontie
 
 def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach() -> None:
     rows = [_row("off", 2048, "positions"), _row("dynamic", 300), _row("static", 500), _row("quantized:fp8", 1200)]
+    none = choice(_sweep(frontier=Frontier([_row(name, 0) for name in LINES], [], 2**20, {})))
+    assert "In the 1 MiB free, the longest context each holds: off none, dynamic none" in str(none)
+    assert none.searched == (24, 136)  # nothing fits: the crossovers are sought up to the length checked
     check = FitCheck("dynamic", 128, 172, 1, 2**30, predicted_bytes=1000, measured_bytes=1100, tensor_bytes=1020)
     found = choice(_sweep(frontier=Frontier(rows, [check], 3 * 2**20, {})))
     assert len(found.crossovers) == 5  # the four within 136, and one more
@@ -131,7 +135,7 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
     assert found.searched == (24, 1200)  # the longest pair's range: off's 2048 against fp8's 1200
     text = str(found)
     assert "no other crossover within each pair's shorter reach (up to 1200 tokens)." in text
-    assert "quantized:fp8 at 1.14x its time holds 2.4x more context (1200 tokens), KL 0.002" in text  # 1200 / 500
+    assert "quantized:fp8 at 1.14x its time holds 2.40x more context (1200 tokens), KL 0.002" in text  # 1200 / 500
     assert text.endswith(
         "In the 3 MiB free, the longest context each holds: off 2048, dynamic 300, static 500, quantized:fp8 1200 "
         "tokens; a run there took tensors of dynamic +2.0% against the prediction."
@@ -145,7 +149,7 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
 def test_without_quality_a_row_leaves_the_frontier_only_on_speed_and_bytes() -> None:
     found = choice(_sweep(quality=False))
     assert found.frontier == ["off", "static", "quantized:fp8"] and found.beaten_by == {"dynamic": "static"}
-    assert "quantized:fp8 at 1.14x its time holds 4x less KV, quality not read" in str(found)
+    assert "quantized:fp8 at 1.14x its time holds 4.00x less KV, quality not read" in str(found)
 
 
 def test_too_few_lengths_or_no_held_out_row_say_so_instead_of_a_crossover() -> None:

@@ -218,7 +218,7 @@ def paragraph(found: Choice) -> str:
     lead = f"at {found.config}: {fastest} is fastest"
     off = points.get(REFERENCE)
     if off is not None and fastest != REFERENCE:
-        lead += f" ({off.seconds / points[fastest].seconds:.3g}x off's speed, {_quality(points[fastest])})"
+        lead += f" ({_times(off.seconds / points[fastest].seconds)} off's speed, {_quality(points[fastest])})"
     others = [s for s in found.frontier if s != fastest]
     if others:
         lead += "; on the trade-off frontier beside it (pareto in the table), " + "; ".join(
@@ -243,10 +243,15 @@ def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
     if mine.kv_bytes != 0 and mine_reach and their_reach and mine_reach != their_reach:
         more = "more" if mine_reach > their_reach else "less"
         ratio = max(mine_reach, their_reach) / min(mine_reach, their_reach)
-        held = f"holds {ratio:.3g}x {more} context ({mine_reach} tokens)"
+        held = f"holds {_times(ratio)} {more} context ({mine_reach} tokens)"
     else:
         held = _held(mine.kv_bytes, theirs.kv_bytes)
-    return f"{strategy} at {mine.seconds / theirs.seconds:.3g}x its time {held}, {_quality(mine)}"
+    return f"{strategy} at {_times(mine.seconds / theirs.seconds)} its time {held}, {_quality(mine)}"
+
+
+def _times(ratio: float) -> str:
+    """A ratio to 3 significant digits, trailing zeros kept (1.00x, 1.20x, 12.0x), as the table writes a speed-up."""
+    return f"{ratio:#.3g}".rstrip(".") + "x"
 
 
 def _held(mine: float | None, theirs: float | None) -> str:
@@ -259,8 +264,8 @@ def _held(mine: float | None, theirs: float | None) -> str:
         return f"holds {mine / 2**20:.4g} MiB of KV"
     if mine == theirs:
         return "holds as much KV"
-    times = f"{max(mine, theirs) / min(mine, theirs):.3g}"
-    apart = f"{times}x" if times != "1" else f"{abs(theirs - mine):.0f} bytes"  # a position or two, of many
+    times = _times(max(mine, theirs) / min(mine, theirs))
+    apart = times if times != "1.00x" else f"{abs(theirs - mine):.0f} bytes"  # a position or two, of many
     return f"holds {apart} {'less' if mine < theirs else 'more'} KV"
 
 
@@ -301,7 +306,7 @@ def _reach_text(found: Choice) -> str:
     free = f"in the {gib:.3g} GiB free" if gib >= 1 else f"in the {reach.free_bytes / 2**20:.3g} MiB free"
     if all(row.limited_by == "positions" for row in reach.rows):
         return f"{free}, every strategy reaches the model's {reach.rows[0].max_context} positions before memory"
-    held = ", ".join(f"{row.strategy} {row.max_context}" for row in reach.rows)
+    held = ", ".join(f"{row.strategy} {row.max_context or 'none'}" for row in reach.rows)
     checks = [f"{check.strategy} {check.error:+.1%}" for check in reach.checks]
     checked = (
         f"; a run there took tensors of {', '.join(checks)} against the prediction"
