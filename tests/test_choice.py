@@ -118,13 +118,16 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
 
 
 def _row(strategy: str, max_context: int, limited_by: str = "memory") -> FrontierRow:
-    return FrontierRow(strategy, 128, 8, 1, 0.0, 0.0, max_context - 128, 0, 1, limited_by)
+    return FrontierRow(strategy, 128, 8, 1, 0.0, 0.0, max(max_context - 128, 0), 0, 1, limited_by)
 
 
 def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach() -> None:
     rows = [_row("off", 2048, "positions"), _row("dynamic", 300), _row("static", 500), _row("quantized:fp8", 1200)]
     none = choice(_sweep(frontier=Frontier([_row(name, 0) for name in LINES], [], 2**20, {})))
-    assert "In the 1 MiB free, the longest context each holds: off none, dynamic none" in str(none)
+    assert (
+        "In the 1 MiB free, the longest context each holds, in tokens: off none, dynamic none, static none, "
+        "quantized:fp8 none (predicted, not run: --frontier check runs each there)" in str(none)
+    )
     assert none.searched == (24, 136)  # nothing fits: the crossovers are sought up to the length checked
     check = FitCheck("dynamic", 128, 172, 1, 2**30, predicted_bytes=1000, measured_bytes=1100, tensor_bytes=1020)
     found = choice(_sweep(frontier=Frontier(rows, [check], 3 * 2**20, {})))
@@ -137,8 +140,9 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
     assert "no other crossover within each pair's shorter reach (up to 1200 tokens)." in text
     assert "quantized:fp8 at 1.14x its time holds 2.40x more context (1200 tokens), KL 0.002" in text  # 1200 / 500
     assert text.endswith(
-        "In the 3 MiB free, the longest context each holds: off 2048, dynamic 300, static 500, quantized:fp8 1200 "
-        "tokens; a run there took tensors of dynamic +2.0% against the prediction."
+        "In the 3 MiB free, the longest context each holds, in tokens: dynamic 300, static 500, quantized:fp8 1200; off "
+        "reaches the model's 2048 positions before memory; a run there took tensors of dynamic +2.0% against the "
+        "prediction."
     )
     capped = Frontier([_row(name, 2048, "positions") for name in LINES], [], 2 * 2**30, {})
     assert str(choice(_sweep(frontier=capped))).endswith(

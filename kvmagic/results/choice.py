@@ -304,13 +304,19 @@ def _reach_text(found: Choice) -> str:
         return "--frontier adds how long a context each holds in the memory free"
     gib = reach.free_bytes / 2**30
     free = f"in the {gib:.3g} GiB free" if gib >= 1 else f"in the {reach.free_bytes / 2**20:.3g} MiB free"
-    if all(row.limited_by == "positions" for row in reach.rows):
-        return f"{free}, every strategy reaches the model's {reach.rows[0].max_context} positions before memory"
-    held = ", ".join(f"{row.strategy} {row.max_context or 'none'}" for row in reach.rows)
+    capped = [row for row in reach.rows if row.limited_by == "positions"]
+    limit = f"the model's {max((row.max_context for row in capped), default=0)} positions before memory"
+    if len(capped) == len(reach.rows):
+        return f"{free}, every strategy reaches {limit}"
+    held = ", ".join(f"{row.strategy} {row.max_context or 'none'}" for row in reach.rows if row not in capped)
+    if capped:
+        held += (
+            f"; {', '.join(str(row.strategy) for row in capped)} {'reach' if len(capped) > 1 else 'reaches'} {limit}"
+        )
     checks = [f"{check.strategy} {check.error:+.1%}" for check in reach.checks]
     checked = (
         f"; a run there took tensors of {', '.join(checks)} against the prediction"
         if checks
         else " (predicted, not run: --frontier check runs each there)"
     )
-    return f"{free}, the longest context each holds: {held} tokens{checked}"
+    return f"{free}, the longest context each holds, in tokens: {held}{checked}"
