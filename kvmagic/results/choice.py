@@ -306,17 +306,15 @@ def _reach_text(found: Choice) -> str:
     free = f"in the {gib:.3g} GiB free" if gib >= 1 else f"in the {reach.free_bytes / 2**20:.3g} MiB free"
     capped = [row for row in reach.rows if row.limited_by == "positions"]
     limit = f"the model's {max((row.max_context for row in capped), default=0)} positions before memory"
+    checks = [f"{check.strategy} {check.error:+.1%}" for check in reach.checks]
+    checked = f"; a run there took tensors of {', '.join(checks)} against the prediction" if checks else ""
     if len(capped) == len(reach.rows):
-        return f"{free}, every strategy reaches {limit}"
+        return f"{free}, every strategy reaches {limit}{checked}"
     held = ", ".join(f"{row.strategy} {row.max_context or 'none'}" for row in reach.rows if row not in capped)
     if capped:
         held += (
             f"; {', '.join(str(row.strategy) for row in capped)} {'reach' if len(capped) > 1 else 'reaches'} {limit}"
         )
-    checks = [f"{check.strategy} {check.error:+.1%}" for check in reach.checks]
-    checked = (
-        f"; a run there took tensors of {', '.join(checks)} against the prediction"
-        if checks
-        else " (predicted, not run: --frontier check runs each there)"
+    return f"{free}, the longest context each holds, in tokens: {held}" + (
+        checked or " (predicted, not run: --frontier check runs each there)"
     )
-    return f"{free}, the longest context each holds, in tokens: {held}{checked}"
