@@ -37,9 +37,8 @@ MIN_LENGTHS = 4  # three to fit a line (fit_polynomial holds one out to pick a d
 
 
 def _point(m: Measurement) -> Point:
-    quality = m.quality
-    return Point(m.median_s, None if m.kv_bytes is None else float(m.kv_bytes), None if quality is None else
-                 quality.kl_nats)  # fmt: skip
+    kl_nats = None if m.quality is None else m.quality.kl_nats
+    return Point(m.median_s, None if m.kv_bytes is None else float(m.kv_bytes), kl_nats)
 
 
 def pareto_marks(result: BenchmarkRecord) -> dict[tuple[Config, Strategy], bool]:
@@ -121,14 +120,15 @@ def choice(result: BenchmarkRecord) -> Choice:
     """Which strategy to choose, from a comparison of :data:`MIN_STRATEGIES` strategies or more."""
     if result.plain or not result.configs:
         raise KVMagicError(
-            "which strategy to choose needs a comparison: --cache with two strategies or more beside off"
+            "which strategy to choose needs a comparison: {cache} with two strategies or more beside off", "cache"
         )
     config = max(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.batch))
     rows = [m for m in result.measurements if m.config == config]
     if len(rows) < MIN_STRATEGIES:
         raise KVMagicError(
             f"which strategy to choose needs {MIN_STRATEGIES} strategies measured at {config}, off included; "
-            f"{len(rows)} ran there: name more in --cache"
+            f"{len(rows)} ran there: name more in {{cache}}",
+            "cache",
         )
     points = {m.strategy: _point(m) for m in rows}
     beaten_by = {
