@@ -197,3 +197,14 @@ def test_bytes_a_hair_apart_are_said_in_bytes_and_beside_a_cacheless_fastest_in_
         "At 64+8 tokens: off is fastest; on the trade-off frontier beside it (pareto in the table), "
     )
     assert "dynamic at 1.67x its time holds 1 MiB of KV, KL 0" in text
+
+
+def test_rows_of_several_models_are_counted_per_model() -> None:
+    """Two models' tables side by side, two strategies each at every configuration: no frontier worth marking."""
+    import pandas as pd
+
+    two = _sweep(strategies=("off", "dynamic")).to_dataframe()
+    both = pd.concat([two.assign(model="a"), two.assign(model="b")], ignore_index=True)
+    assert "pareto" not in shown_table(both)[0].columns
+    three = _sweep(strategies=("off", "dynamic", "static")).to_dataframe().assign(model="a")
+    assert "pareto" in shown_table(pd.concat([three, two.assign(model="b")], ignore_index=True))[0].columns

@@ -158,7 +158,7 @@ def _compared(frame: pd.DataFrame) -> bool:
     if "pareto" not in frame.columns:
         return False
     ran = frame[[not _missing(value) for value in frame["pareto"]]]
-    keys = [name for name in ("prompt_tokens", "new_tokens", "batch") if name in ran.columns]
+    keys = [name for name in ("model", "prompt_tokens", "new_tokens", "batch") if name in ran.columns]
     return not ran.empty and int(ran.groupby(keys).size().max()) >= MIN_STRATEGIES
 
 
