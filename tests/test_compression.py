@@ -247,7 +247,8 @@ def test_without_kvpress_a_press_twin_still_says_a_prefix_is_never_compressed(ti
 
 def test_quality_keeps_its_column_beside_long_press_names_and_their_footnotes() -> None:
     """Names as long as streaming_llm's, a mismatch and a remark on every press row: the least needed columns go,
-    identical (each differing row keeps its footnote) and the bytes held before either quality figure."""
+    identical (each differing row keeps its footnote) first; beside the trade-off frontier's marks (four strategies),
+    the agreement goes before the bytes and the KL the marks are drawn from."""
     names = ["off", "dynamic", "press:streaming_llm:0.25", "press:streaming_llm:0.5"]
     flip = Mismatch(run=0, position=1, expected_id=58, actual_id=153, expected_token="2", actual_token="x")
     rows = [
@@ -260,13 +261,13 @@ def test_quality_keeps_its_column_beside_long_press_names_and_their_footnotes() 
     result = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(names)), strategies=names, remarks=remarks)
     lines = str(result).splitlines()
     assert lines[0].split() == [
-        "prompt_tokens", "new_tokens", "strategy", "seconds", "speedup", "top1_agreement", "kl_nats", "note",
+        "prompt_tokens", "new_tokens", "strategy", "tok_s", "speedup", "kl_nats", "kv_cache_mib", "pareto", "note",
     ]  # fmt: skip
-    assert lines[3].split()[-4:] == ["1", "0.0267", "[1]", "[2]"]
+    assert lines[3].split()[-5:] == ["0.0267", "0.07129", "True", "[1]", "[2]"]
     assert "[1] differs from off at position 1: '2' (id 58) vs 'x' (id 153)" in lines
     assert max(map(len, lines)) <= WIDTH
     result.remarks = {}
     result.measurements = [dataclasses.replace(m, mismatch=None) for m in result.measurements]
-    header = str(result).splitlines()[0].split()  # no footnotes, no note column: room for the bytes again
-    assert header[-3:] == ["top1_agreement", "kl_nats", "kv_cache_mib"]
+    header = str(result).splitlines()[0].split()  # no footnotes, no note column: room for the agreement again
+    assert header[-4:] == ["top1_agreement", "kl_nats", "kv_cache_mib", "pareto"]
     assert max(map(len, str(result).splitlines())) <= WIDTH

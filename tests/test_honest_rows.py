@@ -113,11 +113,24 @@ def _lossy(quality: Quality) -> BenchmarkResult:
 
 
 def test_a_lossy_strategy_shows_its_agreement_and_its_kl_within_100_columns() -> None:
-    text = str(_lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", (1.1, 1.3))))
+    result = _lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", (1.1, 1.3)))
+    result.strategies = ["off", "quantized:quanto"]  # two strategies: no trade-off frontier to mark
+    result.measurements = [m for m in result.measurements if m.strategy in result.strategies]
+    text = str(result)
     header = text.splitlines()[0].split()
     assert {"top1_agreement", "kl_nats", "[95%"} <= set(header)
     assert max(map(len, text.splitlines())) <= WIDTH
-    assert text.splitlines()[4].split()[-3:] == ["0.9375", "0.003274", "[1]"]
+    assert text.splitlines()[2].split()[-3:] == ["0.9375", "0.003274", "[1]"]
+
+
+def test_beside_the_trade_off_frontier_s_marks_the_agreement_gives_way_first() -> None:
+    """Four strategies: the marks, the bytes and the KL they are drawn from do not all fit beside the interval and the
+    agreement; the agreement goes (``--wide`` keeps it)."""
+    text = str(_lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", (1.1, 1.3))))
+    header = text.splitlines()[0].split()
+    assert {"kl_nats", "kv_cache_mib", "pareto", "[95%"} <= set(header) and "top1_agreement" not in header
+    assert max(map(len, text.splitlines())) <= WIDTH
+    assert text.splitlines()[4].split()[-4:] == ["0.003274", "0.5", "True", "[1]"]  # the fastest, and half the bytes
 
 
 def test_a_ppl_ratio_within_the_noise_of_its_steps_says_so() -> None:

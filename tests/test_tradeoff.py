@@ -9,6 +9,7 @@ import pytest
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import parse
+from kvmagic.results.caution import caution_notes
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.tradeoff import judged_config, method
 
@@ -63,7 +64,12 @@ def test_quality_panels_draw_a_curve_per_method_and_mark_the_full_cache() -> Non
     figure = _result().plot()
     memory, speed = figure.axes[2], figure.axes[3]  # the second row, below time and speed-up
     lines = _lines(memory)
+    rings = lines.pop("trade-off frontier (pareto)")
     assert set(lines) == {"full cache (dynamic)", "press:snapkv", "press:knorm", "quantized:fp8"}  # off holds none
+    # knorm:0.5 (0.46 s, 2 MiB, KL 0.05) is beaten by snapkv:0.5 (0.45 s, 2 MiB, KL 0.02); every other caching
+    # point is best at something: dynamic at KL, snapkv:0.5 at speed, fp8 at bytes, snapkv:0.25 at KL among the
+    # faster; off is on the frontier too, but holds no cache to draw
+    assert sorted(zip(*rings)) == [(1.0, 0.001), (2.0, 0.02), (3.0, 0.005), (4.0, 0.0)]
     assert lines["press:snapkv"] == ([2.0, 3.0], [0.02, 0.005])  # sorted by the bytes held
     assert lines["full cache (dynamic)"] == ([4.0], [0.0])
     assert memory.get_yscale() == "symlog" and memory.get_xlabel() == "KV cache (MiB)"
@@ -88,6 +94,9 @@ def test_a_real_comparison_plots_its_trade_off(tiny) -> None:
 
     result = run_benchmark(tiny, "The KV cache", new_tokens=3, warmup_tokens=0, cache=f"dynamic,static,{LOSSY}")
     lines = _lines(result.plot().axes[2])
-    assert set(lines) == {"full cache (dynamic)", "static", LOSSY}
+    assert set(lines) - {"trade-off frontier (pareto)"} == {"full cache (dynamic)", "static", LOSSY}
+    table = result.to_dataframe()
+    assert set(table["pareto"]) <= {True, False} and table["pareto"].iloc[0]  # off holds nothing: never beaten
+    assert result.notes()[-1 - len(caution_notes(result))] == str(result.choice())
     kl = {m.strategy: m.quality.kl_nats for m in result.measurements if m.quality}
     assert lines[LOSSY][1] == [kl[LOSSY]]

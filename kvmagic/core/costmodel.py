@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = [
     "PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial", "Probes",
-    "break_even", "fit_polynomial", "generate_overhead", "probe_lengths",
+    "break_even", "crossing", "fit_polynomial", "generate_overhead", "probe_lengths",
 ]  # fmt: skip
 
 MAX_DEGREE = 2
@@ -115,6 +115,40 @@ def fit_polynomial(points: Sequence[tuple[float, float]], max_degree: int = MAX_
         if error < 0.9 * best_error:
             best_degree, best_error = degree, error
     return _least_squares(points, best_degree)
+
+
+def crossing(first: Polynomial, second: Polynomial, low: int, high: int) -> int | None:
+    """The first whole length in (``low``, ``high``] at which the order of two curves has flipped from theirs at
+    ``low``: where the one that was slower there becomes the faster. None where they keep their order (a tie at
+    ``low`` is no order to flip), or only touch. Found from the roots of their difference (degree 2 at most)."""
+    size = max(len(first.coefficients), len(second.coefficients))
+    padded = [tuple(c.coefficients) + (0.0,) * (size - len(c.coefficients)) for c in (first, second)]
+    difference = Polynomial(tuple(a - b for a, b in zip(*padded)))
+    before = difference(low)
+    if before == 0:
+        return None
+    for root in sorted(_roots(difference)):
+        after = math.floor(root) + 1
+        if low < root and after <= high and (difference(after) > 0) != (before > 0):
+            return after
+    return None
+
+
+def _roots(curve: Polynomial) -> list[float]:
+    """The real roots of a polynomial of degree 2 at most (highest coefficients 0 count as absent)."""
+    c = list(curve.coefficients)
+    while len(c) > 1 and c[-1] == 0:
+        c.pop()
+    if len(c) == 2:
+        return [-c[0] / c[1]]
+    if len(c) == 3:
+        discriminant = c[1] ** 2 - 4 * c[2] * c[0]
+        if discriminant < 0:
+            return []
+        return [(-c[1] + sign * math.sqrt(discriminant)) / (2 * c[2]) for sign in (1, -1)]
+    if len(c) > 3:
+        raise ValueError(f"roots of degree {len(c) - 1}: the curves here are of degree {MAX_DEGREE} at most")
+    return []
 
 
 @dataclass(frozen=True)

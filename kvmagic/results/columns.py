@@ -127,6 +127,11 @@ MEANINGS: dict[str, str] = {
     "a full-precision cache from the cached one; none for a quantized cache or a press, which move fewer bytes, nor "
     "for a warm twin, which skips its prefix)",
     "of_limit": "`--limits`: the limit's seconds / the measured seconds for this strategy",
+    "pareto": "on the trade-off frontier: no other row of the same configuration is at once as fast or faster "
+    "(median seconds), holds no more KV bytes and loses no more quality (`kl_nats`), and better on one of them; a "
+    "quality not read is not guessed: two rows without it tie on it, and a row without it leaves the frontier only "
+    "to one with `kl_nats` 0 that is as good on the rest and better on one (docs/choosing.md); empty for a strategy "
+    "that did not run; shown where some configuration has three strategies or more that ran",
 }
 
 # ``frontier_table(result)``: one row per strategy, its reach in the memory free.
@@ -189,7 +194,7 @@ class Column:
 ROW_COLUMNS = (
     "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "speedup_ci_low",
     "speedup_ci_high", "identical", "first_mismatch", "top1_agreement", "kl_nats", "ppl_ratio", "kv_cache_mib",
-    "kv_promised_mib", "cache_tokens", "peak_mib", "ttft_s", "min_s", "iqr_s", "compile_s", "note",
+    "kv_promised_mib", "cache_tokens", "peak_mib", "ttft_s", "min_s", "iqr_s", "compile_s", "pareto", "note",
 )  # fmt: skip
 # The plain run's view of its two rows (off and dynamic) side by side, one row per configuration: the names users and
 # saved files know.

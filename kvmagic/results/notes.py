@@ -9,6 +9,7 @@ from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE
 from kvmagic.results.caution import caution_notes
+from kvmagic.results.choice import choice_notes
 from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes
@@ -32,6 +33,7 @@ def notes(result: BenchmarkRecord) -> list[str]:
     found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *_interval_notes(result)]
     found += limits_notes(result)
     found += frontier_notes(result) + _quality_notes(result) + prefix_notes(result) + split_notes(result)
+    found += choice_notes(result)
     shipped = result.facts.model_generation_settings
     if shipped:
         settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.config import Config
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE, Strategy
+from kvmagic.results.choice import pareto_marks
 from kvmagic.results.columns import PAIR_VIEW, REGISTRY, ROW_COLUMNS
 from kvmagic.results.limits_table import (
     LIMIT_COLUMNS,
@@ -206,6 +207,7 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
     sizes, reused = result.facts.kv_sizes, result.facts.prefix_tokens is not None
     divided = result.split is not None
     sequential = result.spec.repeat == "auto"
+    marks = pareto_marks(result)
     rows = []
     for config in result.configs:
         reference, limits = result.measurement(REFERENCE, config), matching(result, config)
@@ -214,6 +216,7 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
             m = result.measurement(strategy, config)
             note = result.skipped.get(strategy, "") or result.remarks.get(strategy, "")
             found = strategy_row(config, strategy, m, reference, note, sizes, full, sequential)
+            found["pareto"] = marks.get((config, strategy))
             found.update(strategy_limit_values(m, limits) if result.limits else {})
             found.update(strategy_split_values(m) if divided else {})
             rows.append({**found, **(prefix_values(result, m) if reused else {})})

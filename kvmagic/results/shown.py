@@ -20,6 +20,7 @@ import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.results.choice import MIN_STRATEGIES
 from kvmagic.results.columns import column
 
 if TYPE_CHECKING:
@@ -40,14 +41,20 @@ SHOWN_COLUMNS = (
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
     "model", "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical",
-    "speedup_change", "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "note",
+    "speedup_change", "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "pareto",
+    "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH; then each, the most needed first, comes
 # back where the table fits with it.
-_LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "kv_cache_mib")
+_LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "pareto", "kv_cache_mib")
 # Where some strategy lost quality, both its figures stay to the last: `identical` goes first (each row whose
 # tokens differed keeps its footnote), then the seconds (the speed-up says them against off) and the bytes held.
 _LEAST_NEEDED_LOSSY = ("peak_mib", "tok_s", "identical", "seconds", "kv_cache_mib", "top1_agreement", "kl_nats")
+# Where the table also marks the trade-off frontier, it keeps the marks and what they are drawn from (the bytes,
+# `kl_nats`) before `top1_agreement`.
+_LEAST_NEEDED_MARKED = (
+    "peak_mib", "tok_s", "identical", "seconds", "top1_agreement", "kv_cache_mib", "pareto", "kl_nats",
+)  # fmt: skip
 # Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
 _WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
 # What says which row a line of the wide table is: each block of its columns starts with these, where present
@@ -141,7 +148,19 @@ def _left_out(frame: pd.DataFrame, name: str) -> bool:
     """A column with nothing to say here: the batch where every row has one sequence, a figure no row has."""
     if name == "batch":
         return not _batched(frame)
+    if name == "pareto":
+        return not _compared(frame)
     return name in _WHERE_READ and all(_missing(value) for value in frame.get(name, ()))
+
+
+def _compared(frame: pd.DataFrame) -> bool:
+    """Some configuration has :data:`~kvmagic.results.choice.MIN_STRATEGIES` rows that ran or more: a trade-off
+    frontier worth marking."""
+    if "pareto" not in frame.columns:
+        return False
+    ran = frame[[not _missing(value) for value in frame["pareto"]]]
+    keys = [name for name in ("model", "prompt_tokens", "new_tokens", "batch") if name in ran.columns]
+    return not ran.empty and int(ran.groupby(keys).size().max()) >= MIN_STRATEGIES
 
 
 def _batched(frame: pd.DataFrame) -> bool:
@@ -158,7 +177,10 @@ def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, 
     """The shown columns of ``frame`` (a result's or a comparison's table) as text cells, and their footnotes."""
     full, footnotes = _cells(frame)
     cells, dropped = full, list[str]()
-    for name in [n for n in (_LEAST_NEEDED_LOSSY if _lossy(frame) else _LEAST_NEEDED) if n in full.columns]:
+    order = (
+        (_LEAST_NEEDED_MARKED if "pareto" in full.columns else _LEAST_NEEDED_LOSSY) if _lossy(frame) else _LEAST_NEEDED
+    )
+    for name in [n for n in order if n in full.columns]:
         if _width(cells) <= width:
             break
         cells, dropped = cells.drop(columns=[name]), [name, *dropped]

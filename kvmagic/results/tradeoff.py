@@ -2,9 +2,11 @@
 fast it decodes.
 
 One point per strategy whose quality was read, at one configuration; the strategies of one method at several
-compression ratios (``press:snapkv:0.25``, ``press:snapkv:0.5``) join into that method's curve, and the full
-cache is marked. The y axis is ``kl_nats`` on a scale linear near 0 (the full cache scores exactly 0) and
-logarithmic above. Where every strategy kept the full cache's predictions (KL 0), a sentence says so instead.
+compression ratios (``press:snapkv:0.25``, ``press:snapkv:0.5``) join into that method's curve, the full cache is
+marked, and a ring marks each point on the trade-off frontier (:func:`~kvmagic.results.choice.pareto_marks`: no
+other row at once as fast, holding as little and losing as little). The y axis is ``kl_nats`` on a scale linear
+near 0 (the full cache scores exactly 0) and logarithmic above. Where every strategy kept the full cache's
+predictions (KL 0), a sentence says so instead.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core.compression import PRESS
 from kvmagic.core.strategy import FULL_CACHE, Strategy
+from kvmagic.results.choice import pareto_marks
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -50,7 +53,13 @@ def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkRecord, config: Co
     if not any(m.quality and m.quality.kl_nats > 0 for found in curves.values() for m in found):
         _nothing_lost(memory, speed, config)
         return
+    marks = pareto_marks(result)
+    frontier = [m for found in curves.values() for m in found if marks.get((config, m.strategy))]
     for axis, figure, label in ((memory, _kv_mib, "KV cache (MiB)"), (speed, _tok_s, "decode tok/s")):
+        if frontier:  # rings drawn first, so each strategy's own point sits inside its ring
+            kl = [m.quality.kl_nats if m.quality else math.nan for m in frontier]
+            axis.plot([figure(m) for m in frontier], kl, "o", markersize=16, markerfacecolor="none",
+                      markeredgecolor="black", label="trade-off frontier (pareto)")  # fmt: skip
         for name, found in curves.items():
             found = sorted(found, key=figure)
             kl = [m.quality.kl_nats if m.quality else math.nan for m in found]

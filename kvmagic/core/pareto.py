@@ -1,0 +1,57 @@
+"""The trade-off frontier: which rows no other row beats on speed, KV bytes and quality at once.
+
+A row beats another when it is at least as good on all three and better on one: no more seconds (a median),
+no more KV bytes, no more KL from the full cache. A figure not known (quality not read: ``--no-quality``, or a
+quality run that could not run) is not guessed: where neither row has it, the two tie on it; where only the
+beaten row lacks it, the other is at least as good only at the best there is (KL 0, no bytes held), and never
+better; a row that lacks it is at least as good as none that has it. So a row with an unknown figure leaves the
+frontier only to a row that beats it whatever that figure is. Medians decide speed: two strategies within their
+runs' noise of each other may trade places in another run. Pure Python, checkable by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Point", "beats", "on_frontier"]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One row's three figures, each lower better; None where it is not known."""
+
+    seconds: float
+    kv_bytes: float | None
+    kl_nats: float | None
+
+    def figures(self) -> tuple[float | None, ...]:
+        return (self.seconds, self.kv_bytes, self.kl_nats)
+
+
+_BEST = (None, 0.0, 0.0)  # the best a figure can be: none for seconds, no bytes held, KL 0
+
+
+def _no_worse(mine: float | None, theirs: float | None, best: float | None) -> bool:
+    if mine is None:
+        return theirs is None
+    if theirs is None:
+        return mine == best
+    return mine <= theirs
+
+
+def _better(mine: float | None, theirs: float | None) -> bool:
+    return mine is not None and theirs is not None and mine < theirs
+
+
+def beats(a: Point, b: Point) -> bool:
+    """``a`` is no worse than ``b`` on every figure and better on one (unknown figures as the module says)."""
+    pairs = list(zip(a.figures(), b.figures(), _BEST))
+    return all(_no_worse(mine, theirs, best) for mine, theirs, best in pairs) and any(
+        _better(mine, theirs) for mine, theirs, _ in pairs
+    )
+
+
+def on_frontier(points: Sequence[Point]) -> list[bool]:
+    """For each point, whether no other point beats it."""
+    return [not any(beats(other, point) for other in points if other is not point) for point in points]

@@ -1,0 +1,320 @@
+"""Which strategy to choose, from a comparison's own rows: the trade-off frontier, where one strategy overtakes
+another as the context grows, how long a context each holds, and a paragraph that says it in words.
+
+- The trade-off frontier (:mod:`kvmagic.core.pareto`): at each configuration, the rows no other row beats on
+  speed (median seconds), KV bytes held and quality (``kl_nats``) at once; the table's ``pareto`` column.
+- Crossovers: along the sweep through the largest configuration (its prompt lengths, or its numbers of new
+  tokens, whichever has more), each strategy's median seconds against the context (prompt + new tokens) is
+  fitted (:func:`kvmagic.core.costmodel.fit_polynomial`) on every length but the longest, which is held out to
+  check it; a crossover is the context from which one fitted curve stays below another's
+  (:func:`kvmagic.core.costmodel.crossing`), searched from the shortest length fitted to the longest held out,
+  or, with ``--frontier``, to the shorter of the two strategies' reach. Each crossover is shown beside the check:
+  the two strategies' time ratio at the held-out length, predicted and measured.
+- The reach: ``--frontier``'s longest context per strategy in the memory free, with its check where one ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import TYPE_CHECKING
+
+from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial
+from kvmagic.core.pareto import Point, beats, on_frontier
+from kvmagic.core.strategy import REFERENCE, Strategy
+from kvmagic.errors import KVMagicError
+
+if TYPE_CHECKING:
+    from kvmagic.core.config import Config
+    from kvmagic.core.frontier import Frontier
+    from kvmagic.results.benchmark_record import BenchmarkRecord
+    from kvmagic.results.measurement import Measurement
+
+__all__ = ["MIN_LENGTHS", "MIN_STRATEGIES", "Choice", "Crossover", "Fit", "choice", "choice_notes", "pareto_marks"]
+
+MIN_STRATEGIES = 3  # rows at one configuration before a choice has something to say (off and two more)
+MIN_LENGTHS = 4  # three to fit a line (fit_polynomial holds one out to pick a degree), one held out to check it
+
+
+def _point(m: Measurement) -> Point:
+    kl_nats = None if m.quality is None else m.quality.kl_nats
+    return Point(m.median_s, None if m.kv_bytes is None else float(m.kv_bytes), kl_nats)
+
+
+def pareto_marks(result: BenchmarkRecord) -> dict[tuple[Config, Strategy], bool]:
+    """For each row measured, whether it is on its configuration's trade-off frontier."""
+    marks = {}
+    for config in result.configs:
+        rows = [m for m in result.measurements if m.config == config]
+        marks.update({(m.config, m.strategy): mark for m, mark in zip(rows, on_frontier([_point(m) for m in rows]))})
+    return marks
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One strategy's median seconds against the context, fitted on ``fitted`` and checked at ``checked_at``."""
+
+    strategy: Strategy
+    curve: Polynomial
+    fitted: tuple[int, ...]
+    checked_at: int
+    measured_s: float  # its row's median seconds there
+
+    @property
+    def error(self) -> float:
+        """The fit's error at the held-out length: +0.05 = it predicted 5% more than was measured."""
+        return self.curve(self.checked_at) / self.measured_s - 1
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """``overtaker`` is slower than ``overtaken`` at the shortest length fitted and faster from ``context`` on."""
+
+    overtaker: Strategy
+    overtaken: Strategy
+    context: int
+    checked_at: int
+    predicted_ratio: float  # the overtaker's time over the overtaken's at checked_at, from the fits
+    measured_ratio: float  # the same from their rows there
+
+    @property
+    def error(self) -> float:
+        """The predicted ratio against the measured one at the held-out length: +0.05 = 5% above it."""
+        return self.predicted_ratio / self.measured_ratio - 1
+
+    @property
+    def agrees(self) -> bool:
+        """At the held-out length, the one the fits called faster was the faster measured."""
+        return (self.predicted_ratio < 1) == (self.measured_ratio < 1)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which strategy to choose at ``config``, the largest configuration measured: its rows' figures, which are on
+    the trade-off frontier and what beat the others, the fits and crossovers along the sweep through it, and the
+    memory frontier's reach where ``--frontier`` predicted one. ``str()`` says it in a paragraph."""
+
+    config: Config
+    points: dict[Strategy, Point]  # every strategy measured at config, in the order asked for
+    beaten_by: dict[Strategy, Strategy]  # a row off the frontier -> the first row that beats it
+    fits: list[Fit]
+    crossovers: list[Crossover]
+    searched: tuple[int, int] | None  # the contexts searched for crossovers
+    unfitted: str  # why there are no fits, or which strategy has none; empty where every one has
+    reach: Frontier | None
+
+    @property
+    def frontier(self) -> list[Strategy]:
+        """The strategies on the trade-off frontier at ``config``."""
+        return [s for s in self.points if s not in self.beaten_by]
+
+    @property
+    def fastest(self) -> Strategy:
+        return min(self.points, key=lambda s: self.points[s].seconds)
+
+    def __str__(self) -> str:
+        return paragraph(self)
+
+
+def choice(result: BenchmarkRecord) -> Choice:
+    """Which strategy to choose, from a comparison of :data:`MIN_STRATEGIES` strategies or more."""
+    if result.plain or not result.configs:
+        raise KVMagicError(
+            "which strategy to choose needs a comparison: {cache} with two strategies or more beside off", "cache"
+        )
+    config = max(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.batch))
+    rows = [m for m in result.measurements if m.config == config]
+    if len(rows) < MIN_STRATEGIES:
+        raise KVMagicError(
+            f"which strategy to choose needs {MIN_STRATEGIES} strategies measured at {config}, off included; "
+            f"{len(rows)} ran there: name more in {{cache}}",
+            "cache",
+        )
+    points = {m.strategy: _point(m) for m in rows}
+    beaten_by = {
+        s: next(other for other in points if other != s and beats(points[other], point))
+        for s, point, mark in zip(points, points.values(), on_frontier(list(points.values())))
+        if not mark
+    }
+    fits, unfitted = _fits(result, config)
+    crossovers, searched = _crossovers(fits, result.frontier)
+    return Choice(config, points, beaten_by, fits, crossovers, searched, unfitted, result.frontier)
+
+
+def choice_notes(result: BenchmarkRecord) -> list[str]:
+    """The choice's paragraph, for a comparison with :data:`MIN_STRATEGIES` strategies or more at its largest
+    configuration; nothing for another."""
+    if result.plain or not result.configs:
+        return []
+    try:
+        return [str(choice(result))]
+    except KVMagicError:
+        return []
+
+
+def _series(configs: list[Config], largest: Config) -> list[Config]:
+    """The sweep through the largest configuration: its prompt lengths, or its numbers of new tokens where those
+    are more, shortest context first."""
+    by_prompt = [c for c in configs if (c.new_tokens, c.batch) == (largest.new_tokens, largest.batch)]
+    by_new = [c for c in configs if (c.prompt_tokens, c.batch) == (largest.prompt_tokens, largest.batch)]
+    return sorted(by_new if len(by_new) > len(by_prompt) else by_prompt, key=_context)
+
+
+def _context(config: Config) -> int:
+    return config.prompt_tokens + config.new_tokens
+
+
+def _fits(result: BenchmarkRecord, largest: Config) -> tuple[list[Fit], str]:
+    """Each strategy with a row at every length of the series: its fit on all but the longest, checked there."""
+    series = _series(result.configs, largest)
+    if len(series) < MIN_LENGTHS:
+        return [], (
+            f"crossovers need a sweep of {MIN_LENGTHS} lengths or more (-p or -n): each strategy's time is fitted "
+            "on all but the longest and checked there"
+        )
+    *fitted, held_out = series
+    fits, missing = [], []
+    for strategy in result.strategies:
+        rows = [result.measurement(strategy, c) for c in series]
+        if any(m is None for m in rows[:-1]):
+            continue  # it did not run along the sweep: no curve to fit
+        last = rows[-1]
+        if last is None:
+            missing.append(str(strategy))
+            continue
+        points = [(_context(c), m.median_s) for c, m in zip(fitted, rows) if m is not None]
+        fits.append(Fit(strategy, fit_polynomial(points), tuple(_context(c) for c in fitted), _context(held_out),
+                        last.median_s))  # fmt: skip
+    if missing:
+        return fits, f"no row at {held_out} to check the fit of {', '.join(missing)}: its crossovers not shown"
+    return fits, ""
+
+
+def _crossovers(fits: list[Fit], reach: Frontier | None) -> tuple[list[Crossover], tuple[int, int] | None]:
+    """Every pair of fitted strategies whose curves cross between the shortest length fitted and the longest
+    checked, or the shorter of their two reaches where the memory frontier gives them."""
+    if not fits:
+        return [], None
+    low, held_out = fits[0].fitted[0], fits[0].checked_at
+    contexts = {row.strategy: row.max_context for row in reach.rows} if reach else {}
+    found, highest = [], held_out
+    for a, b in combinations(fits, 2):
+        high = max(held_out, min(contexts.get(a.strategy, held_out), contexts.get(b.strategy, held_out)))
+        highest = max(highest, high)
+        at = crossing(a.curve, b.curve, low, high)
+        if at is None:
+            continue
+        first, second = (a, b) if a.curve(low) > b.curve(low) else (b, a)
+        predicted = first.curve(held_out) / second.curve(held_out)
+        found.append(Crossover(first.strategy, second.strategy, at, held_out, predicted,
+                               first.measured_s / second.measured_s))  # fmt: skip
+    return found, (low, highest)
+
+
+def paragraph(found: Choice) -> str:
+    """The choice in words: what is fastest, what each other row on the trade-off frontier trades for it, what
+    is beaten, where one strategy overtakes another (with each check) and how long a context each holds."""
+    fastest, points = found.fastest, found.points
+    lead = f"at {found.config}: {fastest} is fastest"
+    off = points.get(REFERENCE)
+    if off is not None and fastest != REFERENCE:
+        lead += f" ({_times(off.seconds / points[fastest].seconds)} off's speed, {_quality(points[fastest])})"
+    others = [s for s in found.frontier if s != fastest]
+    if others:
+        lead += "; on the trade-off frontier beside it (pareto in the table), " + "; ".join(
+            _trade(found, s, fastest) for s in others
+        )
+    sentences = [lead]
+    if found.beaten_by:
+        beaten = ", ".join(f"{s} (by {by})" for s, by in found.beaten_by.items())
+        sentences.append(f"beaten on speed, KV bytes and quality at once: {beaten}")
+    return ". ".join(s[0].upper() + s[1:] for s in [*sentences, _crossing_text(found), _reach_text(found)]) + "."
+
+
+def _quality(point: Point) -> str:
+    return "quality not read" if point.kl_nats is None else f"KL {point.kl_nats:.2g}"
+
+
+def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
+    """What ``strategy`` trades against the fastest: its time, the context it reaches or the KV it holds, its KL."""
+    mine, theirs = found.points[strategy], found.points[fastest]
+    reach = {row.strategy: row.max_context for row in found.reach.rows} if found.reach else {}
+    mine_reach, their_reach = reach.get(strategy, 0), reach.get(fastest, 0)
+    if mine.kv_bytes != 0 and mine_reach and their_reach and mine_reach != their_reach:
+        more = "more" if mine_reach > their_reach else "less"
+        ratio = max(mine_reach, their_reach) / min(mine_reach, their_reach)
+        held = f"holds {_times(ratio)} {more} context ({mine_reach} tokens)"
+    else:
+        held = _held(mine.kv_bytes, theirs.kv_bytes)
+    return f"{strategy} at {_times(mine.seconds / theirs.seconds)} its time {held}, {_quality(mine)}"
+
+
+def _times(ratio: float) -> str:
+    """A ratio to 3 significant digits, trailing zeros kept (1.00x, 1.20x, 12.0x), as the table writes a speed-up."""
+    return f"{ratio:#.3g}".rstrip(".") + "x"
+
+
+def _held(mine: float | None, theirs: float | None) -> str:
+    """The KV bytes one row holds against another's: as a ratio, or in bytes where the ratio rounds to 1."""
+    if mine is None:
+        return "its KV not counted"
+    if mine == 0:
+        return "holds no cache"
+    if not theirs:
+        return f"holds {mine / 2**20:.4g} MiB of KV"
+    if mine == theirs:
+        return "holds as much KV"
+    times = _times(max(mine, theirs) / min(mine, theirs))
+    apart = times if times != "1.00x" else f"{abs(theirs - mine):.0f} bytes"  # a position or two, of many
+    return f"holds {apart} {'less' if mine < theirs else 'more'} KV"
+
+
+def _crossing_text(found: Choice) -> str:
+    """The crossovers along the sweep, each beside its check at the held-out length, or why there are none."""
+    if not found.fits or found.searched is None:
+        return found.unfitted
+    first = found.fits[0]
+    fitted, held_out = ", ".join(map(str, first.fitted)), first.checked_at
+    errors = [fit.error for fit in found.fits]
+    said = (
+        f"each strategy's time against the context fitted at {fitted} tokens, checked at {held_out} (the fits came "
+        f"within {min(errors):+.1%} to {max(errors):+.1%} of its rows): "
+    )
+    crossings = [
+        f"{c.overtaker} overtakes {c.overtaken} from {c.context} tokens (time ratio at {held_out}: predicted "
+        f"{c.predicted_ratio:.3g}, measured {c.measured_ratio:.3g}, {c.error:+.1%}"
+        + ("" if c.agrees else f", so {c.overtaken} was the faster there")
+        + ")"
+        for c in found.crossovers
+    ]
+    until = f"up to {found.searched[1]} tokens"
+    if found.reach is not None and found.reach.rows:
+        until = f"within each pair's shorter reach ({until})"
+    if crossings:
+        said += "; ".join(crossings) + f"; no other crossover {until}"
+    else:
+        said += f"no strategy overtakes another {until}"
+    return said + (f"; {found.unfitted}" if found.unfitted else "")
+
+
+def _reach_text(found: Choice) -> str:
+    """How long a context each strategy holds in the memory free, and whether a run there checked it."""
+    reach = found.reach
+    if reach is None or not reach.rows:
+        return "--frontier adds how long a context each holds in the memory free"
+    gib = reach.free_bytes / 2**30
+    free = f"in the {gib:.3g} GiB free" if gib >= 1 else f"in the {reach.free_bytes / 2**20:.3g} MiB free"
+    capped = [row for row in reach.rows if row.limited_by == "positions"]
+    limit = f"the model's {max((row.max_context for row in capped), default=0)} positions before memory"
+    checks = [f"{check.strategy} {check.error:+.1%}" for check in reach.checks]
+    checked = f"; a run there took tensors of {', '.join(checks)} against the prediction" if checks else ""
+    if len(capped) == len(reach.rows):
+        return f"{free}, every strategy reaches {limit}{checked}"
+    held = ", ".join(f"{row.strategy} {row.max_context or 'none'}" for row in reach.rows if row not in capped)
+    if capped:
+        held += (
+            f"; {', '.join(str(row.strategy) for row in capped)} {'reach' if len(capped) > 1 else 'reaches'} {limit}"
+        )
+    return f"{free}, the longest context each holds, in tokens: {held}" + (
+        checked or " (predicted, not run: --frontier check runs each there)"
+    )

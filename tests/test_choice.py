@@ -1,0 +1,210 @@
+"""Which strategy to choose: the trade-off frontier, crossovers checked at a held-out length, the reach in memory,
+and the paragraph that says them, on injected timings whose arithmetic is worked out here by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvmagic.core.costmodel import Polynomial, crossing
+from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
+from kvmagic.core.pareto import Point, beats, on_frontier
+from kvmagic.core.quality import Quality
+from kvmagic.core.spec import BenchSpec
+from kvmagic.errors import KVMagicError
+from kvmagic.results.choice import choice, choice_notes
+from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.shown import shown_table
+
+from .records import pair, timed
+
+# Seconds at a context L (prompt + 8 new tokens) = a + b * L on the three shorter prompts, exactly a line, so each
+# fit is that line; at the longest (128 + 8 = 136, held out) the row measured is the third figure instead.
+LINES = {
+    "off": (0.001, 0.01, 1.5),  # predicts 1.361 at 136
+    "dynamic": (0.2, 0.002, 0.45),  # predicts 0.472
+    "static": (0.1, 0.0043, 0.44),  # predicts 0.6848
+    "quantized:fp8": (0.3, 0.0014, 0.5),  # predicts 0.4904
+}
+KV = {"off": 0, "dynamic": 1000, "static": 1000, "quantized:fp8": 250}
+KL = {"off": 0.0, "dynamic": 0.0, "static": 0.0, "quantized:fp8": 0.002}
+PROMPTS = (16, 32, 64, 128)
+
+
+def _sweep(prompts=PROMPTS, strategies=tuple(LINES), quality: bool = True, **result) -> BenchmarkResult:
+    measurements = []
+    for prompt in prompts:
+        for name in strategies:
+            a, b, held_out = LINES[name]
+            seconds = held_out if prompt == 128 else a + b * (prompt + 8)
+            judged = Quality(8, 1.0, KL[name], 1.0) if quality else None
+            measurements.append(timed((prompt, 8), name, [seconds], kv_bytes=KV[name], quality=judged))
+    return BenchmarkResult(model="tiny", measurements=measurements, spec=BenchSpec(cache=tuple(strategies)),
+                           strategies=list(strategies), **result)  # fmt: skip
+
+
+def test_a_row_is_beaten_only_by_one_no_worse_on_every_figure_and_better_on_one() -> None:
+    fast, small, exact = Point(1.0, 100, 0.01), Point(2.0, 50, 0.01), Point(2.0, 100, 0.0)
+    assert on_frontier([fast, small, exact]) == [True, True, True]  # each best at one figure
+    assert beats(fast, Point(1.5, 100, 0.01)) and not beats(fast, Point(1.0, 100, 0.01))  # a tie beats nothing
+    assert on_frontier([fast, Point(1.0, 100, 0.01)]) == [True, True]
+    assert beats(Point(1.0, 50, 0.0), fast) and not beats(Point(0.5, 50, 0.02), fast)  # faster, smaller, but lossier
+
+
+def test_an_unknown_figure_is_not_guessed() -> None:
+    unread = Point(2.0, 100, None)
+    assert not beats(Point(1.0, 100, 0.001), unread)  # it might have lost nothing: only KL 0 is surely no worse
+    assert beats(Point(1.0, 100, 0.0), unread)
+    assert not beats(unread, Point(3.0, 100, 0.5))  # it might have lost more: it beats no row whose quality was read
+    assert beats(Point(1.0, 100, None), unread)  # two unread tie on quality: speed decides
+    assert on_frontier([Point(1.0, 10, None), Point(2.0, 5, None), Point(3.0, 10, None)]) == [True, True, False]
+
+
+def test_two_curves_cross_at_the_first_whole_length_past_their_root() -> None:
+    rising, flat = Polynomial((0.1, 0.01)), Polynomial((0.5,))  # equal at L = 40
+    assert crossing(flat, rising, 10, 100) == 41 and crossing(rising, flat, 10, 100) == 41
+    assert crossing(flat, rising, 10, 40) is None  # the flip is past the range
+    assert crossing(flat, rising, 45, 100) is None  # past the root already: they keep their order
+    assert crossing(Polynomial((0.5, 0.0, 0.001)), Polynomial((0.5, 0.02)), 5, 100) == 21  # roots 0 and 20
+    assert crossing(Polynomial((1.0, 0.0, 1.0)), Polynomial((0.0, 2.0)), -5, 5) is None  # touch at 1, no flip
+    assert crossing(Polynomial((0.3, 0.0014)), Polynomial((0.2, 0.002)), 24, 300) == 167  # root 166.67
+
+
+def test_the_table_marks_each_configuration_s_trade_off_frontier() -> None:
+    table = _sweep().to_dataframe()
+    marks = {(p, s): m for p, s, m in zip(table["prompt_tokens"], table["strategy"], table["pareto"])}
+    # off holds nothing, so it is on every frontier; the fastest of dynamic and static beats the other (same bytes,
+    # KL 0); fp8 holds the fewest bytes among the caches, but off beats it where off is faster (0.241 < 0.3336)
+    assert [marks[16, s] for s in LINES] == [True, False, True, False]
+    assert [marks[32, s] for s in LINES] == [True, False, True, True]  # static 0.272 < dynamic 0.28
+    assert [marks[64, s] for s in LINES] == [True, True, False, True]  # dynamic 0.344 < static 0.4096
+    assert [marks[128, s] for s in LINES] == [True, False, True, True]
+    shown, _ = shown_table(table)
+    assert shown["pareto"].tolist()[:4] == ["True", "False", "True", "False"]
+
+
+def test_crossovers_are_checked_at_the_held_out_length() -> None:
+    found = choice(_sweep())
+    assert [(f.fitted, f.checked_at) for f in found.fits] == [((24, 40, 72), 136)] * 4
+    errors = [f.error for f in found.fits]
+    assert errors == pytest.approx([1.361 / 1.5 - 1, 0.472 / 0.45 - 1, 0.6848 / 0.44 - 1, 0.4904 / 0.5 - 1])
+    # off - dynamic = -0.199 + 0.008 L: root 24.875; off - fp8: 0.299 / 0.0086 = 34.77; dynamic - static:
+    # 0.1 / 0.0023 = 43.48; fp8 - static: 0.2 / 0.0029 = 68.97; fp8 and dynamic meet at 166.7, past 136
+    found_at = [(str(c.overtaker), str(c.overtaken), c.context) for c in found.crossovers]
+    assert found_at == [("dynamic", "off", 25), ("quantized:fp8", "off", 35), ("dynamic", "static", 44),
+                        ("quantized:fp8", "static", 69)]  # fmt: skip
+    ratios = [ratio for c in found.crossovers for ratio in (c.predicted_ratio, c.measured_ratio)]
+    assert ratios == pytest.approx([0.472 / 1.361, 0.45 / 1.5, 0.4904 / 1.361, 0.5 / 1.5,
+                                    0.472 / 0.6848, 0.45 / 0.44, 0.4904 / 0.6848, 0.5 / 0.44])  # fmt: skip
+    assert [c.agrees for c in found.crossovers] == [True, True, False, False]  # static measured faster at 136
+    assert found.crossovers[2].error == pytest.approx((0.472 / 0.6848) / (0.45 / 0.44) - 1)  # -32.6%
+    assert found.searched == (24, 136)
+
+
+def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
+    result = _sweep()
+    text = str(result.choice())
+    assert result.notes()[-2] == text  # after the table's notes, before the one on too few pairs
+    assert text.startswith("At 128+8 tokens: static is fastest (3.41x off's speed, KL 0); on the trade-off frontier")
+    assert (
+        "off at 3.41x its time holds no cache, KL 0; quantized:fp8 at 1.14x its time holds 4.00x less KV, KL 0.002"
+        in text
+    )
+    assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)." in text
+    assert "fitted at 24, 40, 72 tokens, checked at 136 (the fits came within -9.3% to +55.6% of its rows)" in text
+    assert "dynamic overtakes off from 25 tokens (time ratio at 136: predicted 0.347, measured 0.3, +15.6%)" in text
+    wrong_way = "dynamic overtakes static from 44 tokens (time ratio at 136: predicted 0.689, measured 1.02, -32.6%"
+    assert wrong_way + ", so static was the faster there)" in text
+    assert "no other crossover up to 136 tokens. --frontier adds how long a context each holds" in text
+
+
+def _row(strategy: str, max_context: int, limited_by: str = "memory") -> FrontierRow:
+    return FrontierRow(strategy, 128, 8, 1, 0.0, 0.0, max(max_context - 128, 0), 0, 1, limited_by)
+
+
+def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach() -> None:
+    rows = [_row("off", 2048, "positions"), _row("dynamic", 300), _row("static", 500), _row("quantized:fp8", 1200)]
+    none = choice(_sweep(frontier=Frontier([_row(name, 0) for name in LINES], [], 2**20, {})))
+    assert (
+        "In the 1 MiB free, the longest context each holds, in tokens: off none, dynamic none, static none, "
+        "quantized:fp8 none (predicted, not run: --frontier check runs each there)" in str(none)
+    )
+    assert none.searched == (24, 136)  # nothing fits: the crossovers are sought up to the length checked
+    check = FitCheck("dynamic", 128, 172, 1, 2**30, predicted_bytes=1000, measured_bytes=1100, tensor_bytes=1020)
+    found = choice(_sweep(frontier=Frontier(rows, [check], 3 * 2**20, {})))
+    assert len(found.crossovers) == 5  # the four within 136, and one more
+    late = found.crossovers[-2]  # dynamic and fp8 may cross up to the shorter of their reaches, 300
+    assert (str(late.overtaker), str(late.overtaken), late.context) == ("quantized:fp8", "dynamic", 167)
+    assert late.agrees and late.error == pytest.approx((0.4904 / 0.472) / (0.5 / 0.45) - 1)
+    assert found.searched == (24, 1200)  # the longest pair's range: off's 2048 against fp8's 1200
+    text = str(found)
+    assert "no other crossover within each pair's shorter reach (up to 1200 tokens)." in text
+    assert "quantized:fp8 at 1.14x its time holds 2.40x more context (1200 tokens), KL 0.002" in text  # 1200 / 500
+    assert text.endswith(
+        "In the 3 MiB free, the longest context each holds, in tokens: dynamic 300, static 500, quantized:fp8 1200; off "
+        "reaches the model's 2048 positions before memory; a run there took tensors of dynamic +2.0% against the "
+        "prediction."
+    )
+    capped = Frontier([_row(name, 2048, "positions") for name in LINES], [check], 2 * 2**30, {})
+    assert str(choice(_sweep(frontier=capped))).endswith(
+        "In the 2 GiB free, every strategy reaches the model's 2048 positions before memory; a run there took "
+        "tensors of dynamic +2.0% against the prediction."  # 1020 / 1000 - 1
+    )
+
+
+def test_without_quality_a_row_leaves_the_frontier_only_on_speed_and_bytes() -> None:
+    found = choice(_sweep(quality=False))
+    assert found.frontier == ["off", "static", "quantized:fp8"] and found.beaten_by == {"dynamic": "static"}
+    assert "quantized:fp8 at 1.14x its time holds 4.00x less KV, quality not read" in str(found)
+
+
+def test_too_few_lengths_or_no_held_out_row_say_so_instead_of_a_crossover() -> None:
+    short = str(choice(_sweep(prompts=(16, 32, 128))))
+    assert "Crossovers need a sweep of 4 lengths or more (-p or -n)" in short and "overtakes" not in short
+    result = _sweep()
+    result.measurements = [m for m in result.measurements if not (m.strategy == "static" and m.config.prompt_tokens
+                                                                  == 128)]  # fmt: skip
+    found = choice(result)
+    assert [str(f.strategy) for f in found.fits] == ["off", "dynamic", "quantized:fp8"]
+    assert "no row at 128+8 tokens to check the fit of static: its crossovers not shown" in str(found)
+    assert all("static" not in (str(c.overtaker), str(c.overtaken)) for c in found.crossovers)
+
+
+def test_two_strategies_or_the_plain_run_have_no_choice_to_make() -> None:
+    two = _sweep(strategies=("off", "dynamic"))
+    assert choice_notes(two) == [] and "pareto" not in shown_table(two.to_dataframe())[0].columns
+    with pytest.raises(
+        KVMagicError,
+        match=r"needs 3 strategies measured at 128\+8 tokens, off included; 2 ran there: name more in cache$",
+    ):
+        two.choice()
+    plain = BenchmarkResult(model="tiny", measurements=pair((16, 8), [1.0], [0.5]))
+    with pytest.raises(KVMagicError, match=r"needs a comparison: cache with two strategies or more beside off$"):
+        plain.choice()
+
+
+def test_bytes_a_hair_apart_are_said_in_bytes_and_beside_a_cacheless_fastest_in_mib() -> None:
+    names = ["off", "dynamic", "static"]
+    rows = [timed((64, 8), "off", [1.0], kv_bytes=0), timed((64, 8), "dynamic", [0.5], kv_bytes=2**20),
+            timed((64, 8), "static", [0.4], kv_bytes=2**20 + 16)]  # fmt: skip
+    result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names)
+    assert "dynamic at 1.25x its time holds 16 bytes less KV, quality not read" in str(result.choice())
+    exact = Quality(8, 1.0, 0.0, 1.0)
+    result.measurements = [timed((64, 8), "off", [0.3], kv_bytes=0)] + [
+        timed(m.config, m.strategy, m.seconds, kv_bytes=m.kv_bytes, quality=exact) for m in rows[1:]
+    ]  # off fastest, its quality unread: it beats neither, whose KL 0 it cannot be said to match
+    text = str(result.choice())
+    assert text.startswith(
+        "At 64+8 tokens: off is fastest; on the trade-off frontier beside it (pareto in the table), "
+    )
+    assert "dynamic at 1.67x its time holds 1 MiB of KV, KL 0" in text
+
+
+def test_rows_of_several_models_are_counted_per_model() -> None:
+    """Two models' tables side by side, two strategies each at every configuration: no frontier worth marking."""
+    import pandas as pd
+
+    two = _sweep(strategies=("off", "dynamic")).to_dataframe()
+    both = pd.concat([two.assign(model="a"), two.assign(model="b")], ignore_index=True)
+    assert "pareto" not in shown_table(both)[0].columns
+    three = _sweep(strategies=("off", "dynamic", "static")).to_dataframe().assign(model="a")
+    assert "pareto" in shown_table(pd.concat([three, two.assign(model="b")], ignore_index=True))[0].columns
