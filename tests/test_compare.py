@@ -8,7 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic.results.caution import caution_notes
-from kvmagic.results.compare import COMPARE_COLUMNS, compare
+from kvmagic.results.columns import added
+from kvmagic.results.compare import compare
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import RunFacts
 from kvmagic.results.report import COLUMNS
@@ -31,7 +32,7 @@ def test_change_and_significance_against_hand_computed_numbers():
     was = _result(_measurement([(2.0, 1.0), (2.2, 1.0)]), _measurement([(2.0, 1.0), (2.2, 1.0)], new_tokens=32))
     now = _result(_measurement([(3.0, 1.0), (3.2, 1.0)]), _measurement([(2.1, 1.0), (2.4, 1.0)], new_tokens=32))
     frame = compare(now, was).to_dataframe()
-    assert list(frame.columns) == [*COLUMNS, *COMPARE_COLUMNS]
+    assert list(frame.columns) == [*COLUMNS, *added("--compare").pair]
     assert frame.speedup_was.tolist() == pytest.approx([2.1, 2.1])
     assert frame.speedup_change.tolist() == pytest.approx([3.1 / 2.1 - 1, 2.25 / 2.1 - 1])
     # Two pairs a run: Welch's t on the log ratios. ln 3, ln 3.2 against ln 2, ln 2.2: t = 6.78 on 1.76
@@ -84,7 +85,7 @@ def test_magic_compares_two_saved_runs(shell, tmp_path, capsys):
     shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 -q --save {base}", PROMPT)
     saved = BenchmarkResult.read_json(base)
     same = shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 --compare {base}", PROMPT)
-    assert list(same.columns) == [*COLUMNS, *COMPARE_COLUMNS]
+    assert list(same.columns) == [*COLUMNS, *added("--compare").pair]
     assert same.speedup_was[0] == pytest.approx(saved.speedup)
     assert same.speedup_change[0] == pytest.approx(same.speedup[0] / saved.speedup - 1)
     assert "differs" not in capsys.readouterr().out  # same settings, same prompt: nothing to report

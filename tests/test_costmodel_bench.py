@@ -13,12 +13,14 @@ from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import MIN_AUTO_PAIRS
 from kvmagic.measure.costmodel_probe import probe
-from kvmagic.results.report import PREDICTED_COLUMNS
+from kvmagic.results.columns import added
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import benchmark, rounds
 from kvmagic.runner.prompt import stretch_prompt
 
 from .conftest import PROMPT
+
+PREDICTED_COLUMNS = added("--predict").pair
 
 
 def test_probe_keeps_every_round_and_fits_positive_curves_on_a_real_model(tiny) -> None:

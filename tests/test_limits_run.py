@@ -8,10 +8,12 @@ import math
 import pytest
 
 from kvmagic import run_benchmark
-from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
+from kvmagic.results.columns import added
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT
+
+LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS = added("--limits").pair, added("--limits").rows
 
 
 def test_limits_add_their_columns_note_and_records_only_when_asked(tiny) -> None:

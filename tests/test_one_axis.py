@@ -64,12 +64,8 @@ def test_each_column_is_written_as_its_registered_form(name: str, unit: str, wri
 
 
 def test_every_column_a_table_shows_is_registered_with_a_meaning() -> None:
-    from kvmagic.results.compare import COMPARE_COLUMNS
-    from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
-    from kvmagic.results.prefix_table import PREFIX_COLUMNS
-    from kvmagic.results.report import PREDICTED_COLUMNS
-    from kvmagic.results.split_table import SPLIT_COLUMNS
+    from kvmagic.results.columns import ADDITIONS
 
-    tables = [PAIR_VIEW, ROW_COLUMNS, PREDICTED_COLUMNS, LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS, PREFIX_COLUMNS]
-    names = {name for table in [*tables, SPLIT_COLUMNS, COMPARE_COLUMNS] for name in table}
+    tables = [PAIR_VIEW, ROW_COLUMNS, *(a.pair for a in ADDITIONS.values()), *(a.rows for a in ADDITIONS.values())]
+    names = {name for table in tables for name in table}
     assert sorted(name for name in names if not REGISTRY.get(name) or not REGISTRY[name].meaning) == []

@@ -11,15 +11,11 @@ from pathlib import Path
 
 from kvmagic.core.spec import BenchSpec
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Option
-from kvmagic.results.columns import FRONTIER_MEANINGS, MEANINGS, SHAPE_MEANINGS, column
-from kvmagic.results.compare import COMPARE_COLUMNS
+from kvmagic.results.columns import ADDITIONS, FRONTIER_MEANINGS, MEANINGS, SHAPE_MEANINGS, added, column
 from kvmagic.results.frontier_table import FRONTIER_COLUMNS
-from kvmagic.results.limits_table import LIMIT_COLUMNS, STRATEGY_LIMIT_COLUMNS
 from kvmagic.results.models_table import MODEL_COLUMN, SHAPE_COLUMNS
-from kvmagic.results.prefix_table import PREFIX_COLUMNS
-from kvmagic.results.report import COLUMNS, PREDICTED_COLUMNS, STRATEGY_COLUMNS
+from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS
 from kvmagic.results.shown import SHOWN_COLUMNS, SHOWN_STRATEGY_COLUMNS
-from kvmagic.results.split_table import SPLIT_COLUMNS, STRATEGY_SPLIT_COLUMNS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REGENERATE = "make docs"
@@ -114,6 +110,19 @@ def _shows(name: str) -> str:
     return "" if side is None or side[1] == name else f"`{side[0]}`'s `{side[1]}`: "
 
 
+def _added(view: str, shown: Sequence[str]) -> list[str]:
+    """The columns each option adds to the plain run's view (``pair``) or to a comparison's rows (``rows``), as
+    the registry's :data:`ADDITIONS` has them; ``--compare``'s have a section of their own."""
+    found = []
+    for option, addition in ADDITIONS.items():
+        columns = getattr(addition, view)
+        if columns and option != "--compare":
+            about = f", {addition.about}" if addition.about else ""
+            found += [f"With `{option}`{about}:", ""]
+            found += [*_column_rows(columns, MEANINGS, shown), ""]
+    return found
+
+
 def columns_page() -> str:
     """Every column of the benchmark's tables and of the frontier's, with what it means."""
     return "\n".join(
@@ -143,45 +152,19 @@ def columns_page() -> str:
             "",
             *_column_rows(COLUMNS, MEANINGS, SHOWN_COLUMNS),
             "",
-            "With `--predict` (`PREDICTED_COLUMNS`):",
-            "",
-            *_column_rows(PREDICTED_COLUMNS, MEANINGS, SHOWN_COLUMNS),
-            "",
-            "With `--limits` (`LIMIT_COLUMNS`, kvmagic/results/limits_table.py):",
-            "",
-            *_column_rows(LIMIT_COLUMNS, MEANINGS, SHOWN_COLUMNS),
-            "",
-            "With `--tp`, a model split over ranks (`SPLIT_COLUMNS`, kvmagic/results/split_table.py;",
-            "[parallel.md](parallel.md)):",
-            "",
-            *_column_rows(SPLIT_COLUMNS, MEANINGS, SHOWN_COLUMNS),
-            "",
+            *_added("pair", SHOWN_COLUMNS),
             "## `--cache`: one row per configuration and strategy (`ROW_COLUMNS`, kvmagic/results/columns.py)",
             "",
             "In the table shown first, `first_mismatch` and `note` become marks in `note` that point to footnotes.",
             "",
             *_column_rows(STRATEGY_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
             "",
-            "With `--limits` (`STRATEGY_LIMIT_COLUMNS`, kvmagic/results/limits_table.py):",
-            "",
-            *_column_rows(STRATEGY_LIMIT_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
-            "",
-            "With `--tp` (`STRATEGY_SPLIT_COLUMNS`, kvmagic/results/split_table.py):",
-            "",
-            *_column_rows(STRATEGY_SPLIT_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
-            "",
-            (
-                "With `--prefix` (`PREFIX_COLUMNS`, kvmagic/results/prefix_table.py; `--prefix` alone compares `off`, "
-                "`dynamic` and `dynamic+prefix` in this table):"
-            ),
-            "",
-            *_column_rows(PREFIX_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
-            "",
-            "## Beside a baseline: `--compare` (`COMPARE_COLUMNS`, kvmagic/results/compare.py)",
+            *_added("rows", SHOWN_STRATEGY_COLUMNS),
+            "## Beside a baseline: `--compare`",
             "",
             "Either table gains, per row matched by configuration and strategy:",
             "",
-            *_column_rows(COMPARE_COLUMNS, MEANINGS, SHOWN_COLUMNS),
+            *_column_rows(added("--compare").pair, MEANINGS, SHOWN_COLUMNS),
             "",
             "## Models side by side: `-m A,B` (kvmagic/results/models_table.py)",
             "",

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from kvmagic.core.strategy import DYNAMIC, OFF, Strategy
 
 __all__ = [
-    "FRONTIER_MEANINGS", "MEANINGS", "PAIR_VIEW", "REGISTRY", "ROW_COLUMNS", "SHAPE_MEANINGS", "Column", "column",
+    "ADDITIONS", "FRONTIER_MEANINGS", "MEANINGS", "PAIR_VIEW", "REGISTRY", "ROW_COLUMNS", "SHAPE_MEANINGS", "Addition",
+    "Column", "added", "column",
 ]  # fmt: skip
 
 _PEAK = (
@@ -204,6 +205,51 @@ PAIR_VIEW = (
     "kv_cache_mib", "kv_predicted_mib", "uncached_peak_mib", "cached_peak_mib",
     "uncached_min_s", "cached_min_s", "uncached_iqr_s", "cached_iqr_s", "speedup_ci_low", "speedup_ci_high",
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Addition:
+    """The columns an option adds, in order, to the plain run's view (``pair``) and to a comparison's rows
+    (``rows``); ``about`` is what the columns page says of it."""
+
+    option: str
+    pair: tuple[str, ...] = ()
+    rows: tuple[str, ...] = ()
+    about: str = ""
+
+
+ADDITIONS = {
+    addition.option: addition
+    for addition in (
+        Addition("--predict", pair=("predicted_uncached_s", "predicted_cached_s", "predicted_speedup", "measured")),
+        Addition(
+            "--limits",
+            pair=("uncached_limit_tok_s", "cached_limit_tok_s", "uncached_of_limit", "cached_of_limit",
+                  "limit_speedup"),
+            rows=("limit_tok_s", "of_limit"),  # a strategy's row: its own bound
+        ),
+        Addition(
+            "--tp",
+            pair=("ranks", "kv_rank_mib", "uncached_comm_ms", "cached_comm_ms", "uncached_comm_share",
+                  "cached_comm_share", "ranks_identical"),
+            rows=("ranks", "kv_rank_mib", "comm_ms", "comm_share", "ranks_identical"),
+            about="a model split over ranks ([parallel.md](parallel.md))",
+        ),
+        Addition(
+            "--prefix",
+            rows=("reused_tokens", "warm_speedup", "warm_ttft_speedup", "same_as_cold"),
+            about="which alone compares `off`, `dynamic` and `dynamic+prefix` in this table",
+        ),
+        Addition("--compare", pair=("speedup_was", "speedup_change", "significant")),
+    )
+}  # fmt: skip
+
+
+def added(option: str) -> Addition:
+    """What ``option`` adds to the tables (:data:`ADDITIONS`)."""
+    return ADDITIONS[option]
+
+
 _SIDES = {
     f"{side}_{name}": (strategy, source)
     for side, strategy in (("uncached", OFF), ("cached", DYNAMIC))

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import significant_change
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
+from kvmagic.results.columns import added
 from kvmagic.results.measurement import Pair
 from kvmagic.results.result import BenchmarkResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COMPARE_COLUMNS", "Comparison", "compare"]
+__all__ = ["Comparison", "compare"]
 
-COMPARE_COLUMNS = ("speedup_was", "speedup_change", "significant")
 # Facts about the run itself rather than about what it measured.
 _RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
 
@@ -64,7 +64,7 @@ class Comparison:
     def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame(self.rows(), columns=[*self.result.to_dataframe().columns, *COMPARE_COLUMNS])
+        return pd.DataFrame(self.rows(), columns=[*self.result.to_dataframe().columns, *added("--compare").pair])
 
     def differences(self) -> list[str]:
         """How the two runs were set up differently, from the metadata both record."""

@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from kvmagic.core.limits import Limits, limits_note
+from kvmagic.results.columns import added
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
@@ -17,23 +18,18 @@ if TYPE_CHECKING:
     from kvmagic.results.measurement import Measurement, Pair
 
 __all__ = [
-    "LIMIT_COLUMNS",
-    "STRATEGY_LIMIT_COLUMNS",
     "limit_values",
     "limits_notes",
     "matching",
     "strategy_limit_values",
 ]
 
-LIMIT_COLUMNS = ("uncached_limit_tok_s", "cached_limit_tok_s", "uncached_of_limit", "cached_of_limit", "limit_speedup")
-STRATEGY_LIMIT_COLUMNS = ("limit_tok_s", "of_limit")  # a cache comparison's row: its strategy's bound
-
 
 def limit_values(pair: Pair, limits: Limits | None) -> dict[str, float]:
     """The plain row's limit columns: bound tokens/s counted as the measured tok_s are (decode, every sequence),
     the measured share of the bound (bound seconds / measured seconds) and the speed-up the bounds imply."""
     if limits is None:
-        return dict.fromkeys(LIMIT_COLUMNS, math.nan)
+        return dict.fromkeys(added("--limits").pair, math.nan)
     batch = pair.config.batch
     return {
         "uncached_limit_tok_s": batch * limits.uncached.decode_tok_s,
@@ -50,7 +46,7 @@ def strategy_limit_values(m: Measurement | None, limits: Limits | None) -> dict[
     positions) move fewer bytes than the bound counts, and a warm twin computes less than the bound counts (not
     its prompt's prefix): none of them has one."""
     if limits is None or m is None or not m.strategy.lossless or m.strategy.warm:
-        return dict.fromkeys(STRATEGY_LIMIT_COLUMNS, math.nan)
+        return dict.fromkeys(added("--limits").rows, math.nan)
     bound = limits.cached if m.strategy.caches else limits.uncached
     return {"limit_tok_s": m.config.batch * bound.decode_tok_s, "of_limit": bound.reached(m.median_s)}
 

@@ -15,9 +15,7 @@ if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement
 
-__all__ = ["PREFIX_COLUMNS", "prefix_notes", "prefix_values"]
-
-PREFIX_COLUMNS = ("reused_tokens", "warm_speedup", "warm_ttft_speedup", "same_as_cold")
+__all__ = ["prefix_notes", "prefix_values"]
 
 
 def _cold(result: BenchmarkRecord, m: Measurement) -> Measurement | None:

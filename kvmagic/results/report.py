@@ -14,19 +14,15 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.config import Config
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE, Strategy
 from kvmagic.results.choice import pareto_marks
-from kvmagic.results.columns import PAIR_VIEW, REGISTRY, ROW_COLUMNS
+from kvmagic.results.columns import PAIR_VIEW, REGISTRY, ROW_COLUMNS, added
 from kvmagic.results.limits_table import (
-    LIMIT_COLUMNS,
-    STRATEGY_LIMIT_COLUMNS,
     limit_values,
     matching,
     strategy_limit_values,
 )
 from kvmagic.results.measurement import Pair
-from kvmagic.results.prefix_table import PREFIX_COLUMNS, prefix_values
+from kvmagic.results.prefix_table import prefix_values
 from kvmagic.results.split_table import (
-    SPLIT_COLUMNS,
-    STRATEGY_SPLIT_COLUMNS,
     split_values,
     strategy_split_values,
 )
@@ -40,13 +36,12 @@ if TYPE_CHECKING:
     from kvmagic.results.records import Mismatch
 
 __all__ = [
-    "COLUMNS", "MIB", "PREDICTED_COLUMNS", "STRATEGY_COLUMNS", "figures", "row", "short_mismatch", "strategy_row",
+    "COLUMNS", "MIB", "STRATEGY_COLUMNS", "figures", "row", "short_mismatch", "strategy_row",
     "table",
 ]  # fmt: skip
 
 MIB = 2**20
 COLUMNS = PAIR_VIEW  # the plain run's table
-PREDICTED_COLUMNS = ("predicted_uncached_s", "predicted_cached_s", "predicted_speedup", "measured")
 STRATEGY_COLUMNS = ROW_COLUMNS  # a comparison's table
 
 
@@ -177,7 +172,7 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     ):  # one of the two places the plain run differs (the other: shown_name): it is shown as its two rows side by side
         return _strategy_table(result)
     divided = result.split is not None
-    extra = [*(LIMIT_COLUMNS if result.limits else ()), *(SPLIT_COLUMNS if divided else ())]
+    extra = [*(added("--limits").pair if result.limits else ()), *(added("--tp").pair if divided else ())]
     measured = {
         pair.config: {**row(pair, sizes), **_limits(result, pair), **(split_values(pair) if divided else {})}
         for pair in result.pairs()
@@ -187,9 +182,9 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     rows = []
     for p in result.predictions:
         values: dict[str, Any] = measured.get(p.config) or p.config._asdict()
-        values.update(zip(PREDICTED_COLUMNS, (p.uncached_s, p.cached_s, p.speedup, p.config in measured)))
+        values.update(zip(added("--predict").pair, (p.uncached_s, p.cached_s, p.speedup, p.config in measured)))
         rows.append(values)
-    return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *PREDICTED_COLUMNS])
+    return pd.DataFrame(rows, columns=[*COLUMNS, *extra, *added("--predict").pair])
 
 
 def _full_bytes(result: BenchmarkRecord, config: Config, sizes: KVSizes | None) -> int | None:
@@ -221,9 +216,9 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
             found.update(strategy_split_values(m) if divided else {})
             rows.append({**found, **(prefix_values(result, m) if reused else {})})
     extra = (
-        *(STRATEGY_LIMIT_COLUMNS if result.limits else ()),
-        *(STRATEGY_SPLIT_COLUMNS if divided else ()),
-        *(PREFIX_COLUMNS if reused else ()),
+        *(added("--limits").rows if result.limits else ()),
+        *(added("--tp").rows if divided else ()),
+        *(added("--prefix").rows if reused else ()),
     )
     return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
 

@@ -11,19 +11,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.results.columns import added
+
 if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement, Pair
 
-__all__ = ["SPLIT_COLUMNS", "STRATEGY_SPLIT_COLUMNS", "split_notes", "split_values", "strategy_split_values"]
+__all__ = ["split_notes", "split_values", "strategy_split_values"]
 
 MIB = 2**20
-SPLIT_COLUMNS = (
-    "ranks", "kv_rank_mib", "uncached_comm_ms", "cached_comm_ms", "uncached_comm_share", "cached_comm_share",
-    "ranks_identical",
-)  # fmt: skip
-# With a cache comparison: each strategy's row, its figures as the plain row's for one side.
-STRATEGY_SPLIT_COLUMNS = ("ranks", "kv_rank_mib", "comm_ms", "comm_share", "ranks_identical")
 
 
 def _per_step_ms(m: Measurement) -> float:
@@ -47,7 +43,7 @@ def split_values(pair: Pair) -> dict[str, Any]:
 def strategy_split_values(m: Measurement | None) -> dict[str, Any]:
     """A comparison's row's split columns."""
     if m is None or m.ranks is None:
-        return {**dict.fromkeys(STRATEGY_SPLIT_COLUMNS, math.nan), "ranks_identical": None}
+        return {**dict.fromkeys(added("--tp").rows, math.nan), "ranks_identical": None}
     return {
         "ranks": len(m.ranks.kv_bytes),
         "kv_rank_mib": max(m.ranks.kv_bytes) / MIB,
