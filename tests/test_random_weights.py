@@ -210,3 +210,14 @@ def test_the_command_wraps_the_summary_too():
     assert run.returncode == 0, run.stderr
     assert f"{SMOL}: LlamaForCausalLM, 134.52 M parameters, float32 on cpu, RANDOM" in run.stderr
     assert all(len(line) <= 100 for line in run.stderr.splitlines()), run.stderr
+
+
+def test_a_config_alone_gets_tinys_tokenizer_not_one_built_from_the_config(tmp_path):
+    """transformers 5 builds Gemma 3's tokenizer from its config alone: 5 special tokens, every prompt unknown.
+    Where that is all there is, tiny's byte-level tokenizer stands in, as where no tokenizer builds at all."""
+    from kvmagic.model.random_weights import LEAST_VOCABULARY, find_tokenizer
+
+    (tmp_path / "config.json").write_text(json.dumps(_shallow(GEMMA, 6)))
+    tokenizer, stand_in = find_tokenizer(str(tmp_path), config_from_dict(_shallow(GEMMA, 6)))
+    assert stand_in == "tiny" and len(tokenizer) >= LEAST_VOCABULARY
+    assert len(tokenizer("The KV cache")["input_ids"]) > 3  # bytes, not one unknown token

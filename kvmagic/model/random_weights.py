@@ -86,6 +86,11 @@ def find_config(name: str, *, revision: str | None = None, trust_remote_code: bo
     )
 
 
+# Fewer tokens than bytes is no model's tokenizer: transformers 5 builds one of a few special tokens from a config
+# alone (Gemma 3's: 5), which would turn every prompt into unknown tokens.
+LEAST_VOCABULARY = 256
+
+
 def find_tokenizer(
     name: str, config: PretrainedConfig, *, revision: str | None = None, trust_remote_code: bool = False
 ) -> tuple[PreTrainedTokenizerBase, str | None]:
@@ -96,7 +101,8 @@ def find_tokenizer(
         own = AutoTokenizer.from_pretrained(
             name, revision=revision, trust_remote_code=trust_remote_code, local_files_only=True
         )
-        return own, None
+        if len(own) >= LEAST_VOCABULARY:
+            return own, None
     except Exception:  # no tokenizer files at hand: how that fails differs by model and version
         pass
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir())
