@@ -10,6 +10,7 @@ from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.pareto import Point, beats, on_frontier
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import REFERENCE
 from kvmagic.errors import KVMagicError
 from kvmagic.results.choice import choice, choice_notes
 from kvmagic.results.result import BenchmarkResult
@@ -48,6 +49,11 @@ def test_a_row_is_beaten_only_by_one_no_worse_on_every_figure_and_better_on_one(
     assert beats(fast, Point(1.5, 100, 0.01)) and not beats(fast, Point(1.0, 100, 0.01))  # a tie beats nothing
     assert on_frontier([fast, Point(1.0, 100, 0.01)]) == [True, True]
     assert beats(Point(1.0, 50, 0.0), fast) and not beats(Point(0.5, 50, 0.02), fast)  # faster, smaller, but lossier
+    # bytes within 1% of the larger tie: 8 bytes of bookkeeping a layer is no trade for 3.57x the time
+    assert beats(Point(1.0, 1008, 0.0), Point(3.57, 1000, 0.0)) and not beats(
+        Point(1.0, 1011, 0.0), Point(3.57, 1000, 0.0)
+    )
+    assert not beats(Point(1.0, 1000, 0.0), Point(1.0, 1009, 0.0))  # a tie on every figure beats nothing
 
 
 def test_an_unknown_figure_is_not_guessed() -> None:
@@ -110,7 +116,7 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
         in text
     )
     assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)." in text
-    assert "fitted at 24, 40, 72 tokens, checked at 136 (the fits came within -9.3% to +55.6% of its rows)" in text
+    assert "fitted at 24, 40, 72 tokens, checked at 136 (the fits were -9.3% to +55.6% off its rows)" in text
     assert "dynamic overtakes off from 25 tokens (time ratio at 136: predicted 0.347, measured 0.3, +15.6%)" in text
     wrong_way = "dynamic overtakes static from 44 tokens (time ratio at 136: predicted 0.689, measured 1.02, -32.6%"
     assert wrong_way + ", so static was the faster there)" in text
@@ -182,12 +188,12 @@ def test_two_strategies_or_the_plain_run_have_no_choice_to_make() -> None:
         plain.choice()
 
 
-def test_bytes_a_hair_apart_are_said_in_bytes_and_beside_a_cacheless_fastest_in_mib() -> None:
+def test_bytes_a_hair_apart_tie_and_beside_a_cacheless_fastest_are_said_in_mib() -> None:
     names = ["off", "dynamic", "static"]
     rows = [timed((64, 8), "off", [1.0], kv_bytes=0), timed((64, 8), "dynamic", [0.5], kv_bytes=2**20),
             timed((64, 8), "static", [0.4], kv_bytes=2**20 + 16)]  # fmt: skip
     result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names)
-    assert "dynamic at 1.25x its time holds 16 bytes less KV, quality not read" in str(result.choice())
+    assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)" in str(result.choice())
     exact = Quality(8, 1.0, 0.0, 1.0)
     result.measurements = [timed((64, 8), "off", [0.3], kv_bytes=0)] + [
         timed(m.config, m.strategy, m.seconds, kv_bytes=m.kv_bytes, quality=exact) for m in rows[1:]
@@ -196,7 +202,7 @@ def test_bytes_a_hair_apart_are_said_in_bytes_and_beside_a_cacheless_fastest_in_
     assert text.startswith(
         "At 64+8 tokens: off is fastest; on the trade-off frontier beside it (pareto in the table), "
     )
-    assert "dynamic at 1.67x its time holds 1 MiB of KV, KL 0" in text
+    assert "static at 1.33x its time holds 1 MiB of KV, KL 0" in text
 
 
 def test_rows_of_several_models_are_counted_per_model() -> None:
@@ -208,3 +214,23 @@ def test_rows_of_several_models_are_counted_per_model() -> None:
     assert "pareto" not in shown_table(both)[0].columns
     three = _sweep(strategies=("off", "dynamic", "static")).to_dataframe().assign(model="a")
     assert "pareto" in shown_table(pd.concat([three, two.assign(model="b")], ignore_index=True))[0].columns
+
+
+def test_a_fit_that_falls_to_no_time_predicts_no_crossover() -> None:
+    """A noisy sweep's line can slope down: 0.859 - 0.00719 L is 0 at L = 119.5, inside a search up to 136."""
+    from kvmagic.core.costmodel import lowest
+
+    falling, rising = Polynomial((0.859, -0.00719)), Polynomial((0.01, 0.001))
+    assert lowest(falling, 24, 136) == pytest.approx(0.859 - 0.00719 * 136)  # -0.1188: at the far end
+    assert lowest(Polynomial((1.0, -0.02, 0.0001)), 24, 136) == pytest.approx(0.0)  # its vertex, at L = 100
+    assert lowest(rising, 24, 136) == pytest.approx(0.034)
+    names = ["off", "dynamic", "static"]
+    seconds = {"off": lambda n: 0.859 - 0.00719 * n, "dynamic": lambda n: 0.01 + 0.001 * n,
+               "static": lambda n: 0.02 + 0.0009 * n}  # fmt: skip
+    # off's times fall (0.686, 0.571, 0.341 s at 24, 40, 72) and would be negative at 136: measured 0.05 there
+    rows = [timed((n - 8, 8), s, [seconds[s](n) if n < 136 else 0.05]) for n in (24, 40, 72, 136) for s in names]
+    result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names)
+    found = result.choice()
+    assert found.falling == (REFERENCE,)
+    assert all(REFERENCE not in (c.overtaker, c.overtaken) for c in found.crossovers)
+    assert "the fit of off falls to no time or less within that range, so it predicts no crossover" in str(found)

@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = [
     "PROBE_LENGTHS", "PROBE_REPEAT", "CostModel", "Polynomial", "Probes",
-    "break_even", "crossing", "fit_polynomial", "generate_overhead", "probe_lengths",
+    "break_even", "crossing", "fit_polynomial", "generate_overhead", "lowest", "probe_lengths",
 ]  # fmt: skip
 
 MAX_DEGREE = 2
@@ -132,6 +132,15 @@ def crossing(first: Polynomial, second: Polynomial, low: int, high: int) -> int 
         if low < root and after <= high and (difference(after) > 0) != (before > 0):
             return after
     return None
+
+
+def lowest(curve: Polynomial, low: float, high: float) -> float:
+    """The least value ``curve`` (degree 2 at most) takes over [``low``, ``high``]: at an end, or at its vertex."""
+    c = [*curve.coefficients, 0.0, 0.0]
+    candidates = [low, high]
+    if c[2] > 0 and low < -c[1] / (2 * c[2]) < high:
+        candidates.append(-c[1] / (2 * c[2]))
+    return min(curve(length) for length in candidates)
 
 
 def _roots(curve: Polynomial) -> list[float]:

@@ -6,7 +6,9 @@ quality run that could not run) is not guessed: where neither row has it, the tw
 beaten row lacks it, the other is at least as good only at the best there is (KL 0, no bytes held), and never
 better; a row that lacks it is at least as good as none that has it. So a row with an unknown figure leaves the
 frontier only to a row that beats it whatever that figure is. Medians decide speed: two strategies within their
-runs' noise of each other may trade places in another run. Pure Python, checkable by hand.
+runs' noise of each other may trade places in another run. KV bytes within :data:`BYTES_TIE` of each other tie:
+a static cache holds a few bookkeeping bytes a layer beside its keys and values, which trade nothing away.
+Pure Python, checkable by hand.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Point", "beats", "on_frontier"]
+__all__ = ["BYTES_TIE", "Point", "beats", "on_frontier"]
+
+BYTES_TIE = 0.01  # a share of the larger: KV bytes this close are the same cache
 
 
 @dataclass(frozen=True)
@@ -30,25 +34,26 @@ class Point:
 
 
 _BEST = (None, 0.0, 0.0)  # the best a figure can be: none for seconds, no bytes held, KL 0
+_TIES = (0.0, BYTES_TIE, 0.0)  # how close two figures tie, as a share of the larger
 
 
-def _no_worse(mine: float | None, theirs: float | None, best: float | None) -> bool:
+def _no_worse(mine: float | None, theirs: float | None, best: float | None, tie: float) -> bool:
     if mine is None:
         return theirs is None
     if theirs is None:
         return mine == best
-    return mine <= theirs
+    return mine <= theirs + tie * max(abs(mine), abs(theirs))
 
 
-def _better(mine: float | None, theirs: float | None) -> bool:
-    return mine is not None and theirs is not None and mine < theirs
+def _better(mine: float | None, theirs: float | None, tie: float) -> bool:
+    return mine is not None and theirs is not None and mine < theirs - tie * max(abs(mine), abs(theirs))
 
 
 def beats(a: Point, b: Point) -> bool:
     """``a`` is no worse than ``b`` on every figure and better on one (unknown figures as the module says)."""
-    pairs = list(zip(a.figures(), b.figures(), _BEST))
-    return all(_no_worse(mine, theirs, best) for mine, theirs, best in pairs) and any(
-        _better(mine, theirs) for mine, theirs, _ in pairs
+    figures = list(zip(a.figures(), b.figures(), _BEST, _TIES))
+    return all(_no_worse(mine, theirs, best, tie) for mine, theirs, best, tie in figures) and any(
+        _better(mine, theirs, tie) for mine, theirs, _, tie in figures
     )
 
 

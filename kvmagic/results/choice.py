@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial
+from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial, lowest
 from kvmagic.core.pareto import Point, beats, on_frontier
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
@@ -102,6 +102,7 @@ class Choice:
     searched: tuple[int, int] | None  # the contexts searched for crossovers
     unfitted: str  # why there are no fits, or which strategy has none; empty where every one has
     reach: Frontier | None
+    falling: tuple[Strategy, ...] = ()  # whose fit falls to no time or less where it was searched: no crossover
 
     @property
     def frontier(self) -> list[Strategy]:
@@ -137,8 +138,8 @@ def choice(result: BenchmarkRecord) -> Choice:
         if not mark
     }
     fits, unfitted = _fits(result, config)
-    crossovers, searched = _crossovers(fits, result.frontier)
-    return Choice(config, points, beaten_by, fits, crossovers, searched, unfitted, result.frontier)
+    crossovers, searched, falling = _crossovers(fits, result.frontier)
+    return Choice(config, points, beaten_by, fits, crossovers, searched, unfitted, result.frontier, falling)
 
 
 def choice_notes(result: BenchmarkRecord) -> list[str]:
@@ -190,17 +191,24 @@ def _fits(result: BenchmarkRecord, largest: Config) -> tuple[list[Fit], str]:
     return fits, ""
 
 
-def _crossovers(fits: list[Fit], reach: Frontier | None) -> tuple[list[Crossover], tuple[int, int] | None]:
+def _crossovers(
+    fits: list[Fit], reach: Frontier | None
+) -> tuple[list[Crossover], tuple[int, int] | None, tuple[Strategy, ...]]:
     """Every pair of fitted strategies whose curves cross between the shortest length fitted and the longest
-    checked, or the shorter of their two reaches where the memory frontier gives them."""
+    checked, or the shorter of their two reaches where the memory frontier gives them; and the strategies whose
+    fit falls to no time or less there (a noisy sweep's line can slope down), which cross nothing."""
     if not fits:
-        return [], None
+        return [], None, ()
     low, held_out = fits[0].fitted[0], fits[0].checked_at
     contexts = {row.strategy: row.max_context for row in reach.rows} if reach else {}
-    found, highest = [], held_out
+    found, highest, falling = [], held_out, {}
     for a, b in combinations(fits, 2):
         high = max(held_out, min(contexts.get(a.strategy, held_out), contexts.get(b.strategy, held_out)))
         highest = max(highest, high)
+        fallen = [fit.strategy for fit in (a, b) if lowest(fit.curve, low, high) <= 0]
+        falling.update(dict.fromkeys(fallen))
+        if fallen:
+            continue
         at = crossing(a.curve, b.curve, low, high)
         if at is None:
             continue
@@ -208,7 +216,7 @@ def _crossovers(fits: list[Fit], reach: Frontier | None) -> tuple[list[Crossover
         predicted = first.curve(held_out) / second.curve(held_out)
         found.append(Crossover(first.strategy, second.strategy, at, held_out, predicted,
                                first.measured_s / second.measured_s))  # fmt: skip
-    return found, (low, highest)
+    return found, (low, highest), tuple(falling)
 
 
 def paragraph(found: Choice) -> str:
@@ -277,8 +285,8 @@ def _crossing_text(found: Choice) -> str:
     fitted, held_out = ", ".join(map(str, first.fitted)), first.checked_at
     errors = [fit.error for fit in found.fits]
     said = (
-        f"each strategy's time against the context fitted at {fitted} tokens, checked at {held_out} (the fits came "
-        f"within {min(errors):+.1%} to {max(errors):+.1%} of its rows): "
+        f"each strategy's time against the context fitted at {fitted} tokens, checked at {held_out} (the fits were "
+        f"{min(errors):+.1%} to {max(errors):+.1%} off its rows): "
     )
     crossings = [
         f"{c.overtaker} overtakes {c.overtaken} from {c.context} tokens (time ratio at {held_out}: predicted "
@@ -294,6 +302,9 @@ def _crossing_text(found: Choice) -> str:
         said += "; ".join(crossings) + f"; no other crossover {until}"
     else:
         said += f"no strategy overtakes another {until}"
+    if found.falling:
+        names = ", ".join(map(str, found.falling))
+        said += f"; the fit of {names} falls to no time or less within that range, so it predicts no crossover"
     return said + (f"; {found.unfitted}" if found.unfitted else "")
 
 
