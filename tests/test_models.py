@@ -215,3 +215,30 @@ def test_a_shape_is_summarised_by_hand_numbers() -> None:
                    "token_kv_bytes": 18 * 2 * 256 * 2, "windowed_token_kv_bytes": 3 * 2 * 256 * 2}  # fmt: skip
     unwindowed = shape_values(GEMMA, _gemma_shape(cache_windows=False), "bfloat16")
     assert unwindowed["windowed_token_kv_bytes"] == unwindowed["token_kv_bytes"] == 18_432
+
+
+def test_a_config_without_weights_is_refused_before_the_first_model_loads(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(shipped_config(GEMMA)))
+    assert main(["-m", f"tiny,{tmp_path}", "-n", "2", PROMPT]) == 2
+    err = said(capsys.readouterr().err)
+    assert err == (
+        f"kvbench: error: {str(tmp_path)!r} holds a config but no weights (no .safetensors or .bin file): add "
+        "--random-weights to build it with random ones, or save the model's weights there\n"
+    )
+
+
+def test_a_later_model_that_fails_keeps_the_ones_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvmagic.runner import models_run
+
+    real = models_run.load_model
+
+    def load(name: str, **keywords: Any) -> Any:
+        if name == "second":
+            raise KVMagicError("'second' holds no loadable model: it broke")
+        return real(name, **keywords)
+
+    monkeypatch.setattr(models_run, "check_model", lambda name, **keywords: None)
+    monkeypatch.setattr(models_run, "load_model", load)
+    found = run_models(["tiny", "second"], PROMPT, new_tokens=2, warmup_tokens=0, max_seconds=0)
+    assert [r.model for r in found.results] == ["tiny"] and found.partial and found.left == ["second"]
+    assert "stopped at second ('second' holds no loadable model: it broke): second not measured" in found.notes()

@@ -36,6 +36,7 @@ __all__ = [
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+WEIGHT_SUFFIXES = frozenset({".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack"})
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -197,6 +198,12 @@ def _source(name: str, revision: str | None, gguf_file: str | None) -> str | Pat
     elif Path(where).is_dir() and not (Path(where) / "config.json").is_file():
         raise KVMagicError(
             f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
+        )
+    elif Path(where).is_dir() and not any(p.suffix in WEIGHT_SUFFIXES for p in Path(where).iterdir()):
+        raise KVMagicError(
+            f"{name!r} holds a config but no weights (no .safetensors or .bin file): add {{random_weights}} to "
+            "build it with random ones, or save the model's weights there",
+            "random_weights",
         )
     return where
 

@@ -41,7 +41,8 @@ def run_models(
     ``load`` holds :func:`~kvmagic.model.loading.load_model`'s keywords for every model (``dtype``,
     ``random_weights``...; with several models, ``random_weights`` leaves tiny as it is: its weights are random
     already); ``on_load`` is called with each model once it has loaded (to say so). A KeyboardInterrupt after a
-    model finished ends the run there: the models finished come back, the result ``partial``.
+    model finished ends the run there, as does a later model that fails with its reason: the models finished come
+    back, the result ``partial``.
     """
     spec = BenchSpec.of(spec, **options)
     loads = model_loads(names, load or {})
@@ -58,6 +59,10 @@ def run_models(
             forget_frames(interrupt)  # its frames hold the interrupted model
             release_memory()
             return ModelsResult(list(results), shapes, "interrupted", list(loads)[index:])
+        except KVMagicError as error:  # a model that failed to load or run: the ones finished stay
+            if not results:
+                raise
+            return ModelsResult(list(results), shapes, f"stopped at {name} ({error})", list(loads)[index:])
         results.append(result)
         if result.partial:
             return ModelsResult(list(results), shapes, result.facts.stopped, list(loads)[index + 1 :])
