@@ -109,11 +109,13 @@ def test_the_model_round_trips_through_a_dict() -> None:
 
 
 def test_the_explanation_names_the_curves_the_break_even_the_dominant_term_and_the_bytes() -> None:
-    model = CostModel(prefill=Polynomial((0.001, 0.0001)), decode=Polynomial((0.002,)), step_overhead_s=0.001)
+    model = CostModel(
+        prefill=Polynomial((0.001, 0.0001)), decode=Polynomial((0.002,)), step_overhead_s=0.001, call_overhead_s=0.002
+    )
     notes = model.explain(16, 64, kv_bytes=2 * 1024 * 1024, weight_bytes=8 * 1024 * 1024)
     assert notes[0] == (
         "cost model: prefill F(L) = 0.001 +0.0001*L s; decode step D(L) = 0.002 s; generate's own work G = 1 ms per step "
-        "and C = 0 ms per call"
+        "and C = 2 ms per call"
     )
     assert notes[1].startswith(
         f"predicted speed-up {model.speedup(16, 64):.2f}x at 16+64 tokens; the cache breaks even from "

@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmagic.core import distributions, intervals, sequential, stats
+from kvmagic.core.stop import UntilPrecise
+from kvmagic.core.strategy import PAIR
 
 
 def test_percentiles_interpolate_between_ranks() -> None:
@@ -143,6 +145,7 @@ def test_anytime_ranks_hold_at_every_count_together() -> None:
     assert 0 < escaped <= 0.05 * 2**14
     # n = 10 is the first count with an interval over 100 pairs: depths are narrower than at a fixed count
     assert sequential.anytime_depths()[9:11] == (0, 1)
+    assert sequential.first_stop() == 10 < sequential.first_stop(confidence=0.99)  # surer takes more pairs
     assert sequential.anytime_depths()[30] < intervals.order_statistic_depth(30, 0.95)
 
 
@@ -162,3 +165,12 @@ def test_auto_stops_when_the_anytime_interval_meets_the_target() -> None:
     assert sequential.auto_should_stop(ratios, ones, 0.025)
     assert not sequential.auto_should_stop(ratios, ones, 0.02)
     assert sequential.auto_should_stop([3.0, 1.0], [1.0, 1.0], 0.01, max_pairs=2)  # the pair cap
+
+
+def test_auto_takes_its_minimum_then_stops_at_the_cap_or_on_precision() -> None:
+    rule = UntilPrecise(target=0.025, cap=10.0, minimum=3)
+    few = {PAIR[0]: [2.0, 2.4, 1.9], PAIR[1]: [1.0] * 3}  # 3 pairs: no anytime interval, only the cap can stop
+    assert not rule.done(2, 100.0, few)  # the minimum first, whatever the time
+    assert not rule.done(3, 9.9, few) and rule.done(3, 10.0, few)  # from the minimum on, the cap as it is reached
+    precise = {PAIR[0]: [2.0, 2.04, 1.97, 2.02, 2.01, 1.96, 2.03, 1.99, 1.98, 2.05], PAIR[1]: [1.0] * 10}
+    assert rule.done(10, 0.0, precise)  # within 2.5% at 10 pairs (above): long before the cap
