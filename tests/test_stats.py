@@ -155,6 +155,9 @@ def test_auto_interval_is_the_fixed_one_until_the_rule_could_stop() -> None:
     assert sequential.auto_interval(ratios[:9], ones[:9]) == intervals.speedup_interval(ratios[:9], ones[:9])
     assert sequential.auto_interval(ratios, ones) == pytest.approx((1.7, 2.4))  # anytime depth 1 at 10 pairs
     assert intervals.speedup_interval(ratios, ones) == pytest.approx((1.8, 2.3))  # fixed depth 2
+    # at 90% no anytime interval before 9 pairs; at 8, sorted 1.7 1.9 2.0 2.05 2.1 2.2 2.3 2.4, the fixed one's depth
+    # is 2 at 90% (1 at 95%, 1.7..2.4)
+    assert sequential.auto_interval(ratios[:8], ones[:8], confidence=0.9) == pytest.approx((1.9, 2.3))
 
 
 def test_auto_stops_when_the_anytime_interval_meets_the_target() -> None:
