@@ -134,6 +134,21 @@ def test_significance_with_enough_pairs_is_the_exact_rank_sum_test() -> None:
     assert intervals.significant_change([(r, 1.0) for r in (2.4, 2.5, 2.6, 270.0)], was) is True
 
 
+def test_rank_sum_p_values_by_hand() -> None:
+    # Counted exactly up to 50 x 50: x below both y gives U = 0 of the orderings U = 0, 1, 2 (one each), so
+    # P(U <= 0) = 1/3 and p = 2/3. U at the centre (2 of 4, orderings 1 1 2 1 1 of 6) has 4/6 on both sides:
+    # p is 1, not 4/3. Fifty below fifty: one ordering of C(100, 50) each way.
+    assert intervals._rank_sum_p([1.0], [2.0, 3.0]) == pytest.approx(2 / 3)
+    assert intervals._rank_sum_p([1.0, 4.0], [2.0, 3.0]) == 1.0
+    assert math.isclose(intervals._rank_sum_p(list(range(50)), list(range(50, 100))), 2 / math.comb(100, 50))
+    # Past it, the normal approximation: 51 against 51 has U's spread sqrt(51 x 51 x 103 / 12) = sqrt(22325.25);
+    # 51 below 51 (U = 0) is 1300.5 - 0.5 = 1300 from the centre after the continuity correction; all tied is
+    # at the centre, p = 1.
+    z = 1300 / math.sqrt(22325.25)
+    assert math.isclose(intervals._rank_sum_p(list(range(51)), list(range(51, 102))), math.erfc(z / math.sqrt(2)))
+    assert intervals._rank_sum_p([1.0] * 51, [1.0] * 51) == 1.0
+
+
 def test_anytime_ranks_hold_at_every_count_together() -> None:
     # Every sequence of 14 fair coins (heads: a pair's ratio below the median): the share whose head count
     # leaves [k_n, n - k_n] at some n must be at most 5%.
@@ -158,6 +173,12 @@ def test_auto_interval_is_the_fixed_one_until_the_rule_could_stop() -> None:
     # at 90% no anytime interval before 9 pairs; at 8, sorted 1.7 1.9 2.0 2.05 2.1 2.2 2.3 2.4, the fixed one's depth
     # is 2 at 90% (1 at 95%, 1.7..2.4)
     assert sequential.auto_interval(ratios[:8], ones[:8], confidence=0.9) == pytest.approx((1.9, 2.3))
+    # at 9 pairs 90% has an anytime depth of 1 (1.7..2.4), where the fixed one's would be 2 (1.8..2.3)
+    assert sequential.auto_interval(ratios[:9], ones[:9], confidence=0.9) == pytest.approx((1.7, 2.4))
+    # a walk cut at 10 pairs may spend its error there: depth 2 at the 10th (1.8..2.3); past its end, refused
+    assert sequential.auto_interval(ratios, ones, max_pairs=10) == pytest.approx((1.8, 2.3))
+    with pytest.raises(ValueError, match=r"^the depths hold up to 9 pairs, got 10$"):
+        sequential.auto_interval(ratios, ones, max_pairs=9)
 
 
 def test_auto_stops_when_the_anytime_interval_meets_the_target() -> None:
@@ -167,6 +188,9 @@ def test_auto_stops_when_the_anytime_interval_meets_the_target() -> None:
     # at 10 pairs the interval is 1.96..2.05 around a median of 2.005: -2.2%, +2.2%
     assert sequential.auto_should_stop(ratios, ones, 0.025)
     assert not sequential.auto_should_stop(ratios, ones, 0.02)
+    # 1.5 and 2.5 around a median of 2: 25% on both sides, exactly (each of these survives exp(log(r)) unchanged)
+    even = [1.5, 2.5] + [2.0] * 8
+    assert sequential.auto_should_stop(even, ones, 0.25) and not sequential.auto_should_stop(even, ones, 0.2499)
     assert sequential.auto_should_stop([3.0, 1.0], [1.0, 1.0], 0.01, max_pairs=2)  # the pair cap
 
 
