@@ -134,6 +134,11 @@ def test_significance_with_enough_pairs_is_the_exact_rank_sum_test() -> None:
     assert intervals.significant_change([(r, 1.0) for r in (2.4, 2.5, 2.6, 270.0)], was) is True
 
 
+def test_tied_values_share_the_mean_of_their_ranks() -> None:
+    assert intervals._midranks([1.0, 1.0, 2.0, 3.0, 3.0, 3.0]) == [1.5, 1.5, 3.0, 5.0, 5.0, 5.0]
+    assert intervals._midranks([0.5, 1.0, 1.0]) == [1.0, 2.5, 2.5]
+
+
 def test_rank_sum_p_values_by_hand() -> None:
     # Counted exactly up to 50 x 50: x below both y gives U = 0 of the orderings U = 0, 1, 2 (one each), so
     # P(U <= 0) = 1/3 and p = 2/3. U at the centre (2 of 4, orderings 1 1 2 1 1 of 6) has 4/6 on both sides:
