@@ -74,6 +74,7 @@ def test_the_means_by_hand_and_no_steps() -> None:
     empty = quality_of([])
     assert empty.steps == 0 and math.isnan(empty.kl_nats) and math.isnan(empty.ppl_ratio)
     assert quality_of(steps[:1]).ppl_interval is None  # one step has no spread to read
+    assert quality_of(steps).along == "greedy"  # unless told, the forced tokens are the full cache's own choices
 
 
 def test_a_step_within_float_noise_counts_as_the_full_caches_own() -> None:

@@ -41,7 +41,7 @@ def test_quartiles_agree_with_the_standard_library(values: list[float]) -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: stats.percentile([], 50), "no values"),
+        (lambda: stats.percentile([], 50), "^percentile of no values$"),
         (lambda: stats.percentile([1.0], 101), r"\[0, 100\]"),
     ],
 )
@@ -87,6 +87,9 @@ def test_order_statistic_depths_follow_the_sign_test_table() -> None:
     # n=10: 2*11/1024 = 2.1% but 2*56/1024 = 10.9%; n=20: 2*P(B <= 5) = 4.1%, 2*P(B <= 6) = 11.5%.
     assert [intervals.order_statistic_depth(n, 0.95) for n in (1, 5, 6, 8, 9, 10, 20)] == [0, 0, 1, 1, 2, 2, 6]
     assert intervals.order_statistic_depth(7, 0.99) == 0 and intervals.order_statistic_depth(8, 0.99) == 1
+    # 50%: P(B <= 3) = 176/1024 = 17.2%, twice 34.4%, within; P(B <= 4) = 386/1024, twice 75%: the sum counts, not
+    # the last term (2 x 210/1024 alone would be 41%). And 6 pairs cover exactly 1 - 2/64 = 31/32 with depth 1.
+    assert intervals.order_statistic_depth(10, 0.5) == 4 and intervals.order_statistic_depth(6, 31 / 32) == 1
 
 
 def test_few_pairs_get_a_t_interval_on_the_log_ratios() -> None:
@@ -98,6 +101,10 @@ def test_few_pairs_get_a_t_interval_on_the_log_ratios() -> None:
     assert low == pytest.approx(2 * math.exp(-0.248414), rel=1e-5)
     assert high == pytest.approx(2 * math.exp(0.248414), rel=1e-5)
     assert intervals.speedup_interval([2.0], [1.0]) is None
+    # at 90%, t(0.95, 2) = 2.919986: half-width 2.919986 x 0.057735 = 0.168585
+    low, high = intervals.speedup_interval(uncached, drift, 0.9)
+    assert low == pytest.approx(2 * math.exp(-0.168585), rel=1e-5)
+    assert high == pytest.approx(2 * math.exp(0.168585), rel=1e-5)
 
 
 def test_six_or_more_pairs_get_order_statistics_of_the_ratios() -> None:
@@ -131,7 +138,25 @@ def test_significance_with_enough_pairs_is_the_exact_rank_sum_test() -> None:
     # one swapped (U = 1): P(U <= 1) = 2/70, p = 4/70 = 5.7%.
     assert intervals.significant_change([(r, 1.0) for r in (2.25, 2.5, 2.6, 2.7)], was) is False
     # ranks, not sizes: an outlier as big as you like counts once
-    assert intervals.significant_change([(r, 1.0) for r in (2.4, 2.5, 2.6, 270.0)], was) is True
+    outlier = [(r, 1.0) for r in (2.4, 2.5, 2.6, 270.0)]
+    assert intervals.significant_change(outlier, was) is True
+    # where the exact test just reaches alpha (2/70), it is the test, and a p-value of exactly alpha fires; Welch's
+    # t, which the outlier's spread keeps quiet (p = 0.34), would not
+    assert intervals.significant_change(outlier, was, alpha=2 / 70) is True
+    # 3 against 5: 2/C(8, 3) = 2/56 = 3.6%, so the exact test can fire, and does: all three above
+    above = [(r, 1.0) for r in (2.5, 2.6, 30.0)]
+    assert intervals.significant_change(above, [(r, 1.0) for r in (2.0, 2.1, 2.2, 2.3, 2.4)]) is True
+
+
+def test_welch_p_values_by_hand() -> None:
+    # 0.8 -+ 0.1 (3 values) against 0.7 -+ 0.1 (2): variances of the means 0.01/3 and 0.01, t = 0.1 / sqrt(0.04/3)
+    # = sqrt(3)/2 on (4/3)^2 / ((1/3)^2 / 2 + 1^2 / 1) = 32/19 degrees of freedom (in units of 0.01); either order
+    expected = 2 * distributions.t_cdf(-math.sqrt(3) / 2, 32 / 19)
+    assert intervals._welch_p([0.7, 0.8, 0.9], [0.6, 0.8]) == pytest.approx(expected, rel=1e-12)
+    assert intervals._welch_p([0.6, 0.8], [0.7, 0.8, 0.9]) == pytest.approx(expected, rel=1e-12)
+    # no spread at all: the same constant is no change (p = 1), two different ones are certain (p = 0)
+    assert intervals._welch_p([0.5, 0.5], [0.5, 0.5]) == 1.0 and intervals._welch_p([0.5, 0.5], [0.6, 0.6]) == 0.0
+    assert intervals.significant_change([(2.0, 1.0)] * 2, [(2.0, 1.0)] * 2) is False
 
 
 def test_tied_values_share_the_mean_of_their_ranks() -> None:
