@@ -43,6 +43,8 @@ def test_quartiles_agree_with_the_standard_library(values: list[float]) -> None:
     [
         (lambda: stats.percentile([], 50), "^percentile of no values$"),
         (lambda: stats.percentile([1.0], 101), r"\[0, 100\]"),
+        (lambda: intervals.order_statistic_depth(5, 1.0), r"^confidence must lie in \(0, 1\), got 1.0$"),
+        (lambda: intervals.order_statistic_depth(5, 0.0), r"^confidence must lie in \(0, 1\), got 0.0$"),
     ],
 )
 def test_bad_input_is_refused(call, message: str) -> None:
