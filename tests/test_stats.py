@@ -45,6 +45,7 @@ def test_quartiles_agree_with_the_standard_library(values: list[float]) -> None:
         (lambda: stats.percentile([1.0], 101), r"\[0, 100\]"),
         (lambda: intervals.order_statistic_depth(5, 1.0), r"^confidence must lie in \(0, 1\), got 1.0$"),
         (lambda: intervals.order_statistic_depth(5, 0.0), r"^confidence must lie in \(0, 1\), got 0.0$"),
+        (lambda: distributions.t_cdf(1.0, 0), "^degrees of freedom must be positive, got 0$"),
     ],
 )
 def test_bad_input_is_refused(call, message: str) -> None:
@@ -67,6 +68,10 @@ def test_t_quantiles_match_the_printed_tables() -> None:
 def test_t_cdf_matches_its_closed_forms(t: float) -> None:
     assert distributions.t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi)  # Cauchy
     assert distributions.t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)))
+
+
+def test_t_cdf_reaches_its_ends() -> None:
+    assert distributions.t_cdf(math.inf, 3) == 1.0 and distributions.t_cdf(-math.inf, 3) == 0.0
 
 
 def test_rank_sum_counts_count_the_orderings() -> None:
