@@ -238,3 +238,5 @@ def test_auto_takes_its_minimum_then_stops_at_the_cap_or_on_precision() -> None:
     assert not rule.done(3, 9.9, few) and rule.done(3, 10.0, few)  # from the minimum on, the cap as it is reached
     precise = {PAIR[0]: [2.0, 2.04, 1.97, 2.02, 2.01, 1.96, 2.03, 1.99, 1.98, 2.05], PAIR[1]: [1.0] * 10}
     assert rule.done(10, 0.0, precise)  # within 2.5% at 10 pairs (above): long before the cap
+    spread = {PAIR[0]: [2.0, 2.4, 1.9, 2.2, 2.1, 1.7, 2.05, 2.3, 1.8, 2.15], PAIR[1]: [1.0] * 10}
+    assert not rule.done(10, 0.0, spread)  # 1.7..2.4 around 2.075: not yet
