@@ -1,6 +1,8 @@
 # `make demo` runs %%kvbench on the embedded tiny model; `make test` runs the test suite;
 # `make check` runs the gates: lint, format, types and the architecture contract.
 # `make docs` regenerates docs/options.md and docs/columns.md from the option table and the column registry.
+# `make mutants` mutation-tests core/, results/ and the runner's arithmetic ([tool.mutmut] in pyproject.toml; not in
+# CI: hours on two cores), in its own .venv/mutmut; `make mutants MUTANTS='kvmagic.core.*'` runs a part of them.
 # `make gpu-check` checks on a CUDA GPU what the tests can only fake (a dry run without one), in the current Python.
 # Each transformers line gets its own virtual environment: `make test TRANSFORMERS=4.55.4`.
 # torch is pinned to the CPU build that installs in seconds.
@@ -39,7 +41,7 @@ PINS := $(VENV)/pins.txt
 endif
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-floors check docs gpu-check clean
+.PHONY: demo test test-floors check docs gpu-check mutants clean
 
 $(STAMP): pyproject.toml Makefile .ci/floors.py
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +70,20 @@ check: $(STAMP)
 
 docs: $(STAMP)
 	$(VENV)/bin/python tools/docs_pages.py
+
+# mutmut 3.8 reads a test's node id where pytest 9 no longer keeps it; mypy runs in it to set aside the mutants
+# `make check` would reject. One worker, niced: a machine shared with other work stays usable.
+MUTVENV ?= .venv/mutmut
+MUTANTS ?=
+$(MUTVENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(MUTVENV)
+	$(MUTVENV)/bin/pip install --quiet --disable-pip-version-check "torch==$(TORCH)" "transformers>=5,<6" \
+		-e ".[test,check]" "mutmut==3.8" "pytest<9"
+	touch $@
+
+mutants: $(MUTVENV)/.installed
+	PATH="$(abspath $(MUTVENV))/bin:$$PATH" nice -n 10 $(MUTVENV)/bin/mutmut run --max-children 1 $(MUTANTS)
+	$(MUTVENV)/bin/mutmut results
 
 gpu-check:
 	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py

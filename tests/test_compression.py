@@ -60,6 +60,9 @@ def test_a_sweep_of_ratios_is_one_strategy_per_ratio() -> None:
     ]  # fmt: skip
     assert [p.ratio for p in expand_presses("press:knorm:0.1-0.3+0.1")] == [0.1, 0.2, 0.3]  # no 0.30000000000000004
     assert [p.ratio for p in expand_presses("press:knorm:0.2-0.5+0.2")] == [0.2, 0.4]  # runs while <= the end
+    assert [p.ratio for p in expand_presses("press:knorm:0.25-0.25+0.1")] == [0.25]  # an end at its start: one
+    hundred = [p.ratio for p in expand_presses("press:knorm:0-0.99+0.01")]
+    assert len(hundred) == 100 and hundred[-1] == 0.99  # as many as a sweep may have
     with pytest.raises(KVMagicError, match=r"names press:knorm:0\.5 twice"):  # one spelling per ratio
         parse_names("press:knorm:0.50,press:knorm:.5")
     assert parse("dynamic").press is None and parse("press:tova:0").press == PressName("tova", 0.0)

@@ -98,6 +98,7 @@ def test_probe_lengths_spread_geometrically_with_both_ends() -> None:
     assert probe_lengths(16, 271) == [16, 32, 66, 134, 271]
     assert probe_lengths(4, 6) == [4, 5, 6]
     assert probe_lengths(5, 5) == [5]
+    assert probe_lengths(5, 5, count=1) == [5]  # one length needs no spread
 
 
 def test_the_model_round_trips_through_a_dict() -> None:
@@ -108,11 +109,13 @@ def test_the_model_round_trips_through_a_dict() -> None:
 
 
 def test_the_explanation_names_the_curves_the_break_even_the_dominant_term_and_the_bytes() -> None:
-    model = CostModel(prefill=Polynomial((0.001, 0.0001)), decode=Polynomial((0.002,)), step_overhead_s=0.001)
+    model = CostModel(
+        prefill=Polynomial((0.001, 0.0001)), decode=Polynomial((0.002,)), step_overhead_s=0.001, call_overhead_s=0.002
+    )
     notes = model.explain(16, 64, kv_bytes=2 * 1024 * 1024, weight_bytes=8 * 1024 * 1024)
     assert notes[0] == (
         "cost model: prefill F(L) = 0.001 +0.0001*L s; decode step D(L) = 0.002 s; generate's own work G = 1 ms per step "
-        "and C = 0 ms per call"
+        "and C = 2 ms per call"
     )
     assert notes[1].startswith(
         f"predicted speed-up {model.speedup(16, 64):.2f}x at 16+64 tokens; the cache breaks even from "
@@ -138,8 +141,10 @@ def test_generate_overhead_reads_the_gaps_between_forwards() -> None:
     stamps = [1.0, 3.0, 3.25, 4.25, 5.0, 6.0]
     assert generate_overhead(6.0, stamps) == (0.5, 0.5)
     assert generate_overhead(5.0, stamps) == (0.5, 0.0)  # a call shorter than its parts: never a negative C
-    with pytest.raises(ValueError, match="two forwards"):
+    with pytest.raises(ValueError, match=r"^need the start and end of two forwards or more$"):
         generate_overhead(1.0, [0.0, 0.5])
+    # two forwards of 1 s with a gap of 0.5 s, in a call of 4 s: G 0.5 s, C 4 - 2 - 2 x 0.5 = 1 s
+    assert generate_overhead(4.0, [0.0, 1.0, 1.5, 2.5]) == (0.5, 1.0)
 
 
 def test_probes_fit_each_points_median_round_and_scale_it_to_the_fastest_round() -> None:

@@ -16,6 +16,7 @@ from kvmagic.core.frontier import (
     layout,
     peak_bytes,
 )  # fmt: skip
+from kvmagic.core.strategy import Strategy
 
 from .shapes import SHAPE
 
@@ -108,3 +109,4 @@ def test_a_fit_check_compares_prediction_measurement_and_budget() -> None:
     assert not check.fitted
     assert check.error == pytest.approx(259 / 296 - 1) and check.overhead == pytest.approx(333 / 259 - 1)
     assert FitCheck("off", 2, 10, 1, 300, 296, 290, 290).fitted
+    assert isinstance(check.strategy, Strategy) and check.strategy == Strategy.of("dynamic")  # read once, typed

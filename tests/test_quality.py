@@ -73,7 +73,9 @@ def test_the_means_by_hand_and_no_steps() -> None:
     assert quality == Quality(3, 2 / 3, pytest.approx(0.2), pytest.approx(math.exp(1 / 3)), "text", ends)
     empty = quality_of([])
     assert empty.steps == 0 and math.isnan(empty.kl_nats) and math.isnan(empty.ppl_ratio)
+    assert quality_of([], along="text").along == "text"  # no steps along a text still says which it was
     assert quality_of(steps[:1]).ppl_interval is None  # one step has no spread to read
+    assert quality_of(steps).along == "greedy"  # unless told, the forced tokens are the full cache's own choices
 
 
 def test_a_step_within_float_noise_counts_as_the_full_caches_own() -> None:
@@ -85,6 +87,8 @@ def test_a_step_within_float_noise_counts_as_the_full_caches_own() -> None:
     # Just past FLOAT_NOISE_NATS a step counts whole: mean KL (2e-9 + 0) / 2, ppl ratio exp(0.5 / 2).
     past = quality_of([Step(False, 2 * FLOAT_NOISE_NATS, 1.0, 1.5), Step(True, 0.0, 2.0, 2.0)])
     assert (past.top1_agreement, past.kl_nats, past.ppl_ratio) == (0.5, FLOAT_NOISE_NATS, math.exp(0.25))
+    at = quality_of([Step(False, FLOAT_NOISE_NATS, 1.0, 1.5)])  # the bound itself is still noise
+    assert (at.top1_agreement, at.kl_nats, at.ppl_ratio) == (1.0, 0.0, 1.0)
 
 
 def test_forcing_leaves_only_the_forced_token_and_follows_it(tiny) -> None:

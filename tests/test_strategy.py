@@ -64,6 +64,15 @@ def test_a_spelling_that_names_nothing_says_what_to_write(text: str, message: st
         parse(text)
 
 
+def test_an_unknown_strategy_lists_every_spelling() -> None:
+    with pytest.raises(KVMagicError) as caught:
+        parse("stat ic")
+    assert str(caught.value) == (
+        "unknown cache strategy 'stat ic': use off, dynamic, static, offloaded, offloaded_static, quantized:quanto, "
+        "quantized:hqq, quantized:fp8, press:METHOD:RATIO"
+    )
+
+
 _PRESSES = st.builds(
     lambda method, ratio: f"press:{method}:{ratio / 100:g}",
     st.sampled_from(["snapkv", "knorm", "tova"]),

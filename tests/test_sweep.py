@@ -37,6 +37,7 @@ def test_parse_lengths_accepts_lists_and_ranges(text: str, expected: list[int]) 
         ("16-", f"cannot read '16-' as lengths: write {LENGTH_FORMS}"),
         ("16-64", "the range '16-64' needs a step: e.g. 16-64*2 (doubling) or 16-64+16 (adding)"),
         ("16-8", "the range '16-8' ends below its start and needs a step: e.g. 8-16*2 (doubling) or 8-16+8 (adding)"),
+        ("8-8", "the range '8-8' needs a step: e.g. 8-8*2 (doubling) or 8-8+8 (adding)"),  # an end equal to its start
         ("4,0-8", "the range '0-8' needs a step: e.g. 0-8*2 (doubling) or 0-8+1 (adding)"),
         ("16-64/2", f"cannot read '16-64/2' as lengths: write {LENGTH_FORMS}"),
         ("-4", f"cannot read '-4' as lengths: write {LENGTH_FORMS}"),
@@ -78,6 +79,12 @@ def test_stretch_ids_refuses_a_length_with_no_room_for_text() -> None:
     assert str(caught.value) == (
         "a prompt of 2 tokens leaves no room for text next to the tokenizer's 2 special tokens: raise prompt_tokens to 3 or more"
     )
+
+
+def test_stretch_ids_refuses_a_prompt_of_special_tokens_only() -> None:
+    with pytest.raises(KVMagicError) as caught:
+        stretch_ids([1], [], [2], 5)
+    assert str(caught.value) == "the prompt has no text tokens to repeat: write some text in it"
 
 
 # F(L) = 0.5 + 0.01 L, D = 0.51: at 10 + 4 tokens, uncached 0.6 + 0.61 + 0.62 + 0.63 = 2.46 s and cached
@@ -135,6 +142,28 @@ def test_plan_skips_what_passes_the_budget_and_keeps_later_cheaper_rows() -> Non
     assert plan_within_budget(COST, configs, repeat=1, warmup_tokens=2, max_seconds=4.1) == [False, True, False]
     assert plan_within_budget(COST, configs, repeat=2, warmup_tokens=0, max_seconds=2) == [False, False, False]
     assert plan_within_budget(COST, configs, repeat=9, warmup_tokens=2, max_seconds=0) == [True, True, True]
+
+
+# Every step 1 s, a cached decode step 0.5 s, and 0.25 s per call: one token is 1.25 s either way, a pair 2.5 s;
+# two tokens uncached 2.25 s, cached 1.75 s. Sums of these are exact in binary, so a budget can be met exactly.
+STEPS = CostModel(prefill=Polynomial((1.0,)), decode=Polynomial((0.5,)), call_overhead_s=0.25)
+
+
+def test_plan_adds_up_what_it_keeps_and_a_budget_met_exactly_fits() -> None:
+    three = [Config(8, 1)] * 3
+    assert plan_within_budget(STEPS, three, repeat=1, warmup_tokens=0, max_seconds=5.0) == [True, True, False]
+    assert plan_within_budget(STEPS, three, repeat=1, warmup_tokens=0, max_seconds=4.99) == [True, False, False]
+
+
+def test_plan_charges_a_batch_per_sequence_and_a_warm_up_per_strategy() -> None:
+    assert plan_within_budget(STEPS, [Config(8, 1, 2)], repeat=1, warmup_tokens=0, max_seconds=4.99) == [False]  # 5 s
+    # --cache off,dynamic,static with a 2-token warm-up: a round 3 x 1.25 s, the warm-up 2.25 + 2 x 1.75 s: 9.5 s
+    three = (False, True, True)
+    assert estimate_seconds(STEPS, [Config(8, 1)], repeat=1, warmup_tokens=2, caches=three) == 9.5
+    for budget, fits in ((9.5, True), (9.25, False)):
+        assert plan_within_budget(
+            STEPS, [Config(8, 1)], repeat=1, warmup_tokens=2, max_seconds=budget, caches=three
+        ) == [fits]
 
 
 def test_check_budget_names_the_estimate_and_the_setting() -> None:
