@@ -242,3 +242,10 @@ def test_a_later_model_that_fails_keeps_the_ones_finished(monkeypatch: pytest.Mo
     found = run_models(["tiny", "second"], PROMPT, new_tokens=2, warmup_tokens=0, max_seconds=0)
     assert [r.model for r in found.results] == ["tiny"] and found.partial and found.left == ["second"]
     assert "stopped at second ('second' holds no loadable model: it broke): second not measured" in found.notes()
+
+
+def test_the_shown_table_names_a_model_by_its_last_part_where_that_tells_them_apart() -> None:
+    from kvmagic.results.shown import _short_names as models
+
+    assert models(["tiny", "tiny", "google/gemma-3-270m", "/tmp/cut/smol/"]) == ["tiny", "tiny", "gemma-3-270m", "smol"]
+    assert models(["org/model", "other/model"]) == ["org/model", "other/model"]  # the last parts alike: whole names

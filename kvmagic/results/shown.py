@@ -139,9 +139,19 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             cells[INTERVAL_HEADER if any("[" in cell for cell in speedups) else name] = speedups
         elif _left_out(frame, name):
             continue
+        elif name == "model" and name in frame.columns:
+            cells[name] = _short_names([str(model) for model in frame[name]])
         elif name in frame.columns:
             cells[name] = [cell(name)(value) for value in frame[name]]
     return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
+
+
+def _short_names(models: list[str]) -> list[str]:
+    """Models as the shown table names them: each without the folders or organisation before its last ``/``
+    (``google/gemma-3-270m`` as ``gemma-3-270m``) where that still tells them apart, so that the columns the
+    notes cite keep their room; the notes, ``--wide`` and every file keep the whole name."""
+    short = {model: model.rstrip("/").rsplit("/", 1)[-1] or model for model in dict.fromkeys(models)}
+    return [short[model] for model in models] if len(set(short.values())) == len(short) else models
 
 
 def _left_out(frame: pd.DataFrame, name: str) -> bool:
