@@ -184,8 +184,8 @@ def test_two_strategies_or_the_plain_run_have_no_choice_to_make() -> None:
     ):
         two.choice()
     plain = BenchmarkResult(model="tiny", measurements=pair((16, 8), [1.0], [0.5]))
-    with pytest.raises(KVMagicError, match=r"needs a comparison: cache with two strategies or more beside off$"):
-        plain.choice()
+    with pytest.raises(KVMagicError, match=r"needs 3 strategies measured at 16\+8 tokens, off included; 2 ran there"):
+        plain.choice()  # the plain run is the comparison off,dynamic: two strategies
 
 
 def test_bytes_a_hair_apart_tie_and_beside_a_cacheless_fastest_are_said_in_mib() -> None:

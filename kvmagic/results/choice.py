@@ -119,7 +119,7 @@ class Choice:
 
 def choice(result: BenchmarkRecord) -> Choice:
     """Which strategy to choose, from a comparison of :data:`MIN_STRATEGIES` strategies or more."""
-    if result.plain or not result.configs:
+    if not result.configs:
         raise KVMagicError(
             "which strategy to choose needs a comparison: {cache} with two strategies or more beside off", "cache"
         )
@@ -145,7 +145,7 @@ def choice(result: BenchmarkRecord) -> Choice:
 def choice_notes(result: BenchmarkRecord) -> list[str]:
     """The choice's paragraph, for a comparison with :data:`MIN_STRATEGIES` strategies or more at its largest
     configuration; nothing for another."""
-    if result.plain or not result.configs:
+    if not result.configs:
         return []
     try:
         return [str(choice(result))]

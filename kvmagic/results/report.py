@@ -167,9 +167,8 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     import pandas as pd
 
     sizes = result.facts.kv_sizes
-    if (
-        not result.plain
-    ):  # one of the two places the plain run differs (the other: shown_name): it is shown as its two rows side by side
+    # One of the two places the plain run differs (the other: shown_name): it is shown as its two rows side by side.
+    if not result.plain:
         return _strategy_table(result)
     divided = result.split is not None
     extra = [*(added("--limits").pair if result.limits else ()), *(added("--tp").pair if divided else ())]
