@@ -125,6 +125,7 @@ def test_the_trade_off_plot_draws_a_curve_per_press_method_over_its_ratios(llama
     result = run_benchmark(llama, PROMPT, new_tokens=4, warmup_tokens=0, cache=cache)
     memory = result.plot().axes[2]  # the second row's first panel: KL against the KV bytes held
     lines = {line.get_label(): line for line in memory.get_lines() if not line.get_label().startswith("_")}
+    assert len(lines.pop("trade-off frontier (pareto)").get_xdata())  # the rings round the frontier's points
     assert set(lines) == {"full cache (dynamic)", "press:snapkv", "press:knorm"}  # off holds no cache to trade
     rows = result.to_dataframe().set_index("strategy")
     for method, ratios in (("snapkv", (0.25, 0.5, 0.75)), ("knorm", (0.25, 0.5))):
