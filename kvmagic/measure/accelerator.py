@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.measure.capabilities import accelerator_functions
+from kvmagic.measure.capabilities import accelerator_functions, device_available
 
 if TYPE_CHECKING:
     import torch
@@ -54,20 +54,11 @@ def release_memory() -> None:
     gc.collect()
     for kind in _BACKENDS:
         backend = getattr(torch, kind, None)
-        if backend is not None and hasattr(backend, "empty_cache") and _available(kind):
+        if backend is not None and hasattr(backend, "empty_cache") and device_available(kind):
             backend.empty_cache()
     has = accelerator_functions()  # torch.accelerator also reaches backends named nowhere here
     if {"empty_cache", "is_available"} <= has and torch.accelerator.is_available():
         torch.accelerator.empty_cache()
-
-
-def _available(kind: str) -> bool:
-    import torch
-
-    if kind == "mps":
-        return torch.backends.mps.is_available()
-    backend = getattr(torch, kind, None)
-    return bool(backend is not None and getattr(backend, "is_available", lambda: False)())
 
 
 def _allocator(kind: str) -> tuple[Callable[[torch.device], None], Callable[[torch.device], int]] | None:

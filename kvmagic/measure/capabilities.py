@@ -30,7 +30,8 @@ from kvmagic.measure.memory import sliding_keep
 __all__ = [
     "CompileCriteria", "accelerator_functions", "attention_implementations",
     "cache_implementations", "cache_keyword", "compile_criteria",
-    "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "hub_reachable", "press_reason",
+    "device_available", "dtype_keyword", "dynamic_cache_windows", "generate_takes_use_model_defaults", "hub_reachable",
+    "press_reason",
     "quantized_backend_reason", "quantized_backends", "returned_cache_field",
     "sliding_window_windows_every_layer", "static_cache_needs_fullgraph", "static_cache_state", "summary",
     "tensor_parallel_keyword", "transformers_version",
@@ -145,7 +146,7 @@ def _flash_kernel_fallback(name: str) -> bool:
     from transformers.utils import import_utils
 
     repo = (getattr(flash, "FLASH_ATTN_KERNEL_FALLBACK", None) or {}).get(name)
-    if repo is None or not import_utils.is_kernels_available() or not _gpu():
+    if repo is None or not import_utils.is_kernels_available() or not any(map(device_available, ("cuda", "xpu"))):
         return False
     from huggingface_hub import constants, snapshot_download
 
@@ -156,11 +157,14 @@ def _flash_kernel_fallback(name: str) -> bool:
     return True
 
 
-def _gpu() -> bool:
+def device_available(kind: str) -> bool:
+    """Whether torch has a device of ``kind`` (cuda, xpu, mps...) here."""
     import torch
 
-    xpu = getattr(torch, "xpu", None)
-    return bool(torch.cuda.is_available() or (xpu is not None and xpu.is_available()))
+    if kind == "mps":
+        return torch.backends.mps.is_available()
+    backend = getattr(torch, kind, None)
+    return bool(backend is not None and getattr(backend, "is_available", lambda: False)())
 
 
 def hub_reachable(endpoint: str) -> bool:
