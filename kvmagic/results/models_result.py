@@ -4,13 +4,13 @@ shape, one figure, and the files, as a single model's :class:`~kvmagic.results.r
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.shape import ModelShape
 from kvmagic.errors import KVMagicError
 from kvmagic.results.models_record import ModelsRecord
 from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.serialize import Kept
 from kvmagic.results.stored import MODELS_FORMAT
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ __all__ = ["ModelsResult"]
 _VERSION = 1
 
 
-class ModelsResult(ModelsRecord):
+class ModelsResult(ModelsRecord, Kept):
     """What ``kvbench -m A,B`` found (:class:`~kvmagic.results.models_record.ModelsRecord`): each model's
     ``BenchmarkResult`` (``result(model)``), shown as one table; kept as JSON, CSV or Markdown."""
 
@@ -84,42 +84,3 @@ class ModelsResult(ModelsRecord):
                   for model, shape in data.get("shapes", {}).items()}  # fmt: skip
         results = [BenchmarkResult.from_dict(r) for r in data["results"]]
         return cls(results, shapes, data.get("stopped", ""), list(data.get("left", [])))
-
-    def to_json(self, path: str | Path | None = None) -> str | None:
-        from kvmagic.results.serialize import json_text, write_text
-
-        return write_text(json_text(self.to_dict()), path)
-
-    @classmethod
-    def from_json(cls, text: str) -> ModelsResult:
-        from kvmagic.results.serialize import parse_json
-
-        return cls.from_dict(parse_json(text))
-
-    @classmethod
-    def read_json(cls, path: str | Path) -> ModelsResult:
-        """Load what ``to_json(path)`` or ``save(path)`` wrote."""
-        from kvmagic.results.serialize import read_text
-
-        return cls.from_json(read_text(path))
-
-    def to_csv(self, path: str | Path | None = None) -> str | None:
-        """The one table as CSV (no metadata: use to_json to keep everything)."""
-        from kvmagic.results.serialize import write_text
-
-        return write_text(self.to_dataframe().to_csv(index=False), path)
-
-    def to_markdown(self, path: str | Path | None = None, *, short: bool = False) -> str | None:
-        """The one table as a Markdown pipe table (``short``: the shown columns), followed by the notes."""
-        from kvmagic.results.serialize import markdown_table, write_text
-        from kvmagic.results.shown import shown_table
-
-        frame = self.to_dataframe()
-        table, footnotes = shown_table(frame) if short else (frame, [])
-        return write_text(markdown_table(table, [*footnotes, *self.notes()]), path)
-
-    def save(self, path: str | Path) -> None:
-        """Write the format the suffix names: .csv, .json or .md."""
-        from kvmagic.results.serialize import export_format
-
-        getattr(self, f"to_{export_format(path)}")(path)

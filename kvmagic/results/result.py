@@ -5,11 +5,11 @@ figures)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.results.benchmark_record import BenchmarkRecord
 from kvmagic.results.measurement import Measurement, Pair
+from kvmagic.results.serialize import Kept
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["BenchmarkResult", "Measurement", "Pair"]
 
 
-class BenchmarkResult(BenchmarkRecord):
+class BenchmarkResult(BenchmarkRecord, Kept):
     """What ``%%kvbench`` found (:class:`~kvmagic.results.benchmark_record.BenchmarkRecord`), shown as a table in a
     notebook and a terminal, and kept as JSON, CSV or Markdown. Each method hands the record to the module that
     renders it: pandas, matplotlib and the file formats load only when asked for."""
@@ -77,44 +77,3 @@ class BenchmarkResult(BenchmarkRecord):
         from kvmagic.results.stored import result_fields
 
         return cls(**result_fields(data))
-
-    def to_json(self, path: str | Path | None = None) -> str | None:
-        """The whole result as strict JSON (times, ids, request, environment); the text when no ``path`` is given."""
-        from kvmagic.results.serialize import json_text, write_text
-
-        return write_text(json_text(self.to_dict()), path)
-
-    @classmethod
-    def from_json(cls, text: str) -> BenchmarkResult:
-        from kvmagic.results.serialize import parse_json
-
-        return cls.from_dict(parse_json(text))
-
-    @classmethod
-    def read_json(cls, path: str | Path) -> BenchmarkResult:
-        """Load what ``to_json(path)`` or ``save(path)`` wrote."""
-        from kvmagic.results.serialize import read_text
-
-        return cls.from_json(read_text(path))
-
-    def to_csv(self, path: str | Path | None = None) -> str | None:
-        """The table as CSV (no metadata: use to_json to keep everything)."""
-        from kvmagic.results.serialize import write_text
-
-        return write_text(self.to_dataframe().to_csv(index=False), path)
-
-    def to_markdown(self, path: str | Path | None = None, *, short: bool = False) -> str | None:
-        """The table as a Markdown pipe table, followed by the notes; ``short``: the columns the shown table keeps,
-        written as it writes them (for a report), instead of every column."""
-        from kvmagic.results.serialize import markdown_table, write_text
-        from kvmagic.results.shown import shown_table
-
-        frame = self.to_dataframe()
-        table, footnotes = shown_table(frame) if short else (frame, [])
-        return write_text(markdown_table(table, [*footnotes, *self.notes()]), path)
-
-    def save(self, path: str | Path) -> None:
-        """Write the format the suffix names: .csv, .json or .md."""
-        from kvmagic.results.serialize import export_format
-
-        getattr(self, f"to_{export_format(path)}")(path)

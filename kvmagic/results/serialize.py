@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvmagic.errors import KVMagicError
 
@@ -19,9 +19,60 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "EXPORTS", "export_format", "floats_back", "json_text", "markdown_table", "parse_json", "read_text",
+    "EXPORTS", "Kept", "export_format", "floats_back", "json_text", "markdown_table", "parse_json", "read_text",
     "seconds_back", "writable", "write_text",
 ]  # fmt: skip
+
+_Kept = TypeVar("_Kept", bound="Kept")
+
+
+class Kept:
+    """A result kept as files (JSON, CSV, Markdown) through what it says of itself: ``to_dict`` and ``from_dict``,
+    its table (``to_dataframe``) and its ``notes``, which each result defines."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls: type[_Kept], data: dict[str, Any]) -> _Kept:
+        raise NotImplementedError
+
+    def to_dataframe(self) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def notes(self) -> list[str]:
+        raise NotImplementedError
+
+    def to_json(self, path: str | Path | None = None) -> str | None:
+        """The whole result as strict JSON (times, ids, request, environment); the text when no ``path`` is given."""
+        return write_text(json_text(self.to_dict()), path)
+
+    @classmethod
+    def from_json(cls: type[_Kept], text: str) -> _Kept:
+        return cls.from_dict(parse_json(text))
+
+    @classmethod
+    def read_json(cls: type[_Kept], path: str | Path) -> _Kept:
+        """Load what ``to_json(path)`` or ``save(path)`` wrote."""
+        return cls.from_json(read_text(path))
+
+    def to_csv(self, path: str | Path | None = None) -> str | None:
+        """The table as CSV (no metadata: use to_json to keep everything)."""
+        return write_text(self.to_dataframe().to_csv(index=False), path)
+
+    def to_markdown(self, path: str | Path | None = None, *, short: bool = False) -> str | None:
+        """The table as a Markdown pipe table, followed by the notes; ``short``: the columns the shown table keeps,
+        written as it writes them (for a report), instead of every column."""
+        from kvmagic.results.shown import shown_table
+
+        frame = self.to_dataframe()
+        table, footnotes = shown_table(frame) if short else (frame, [])
+        return write_text(markdown_table(table, [*footnotes, *self.notes()]), path)
+
+    def save(self, path: str | Path) -> None:
+        """Write the format the suffix names: .csv, .json or .md."""
+        getattr(self, f"to_{export_format(path)}")(path)
+
 
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
 
