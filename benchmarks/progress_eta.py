@@ -8,7 +8,7 @@ shows), and the time left the bar showed at half of that wall time against what 
 0.5-2x). Then the bar's cost: the timed runs' medians with the bar redrawn every second, and every 10 ms,
 each over those of a run without it, side by side in alternating rounds.
 
-    PYTHONPATH=. python benchmarks/progress_eta.py [--loads 0,1,2,4] [--threads T] [--rounds 7]
+    PYTHONPATH=. python benchmarks/progress_eta.py [--loads 0,1,2,4] [--longest 48] [--threads T] [--rounds 7]
 """
 
 from __future__ import annotations
@@ -29,7 +29,12 @@ from kvmagic.runner import benchmark
 from kvmagic.runner.progress import Eta, progress_bar
 
 PROMPT = "인공지능은 데이터를 학습하여 패턴을 찾는다. 이를 활용하면"
-CONFIGS = {"-n 48": {"new_tokens": 48}, "-n 16,32,48": {"new_tokens": [16, 32, 48]}}
+
+
+def configs(longest: int) -> dict[str, dict[str, Any]]:
+    """One long configuration, and a sweep up to it in thirds."""
+    sweep = [longest // 3, 2 * longest // 3, longest]
+    return {f"-n {longest}": {"new_tokens": longest}, f"-n {','.join(map(str, sweep))}": {"new_tokens": sweep}}
 
 
 class Recorded(Eta):
@@ -56,6 +61,8 @@ def eta_line(loaded: Any, label: str, options: dict[str, Any], per_core: int) ->
             run_benchmark(loaded, PROMPT, progress=True, **options)
         end = perf_counter()
     (eta,) = Recorded.made
+    if not eta.seen:
+        raise SystemExit(f"{label} ended before the bar's first redraw (1 s): give --longest more tokens")
     opened, first = eta.seen[0]
     wall = end - opened
     at, shown = min(eta.seen, key=lambda seen: abs(seen[0] - opened - wall / 2))
@@ -89,6 +96,7 @@ def bar_cost(loaded: Any, rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="0,1,2,4", help="busy loops per core, one condition each")
+    parser.add_argument("--longest", type=int, default=48, help="new tokens of the longest run (a quiet machine: 400)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds of the bar's cost; 0 skips it")
     args = parser.parse_args()
@@ -101,7 +109,7 @@ def main() -> None:
           "shown left s | actual left s | shown / actual |")  # fmt: skip
     print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for per_core in (int(n) for n in args.loads.split(",")):
-        for label, options in CONFIGS.items():
+        for label, options in configs(args.longest).items():
             print(eta_line(loaded, label, options, per_core), flush=True)
     if args.rounds:
         bar_cost(loaded, args.rounds)
