@@ -165,3 +165,14 @@ def test_the_magic_shows_every_strategys_interval_and_lossless_rows_exactly(shel
     figure = result.plot()
     assert len(_error_bars(figure.axes[1])) == 2
     assert "no trade-off to draw" in figure.axes[2].texts[0].get_text()
+
+
+def test_models_side_by_side_draw_each_speedup_with_its_error_bar() -> None:
+    from kvmagic.results.models_result import ModelsResult
+
+    first, second = _comparison(), _comparison()
+    second.model = "n"
+    speedups = ModelsResult([first, second]).plot().axes[1]
+    ends = [end for r in (first, second) for name in NAMES[1:] for end in r.pair(r.config, name).interval]  # type: ignore[union-attr]
+    assert [end for bar in _error_bars(speedups) for end in bar] == pytest.approx(ends)
+    assert speedups.get_ylabel() == "times faster (error bars: 95% intervals)"

@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE
 from kvmagic.errors import KVMagicError
-from kvmagic.results.plot import SweepFigure
+from kvmagic.results.plot import SweepFigure, draw_intervals, seconds_at, speedup_label, speedups_at
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from kvmagic.core.config import Config
-    from kvmagic.core.strategy import Strategy
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.models_record import ModelsRecord
 
@@ -40,7 +39,7 @@ def plot_models(models: ModelsRecord) -> SweepFigure:
     for result, colour in zip(models.results, colours):
         _draw_model(times, speedups, memory, result, colour)
     times.set(title="Time per generate (median)", ylabel="seconds")
-    speedups.set(title="Speed-up over the cache off", ylabel="times faster")
+    speedups.set(title="Speed-up over the cache off", ylabel=speedup_label(speedups))
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     memory.set(title="KV cache (dotted: predicted from the config)", ylabel="MiB")
     for axis in (times, speedups, memory):
@@ -59,10 +58,11 @@ def _draw_model(times: Axes, speedups: Axes, memory: Axes, result: BenchmarkReco
         for strategy, style in zip(result.strategies, _STYLES):
             name = f"{label}, {result.shown_name(strategy)}"
             found = [result.measurement(strategy, c) for c in configs]
-            times.plot(xs, [math.nan if m is None else m.median_s for m in found], style, color=colour, label=name)
+            times.plot(xs, seconds_at(result, strategy, configs), style, color=colour, label=name)
             if strategy == REFERENCE:
                 continue
-            speedups.plot(xs, _speedups(result, strategy, configs), style, color=colour, label=name)
+            speedups.plot(xs, speedups_at(result, strategy, configs), style, color=colour, label=name)
+            draw_intervals(speedups, xs, result, strategy, configs, colour)
             memory.plot(xs, [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found], style,
                         color=colour, label=name)  # fmt: skip
         sizes = result.facts.kv_sizes
@@ -76,8 +76,3 @@ def _by_batch(result: BenchmarkRecord) -> dict[int, list[Config]]:
     for config in sorted(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.prompt_tokens)):
         found.setdefault(config.batch, []).append(config)
     return found
-
-
-def _speedups(result: BenchmarkRecord, strategy: Strategy, configs: list[Config]) -> list[float]:
-    pairs = [result.pair(config, strategy) for config in configs]
-    return [math.nan if pair is None else pair.speedup for pair in pairs]

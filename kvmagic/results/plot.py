@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = ["SweepFigure", "plot_result"]
+__all__ = ["SweepFigure", "draw_intervals", "plot_result", "seconds_at", "speedup_label", "speedups_at"]
 
 MIB = 2**20
 _STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
@@ -85,18 +85,18 @@ def _groups(configs: Sequence[Config], key: str) -> dict[int, list[Config]]:
     return found
 
 
-def _seconds(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
+def seconds_at(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
     found = [result.measurement(strategy, c) for c in configs]
     return [math.nan if m is None else m.median_s for m in found]
 
 
-def _speedups(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
+def speedups_at(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
     found = [result.pair(c, strategy) for c in configs]
     return [math.nan if p is None else p.speedup for p in found]
 
 
-def _intervals(axis: Axes, xs: Sequence[float], result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config],
-               color: ColorType) -> None:  # fmt: skip
+def draw_intervals(axis: Axes, xs: Sequence[float], result: BenchmarkRecord, strategy: Strategy,
+                   configs: Sequence[Config], color: ColorType) -> None:  # fmt: skip
     """Each speed-up's 95% interval as an error bar at ``xs``, where it has one (``-r 3`` or more): from its
     low end to its high end, which the ratio of medians drawn may lie outside."""
     found = [result.pair(c, strategy) for c in configs]
@@ -108,7 +108,7 @@ def _intervals(axis: Axes, xs: Sequence[float], result: BenchmarkRecord, strateg
         axis.errorbar(at, middles, yerr=halves, fmt="none", ecolor=color, capsize=4, label="_95% interval")
 
 
-def _times_faster(axis: Axes) -> str:
+def speedup_label(axis: Axes) -> str:
     """The speed-up axis's label, saying what its error bars are where it has some."""
     drawn = any(isinstance(container, ErrorbarContainer) for container in axis.containers)
     return "times faster" + (" (error bars: 95% intervals)" if drawn else "")
@@ -128,15 +128,15 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
         xs = [getattr(c, x_name) for c in rows]
         suffix = f", {group_name.replace('_', ' ')} {group}" if len(groups) > 1 else ""
         for strategy, style in zip(result.strategies, _STYLES):
-            times.plot(xs, _seconds(result, strategy, rows), style, label=result.shown_name(strategy) + suffix)
+            times.plot(xs, seconds_at(result, strategy, rows), style, label=result.shown_name(strategy) + suffix)
             if strategy != REFERENCE:
                 label = f"{result.shown_name(strategy)} speed-up"
-                (line,) = speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
-                _intervals(speedups, xs, result, strategy, rows, line.get_color())
+                (line,) = speedups.plot(xs, speedups_at(result, strategy, rows), style, label=label + suffix)
+                draw_intervals(speedups, xs, result, strategy, rows, line.get_color())
     label = x_name.replace("_", " ")
     times.set(title="Time per generate (median)", xlabel=label, ylabel="seconds")
     title = _speedup_title(result)
-    speedups.set(title=title, xlabel=label, ylabel=_times_faster(speedups))
+    speedups.set(title=title, xlabel=label, ylabel=speedup_label(speedups))
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     for axis in (times, speedups):
         axis.legend()
@@ -146,18 +146,18 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
 def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Config) -> None:
     """One configuration: a bar per strategy, its median time and its speed-up, each bar labelled."""
     names = [result.shown_name(s) for s in result.strategies]
-    bars = times.bar(names, [_seconds(result, s, [config])[0] for s in result.strategies], color="tab:blue")
+    bars = times.bar(names, [seconds_at(result, s, [config])[0] for s in result.strategies], color="tab:blue")
     times.bar_label(bars, fmt="%.3g s", padding=2)
     others = [s for s in result.strategies if s != REFERENCE]
-    bars = speedups.bar([result.shown_name(s) for s in others], [_speedups(result, s, [config])[0] for s in others],
+    bars = speedups.bar([result.shown_name(s) for s in others], [speedups_at(result, s, [config])[0] for s in others],
                         color="tab:orange")  # fmt: skip
     for bar, strategy in zip(bars, others):
-        _intervals(speedups, [bar.get_x() + bar.get_width() / 2], result, strategy, [config], "black")
+        draw_intervals(speedups, [bar.get_x() + bar.get_width() / 2], result, strategy, [config], "black")
     speedups.bar_label(bars, fmt="%.3gx", label_type="center")  # inside its bar: clear of the error bar above it
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     times.set(title=f"Time per generate (median, {config})", ylabel="seconds")
     title = _speedup_title(result)
-    speedups.set(title=title, ylabel=_times_faster(speedups))
+    speedups.set(title=title, ylabel=speedup_label(speedups))
     for axis in (times, speedups):
         axis.margins(y=0.15)
         axis.tick_params(axis="x", labelrotation=30 if len(names) > 3 else 0)
@@ -178,15 +178,15 @@ def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkRecord) -> None
             found = [result.measurement(strategy, c) for c in rows]
             if strategy != REFERENCE:
                 label = f"{result.shown_name(strategy)} speed-up"
-                (line,) = speedups.plot(xs, _speedups(result, strategy, rows), style, label=label + suffix)
-                _intervals(speedups, xs, result, strategy, rows, line.get_color())
+                (line,) = speedups.plot(xs, speedups_at(result, strategy, rows), style, label=label + suffix)
+                draw_intervals(speedups, xs, result, strategy, rows, line.get_color())
                 kv = [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found]
                 memory.plot(xs, kv, style, label=f"{name} KV cache{suffix}")
             peaks = [math.nan if m is None or m.peak_bytes is None else m.peak_bytes / MIB for m in found]
             if not all(math.isnan(p) for p in peaks):
                 memory.plot(xs, peaks, style, label=f"{name} peak{suffix}")
     speedups.set(title=_speedup_title(result), xlabel="batch",
-                 ylabel=_times_faster(speedups))  # fmt: skip
+                 ylabel=speedup_label(speedups))  # fmt: skip
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     memory.set(title="Memory of the whole batch", xlabel="batch", ylabel="MiB")
     for axis in (speedups, memory):
