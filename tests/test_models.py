@@ -142,6 +142,18 @@ def test_each_model_is_released_before_the_next_loads(gemma: str) -> None:
     assert models.models == ["tiny", gemma] and "model" in models.to_dataframe().columns
 
 
+def test_the_bar_names_the_model_it_is_measuring(gemma: str, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from kvmagic.runner import benchmark, plan
+
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)  # about 20 s each
+    monkeypatch.setattr(benchmark, "PROGRESS_AFTER_S", 0.0)  # a run of that length has lasted past the delay
+    run_models(["tiny", gemma], PROMPT, load={"random_weights": True, "device_map": "cpu"}, new_tokens=2,
+               warmup_tokens=0, progress=True)  # fmt: skip
+    bar = capsys.readouterr().err
+    assert "kvbench tiny (model 1/2) 1/1: prompt" in bar
+    assert f"kvbench {Path(gemma).name} (model 2/2) 1/1: prompt" in bar
+
+
 def test_a_saved_run_of_models_reads_back_and_is_no_baseline(gemma: str, tmp_path: Path, capsys: Any) -> None:
     models = run_models(["tiny", gemma], PROMPT, load={"random_weights": True, "device_map": "cpu"},
                         new_tokens=2, warmup_tokens=0, max_seconds=0)  # fmt: skip

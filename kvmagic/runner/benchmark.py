@@ -49,8 +49,9 @@ PROGRESS_AFTER_S = 1.0  # a run shows its progress bar once it has lasted this l
 
 
 def run_benchmark(
-    loaded: LoadedModel, prompt: str, spec: BenchSpec | None = None, *, progress: bool = False, **options: Any
-) -> BenchmarkResult:
+    loaded: LoadedModel, prompt: str, spec: BenchSpec | None = None, *, progress: bool = False, label: str = "",
+    **options: Any,
+) -> BenchmarkResult:  # fmt: skip
     """Time greedy generation of ``prompt`` with the KV cache off and on, as ``spec`` asks.
 
     ``options`` are :class:`~kvmagic.core.spec.BenchSpec` fields (``new_tokens=64, repeat=3``),
@@ -59,9 +60,10 @@ def run_benchmark(
     interleaved so drift hits both alike, until the stop rule (``repeat``: a number, or ``"auto"``)
     says enough. Times are medians; the speed-up is a ratio of medians. Several lengths make a
     sweep over their cross product; ``cache`` compares strategies instead of off/on. ``progress``
-    shows a progress bar over a sweep. A KeyboardInterrupt ends a sweep early: the configurations
-    finished so far come back, the result ``partial``. A model split over ranks (``loaded.world``) is
-    measured by every rank in lockstep, and every rank returns the same result; only rank 0 shows progress.
+    shows a progress bar over a sweep, its description led by ``label`` (the model's name, say). A
+    KeyboardInterrupt ends a sweep early: the configurations finished so far come back, the result ``partial``.
+    A model split over ranks (``loaded.world``) is measured by every rank in lockstep, and every rank returns the
+    same result; only rank 0 shows progress.
     """
     spec = BenchSpec.of(spec, **options)
     progress = progress and (loaded.world is None or loaded.world.first)
@@ -73,12 +75,13 @@ def run_benchmark(
     # A partial, not a lambda: a closure would keep ``loaded`` alive in the frames of a failed run.
     with torch_threads(spec.threads):  # the whole run, probes and estimates too; put back after
         try:
-            return with_memory_advice(partial(_run, loaded, prompt, spec, progress), advice, "new_tokens", "dtype")
+            run = partial(_run, loaded, prompt, spec, progress, label)
+            return with_memory_advice(run, advice, "new_tokens", "dtype")
         finally:  # a static cache transformers keeps on the model must not outlive the run (4.55 keeps it whole)
             reset_static_cache_state(loaded.model)
 
 
-def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> BenchmarkResult:
+def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, label: str) -> BenchmarkResult:
     plan = make_plan(loaded, prompt, spec)
     bound = _bound(loaded) if spec.limits else None  # probed before any run, once per device and dtype
     budget = Budget(plan.configs, [1.0] * len(plan.configs))
@@ -88,7 +91,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool) -> B
         with progress_bar(enabled=progress, delay_s=PROGRESS_AFTER_S) as bar:
             budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
             eta = bar.eta = _warm_first(plan, budget)
-            for found in _measure_each(plan, budget, bar, eta):
+            for found in _measure_each(plan, budget, bar, eta, label):
                 measurements += found
     except KeyboardInterrupt:
         if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
@@ -182,7 +185,7 @@ def _warm_first(plan: Plan, budget: Budget) -> Eta:
     return Eta([dict.fromkeys((s.strategy for s in plan.runnable), 1.0) for _ in budget.todo], rounds, seconds=False)
 
 
-def _measure_each(plan: Plan, budget: Budget, bar: Bar, eta: Eta) -> Iterator[list[Measurement]]:
+def _measure_each(plan: Plan, budget: Budget, bar: Bar, eta: Eta, label: str) -> Iterator[list[Measurement]]:
     """Measure the planned configurations in order, a measurement per strategy, warming up each new prompt
     length first; every timed run reaches the bar's arithmetic."""
     loaded, spec = plan.loaded, plan.spec
@@ -191,7 +194,7 @@ def _measure_each(plan: Plan, budget: Budget, bar: Bar, eta: Eta) -> Iterator[li
     for index, config in enumerate(budget.todo):
         prompt_tokens, new_tokens, batch = config
         where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
-        bar.describe(f"kvbench {index + 1}/{len(budget.todo)}: {where}")
+        bar.describe(f"kvbench {label}{' ' if label else ''}{index + 1}/{len(budget.todo)}: {where}")
         if prompt_tokens not in warmed:
             _warm(plan, prompt_tokens)
             warmed.add(prompt_tokens)

@@ -52,7 +52,8 @@ def run_models(
     shapes: dict[str, ModelShape] = {}
     for index, (name, keywords) in enumerate(loads.items()):
         try:
-            result, shapes[name] = _measure_one(name, keywords, prompt, spec, progress, on_load)
+            label = f"{_short(name)} (model {index + 1}/{len(loads)})"
+            result, shapes[name] = _measure_one(name, keywords, prompt, spec, progress, on_load, label)
         except KeyboardInterrupt as interrupt:
             if not results:
                 raise
@@ -89,7 +90,7 @@ def model_loads(names: Sequence[str], load: Mapping[str, Any]) -> dict[str, dict
 
 def _measure_one(
     name: str, keywords: dict[str, Any], prompt: str, spec: BenchSpec, progress: bool,
-    on_load: Callable[[LoadedModel], None] | None,
+    on_load: Callable[[LoadedModel], None] | None, label: str,
 ) -> tuple[BenchmarkResult, ModelShape]:  # fmt: skip
     """Load ``name``, measure it, and release it whatever happens."""
     loaded = load_model(name, **keywords)
@@ -97,7 +98,12 @@ def _measure_one(
         if on_load is not None:
             on_load(loaded)
         shape = model_shape(loaded.model)
-        return run_benchmark(loaded, prompt, spec, progress=progress), shape
+        return run_benchmark(loaded, prompt, spec, progress=progress, label=label), shape
     finally:
         del loaded
         release_memory()
+
+
+def _short(name: str) -> str:
+    """A model's name as the bar has room for it: a path or repository without its folders."""
+    return name.rstrip("/").rsplit("/", 1)[-1] or name
