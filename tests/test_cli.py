@@ -116,6 +116,9 @@ ERRORS = [  # each message whole, except where argparse words it differently acr
     (["-m", "tiny", "--var=foo", "hi"], None, "kvbench: error: --var is the notebook's (%%kvbench)"),
     (["-m", "tiny", "--plot", "hi"], None,
      "kvbench: error: --plot is the notebook's (%%kvbench), not the command's: plot a result saved with --save"),
+    (["-m", "tiny,other", "--plot", "hi"], None,
+     ("kvbench: error: --plot is the notebook's (%%kvbench), not the command's: plot a result saved with --save "
+      "PATH.json in a notebook: BenchmarkResult.read_json(PATH).plot() (ModelsResult.read_json for -m A,B)")),
     (["-m", "tiny", "--no-expand", "hi"], None, "kvbench: error: --no-expand is the notebook's (%%kvbench)"),
     (["-m", "tiny", "--save", "/no/such/folder/out.json", "x"], None,
      "kvbench: error: cannot write '/no/such/folder/out.json': there is no folder '/no/such/folder'; create it"),

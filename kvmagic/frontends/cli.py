@@ -156,7 +156,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
 _INSTEAD = {
     "output": "it prints the result, and --format json gives all of it",
     "var": "keep the result with --save PATH.json",
-    "plot": "plot a result saved with --save PATH.json in a notebook: BenchmarkResult.read_json(PATH).plot()",
+    "plot": "plot a result saved with --save PATH.json in a notebook: BenchmarkResult.read_json(PATH).plot() "
+    "(ModelsResult.read_json for -m A,B)",
     "expand": "it takes the prompt as written",
 }
 
