@@ -161,6 +161,8 @@ def test_without_quality_a_row_leaves_the_frontier_only_on_speed_and_bytes() -> 
     found = choice(_sweep(quality=False))
     assert found.frontier == ["off", "static", "quantized:fp8"] and found.beaten_by == {"dynamic": "static"}
     assert "quantized:fp8 at 1.14x its time holds 4.00x less KV, quality not read" in str(found)
+    assert "Beaten on speed and KV bytes at once: dynamic (by static)" in str(found)
+    assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)" in str(choice(_sweep()))
 
 
 def test_too_few_lengths_or_no_held_out_row_say_so_instead_of_a_crossover() -> None:
@@ -193,7 +195,7 @@ def test_bytes_a_hair_apart_tie_and_beside_a_cacheless_fastest_are_said_in_mib()
     rows = [timed((64, 8), "off", [1.0], kv_bytes=0), timed((64, 8), "dynamic", [0.5], kv_bytes=2**20),
             timed((64, 8), "static", [0.4], kv_bytes=2**20 + 16)]  # fmt: skip
     result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names)
-    assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)" in str(result.choice())
+    assert "Beaten on speed and KV bytes at once: dynamic (by static)" in str(result.choice())  # quality unread
     exact = Quality(8, 1.0, 0.0, 1.0)
     result.measurements = [timed((64, 8), "off", [0.3], kv_bytes=0)] + [
         timed(m.config, m.strategy, m.seconds, kv_bytes=m.kv_bytes, quality=exact) for m in rows[1:]

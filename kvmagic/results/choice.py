@@ -235,7 +235,9 @@ def paragraph(found: Choice) -> str:
     sentences = [lead]
     if found.beaten_by:
         beaten = ", ".join(f"{s} (by {by})" for s, by in found.beaten_by.items())
-        sentences.append(f"beaten on speed, KV bytes and quality at once: {beaten}")
+        read = any(p.kl_nats is not None for p in points.values())
+        figures = "speed, KV bytes and quality" if read else "speed and KV bytes"  # quality unread: --prefix
+        sentences.append(f"beaten on {figures} at once: {beaten}")
     return ". ".join(s[0].upper() + s[1:] for s in [*sentences, _crossing_text(found), _reach_text(found)]) + "."
 
 
