@@ -124,7 +124,7 @@ def test_the_bar_is_redrawn_by_its_own_thread_while_a_run_holds_the_main_one(mon
         assert drawn.wait(timeout=60), "the ticker never redrew the bar"
 
 
-def test_a_finished_bar_is_full_and_a_stopped_one_says_so() -> None:
+def test_a_finished_bar_is_full_and_a_stopped_one_says_so(capsys) -> None:
     eta, clock = _eta([PAIR])
     with progress_bar(enabled=True, delay_s=0.0) as bar:
         bar.eta = eta
@@ -132,6 +132,8 @@ def test_a_finished_bar_is_full_and_a_stopped_one_says_so() -> None:
         bar.draw()
         assert 0 < bar.tqdm.n <= 100 * HELD_SHORT
     assert bar.tqdm.n == bar.tqdm.total and bar.tqdm.postfix == "done"
+    drawn = capsys.readouterr().err.split("\r")  # the end is drawn even right after a tick's draw, then erased
+    assert any("100%" in line and "done]" in line for line in drawn)
     with pytest.raises(KeyboardInterrupt), progress_bar(enabled=True, delay_s=0.0) as bar:
         raise KeyboardInterrupt
     assert "stopped" in bar.tqdm.desc

@@ -154,6 +154,8 @@ def progress_bar(*, enabled: bool, delay_s: float, tick_s: float = TICK_S) -> It
         _halt(ticker, stop)
         raw.set_postfix_str("done", refresh=False)
         raw.update(raw.total - raw.n)  # full: it closes as done, not failed
+        if enabled and bar.shown:  # tqdm skips a redraw within 0.1 s of the last one: the end must be seen
+            raw.refresh()
 
 
 def _tick(bar: Bar, stop: threading.Event, tick_s: float) -> None:
