@@ -18,7 +18,7 @@ from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main, parser
 from kvmagic.frontends.options import bench_spec, defaults
-from kvmagic.frontends.split_launch import failure, root_cause
+from kvmagic.frontends.split_launch import failure, outcome, root_cause
 from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
 from kvmagic.measure import split_lockstep
 from kvmagic.measure.split_probe import covered_seconds, is_collective
@@ -32,6 +32,7 @@ from kvmagic.runner.plan import Plan
 from kvmagic.runner.split_run import merged, tokens_digest
 
 from .conftest import said
+from .records import pair
 
 # torchrun's report of a rank killed by SIGKILL, as torch 2.13 prints it (the other rank then stopped by it).
 REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
@@ -134,6 +135,20 @@ def test_torchruns_report_names_the_rank_and_its_signal(tmp_path: Path) -> None:
     (tmp_path / "torchrun.log").write_text(REPORT.replace("-9 (pid", "1 (pid"))
     (tmp_path / "rank1.err").write_text("Traceback (most recent call last):\n  ...\nRuntimeError: gloo timed out\n")
     assert "rank 1 failed (exit status 1): RuntimeError: gloo timed out;" in str(failure(tmp_path, 2, 1))
+
+
+def test_a_rank_that_fails_after_the_result_is_written_is_said_and_the_result_kept(tmp_path: Path, capsys) -> None:
+    """Every rank took part in a result written; a rank gloo aborts while leaving its group costs no measurement."""
+    with pytest.raises(KVMagicError, match="rank 1 was killed by signal 6"):  # no result: the failure, as before
+        (tmp_path / "torchrun.log").write_text(REPORT.replace("-9 (pid", "-6 (pid"))
+        outcome(tmp_path, 2, 1)
+    written = BenchmarkResult("tiny", pair((8, 2), [1.0, 1.1], [0.5, 0.6]))
+    written.to_json(tmp_path / "result.json")
+    assert outcome(tmp_path, 2, 1).to_dict() == written.to_dict()
+    assert capsys.readouterr().err == (
+        "kvbench --tp 2: rank 1 was killed by signal 6 (SIGABRT) after the result was complete; the result stands\n"
+    )
+    assert outcome(tmp_path, 2, 0).to_dict() == written.to_dict() and capsys.readouterr().err == ""
 
 
 def test_a_ranks_refusal_comes_back_as_its_template(tmp_path: Path) -> None:

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.result import BenchmarkResult
 
-__all__ = ["GRACE_S", "failure", "launch", "launch_cell", "launch_command", "launch_request", "root_cause", "stop"]
+__all__ = [
+    "GRACE_S", "failure", "launch", "launch_cell", "launch_command", "launch_request", "outcome", "root_cause", "stop",
+]  # fmt: skip
 
 GRACE_S = 5.0  # how long a stopped process may take to end before it is killed
 _POLL_S = 0.1
@@ -126,8 +128,6 @@ def launch(
     option that reads a file (``--prompt-file``) to the text the ranks read there. ``echo`` hears rank 0's
     stderr as it comes. A rank's refusal comes back as its :class:`KVMagicError`; any other failure as one
     naming the rank and why."""
-    from kvmagic.results.result import BenchmarkResult
-
     with tempfile.TemporaryDirectory(prefix="kvmagic-launch-") as name:
         folder = Path(name)
         files = []
@@ -149,9 +149,22 @@ def launch(
                 raise
             finally:
                 stop(process, folder)
-        if process.returncode == 0 and (folder / RESULT).is_file():
-            return BenchmarkResult.read_json(folder / RESULT)
-        raise failure(folder, ranks, process.returncode)
+        return outcome(folder, ranks, process.returncode)
+
+
+def outcome(folder: Path, ranks: int, status: int | None) -> BenchmarkResult:
+    """Rank 0's result where it wrote one, else why there is none. Every rank took part in a result written (its
+    rows are put together across ranks), so a rank that failed after it (leaving the process group under load,
+    gloo can abort) is said in a line, not fatal to a finished measurement."""
+    from kvmagic.results.result import BenchmarkResult
+
+    if not (folder / RESULT).is_file():
+        raise failure(folder, ranks, status)
+    if status:
+        found = root_cause(_log(folder))
+        late = f"rank {found[0]} {_cause(folder, *found)}" if found else f"torchrun ended with status {status}"
+        print(f"kvbench --tp {ranks}: {late} after the result was complete; the result stands", file=sys.stderr)
+    return BenchmarkResult.read_json(folder / RESULT)
 
 
 def _follow(process: subprocess.Popen[bytes], path: Path, echo: IO[str] | None) -> None:
@@ -224,21 +237,29 @@ def failure(folder: Path, ranks: int, status: int | None) -> KVMagicError:
     if refusals:
         record = json.loads(refusals[0].read_text())
         return KVMagicError(record["template"], *record["params"])
-    log = (folder / "torchrun.log").read_text(errors="replace") if (folder / "torchrun.log").is_file() else ""
+    log = _log(folder)
     found = root_cause(log)
     if found is None:
         last = next((line.strip() for line in reversed(log.splitlines()) if line.strip()), "no output")
         said = f"{{tp}} {ranks}: torchrun ended with status {status}: {clipped(last)}: fix that and run the cell again"
         return KVMagicError(said, "tp")
     rank, code = found
+    return KVMagicError(
+        f"{{tp}} {ranks}: rank {rank} {_cause(folder, rank, code)}; every rank was stopped: run the cell again once "
+        "that is fixed", "tp"
+    )  # fmt: skip
+
+
+def _log(folder: Path) -> str:
+    return (folder / "torchrun.log").read_text(errors="replace") if (folder / "torchrun.log").is_file() else ""
+
+
+def _cause(folder: Path, rank: int, code: int) -> str:
+    """What ended a rank, from its exit code: the signal that killed it, or its last line."""
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
-        cause = f"was killed by signal {-code} ({name}{': often the system out of memory' if -code == 9 else ''})"
-    else:
-        cause = f"failed (exit status {code}): {_last_words(folder / f'rank{rank}.err')}"
-    return KVMagicError(
-        f"{{tp}} {ranks}: rank {rank} {cause}; every rank was stopped: run the cell again once that is fixed", "tp"
-    )
+        return f"was killed by signal {-code} ({name}{': often the system out of memory' if -code == 9 else ''})"
+    return f"failed (exit status {code}): {_last_words(folder / f'rank{rank}.err')}"
 
 
 def _last_words(path: Path) -> str:

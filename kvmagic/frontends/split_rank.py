@@ -85,7 +85,8 @@ def report_error(error: KVMagicError) -> None:
 
 
 def report_result(result: BenchmarkResult) -> None:
-    """Rank 0 leaves the result for the launcher."""
+    """Rank 0 leaves the result for the launcher, whole or not at all (written beside it, then renamed)."""
     folder = os.environ.get(LAUNCH_DIR)
     if folder and not quiet_rank():
-        result.to_json(Path(folder, RESULT))
+        result.to_json(Path(folder, RESULT + ".part"))
+        os.replace(Path(folder, RESULT + ".part"), Path(folder, RESULT))
