@@ -106,3 +106,27 @@ def test_magic_reads_the_baseline_before_running(shell, tmp_path):
         with pytest.raises(UsageError) as caught:
             shell.run_cell_magic("kvbench", f"-n 2000 --compare {path}", PROMPT)  # -n 2000 would fail later
         assert said(caught.value) == message
+
+
+def test_each_setting_a_comparison_reads_is_recorded_under_its_own_name():
+    from kvmagic.core.spec import BenchSpec
+
+    base = {"chat": False, "warmup_tokens": 4, "repeat": 1, "steps": False}
+    assert BenchSpec().recorded() == base
+    auto = BenchSpec(chat=True, warmup_tokens=2, repeat="auto", ci_target=0.1, auto_cap=20, predict=True,
+                     max_seconds=30, steps=True)  # fmt: skip
+    assert auto.recorded() == {"chat": True, "warmup_tokens": 2, "repeat": "auto", "steps": True, "ci_target": 0.1,
+                               "auto_cap": 20, "max_seconds": 30}  # fmt: skip
+    lossy = BenchSpec(cache="off,quantized:quanto", kv_bits=4, quality=False, prefix=4)
+    assert lossy.recorded() == {**base, "kv_bits": 4, "quality": "off", "prefix": 4}
+    assert BenchSpec(cache="off,static", quality_text="x").recorded() == {**base, "kv_bits": None, "quality": "text"}
+    assert BenchSpec(cache="off,static").recorded()["quality"] == "greedy"
+    was, now = _result(_measurement([(2.0, 1.0)] * 2)), _result(_measurement([(2.0, 1.0)] * 2))
+    now.spec = BenchSpec(repeat=2, warmup_tokens=1)
+    assert compare(now, was).differences() == ["repeat: 1 saved, 2 now", "warmup_tokens: 4 saved, 1 now"]
+
+
+def test_a_configuration_names_its_batch_only_beyond_one_sequence():
+    from kvmagic.core.config import Config
+
+    assert (str(Config(16, 64)), str(Config(16, 64, 2))) == ("16+64 tokens", "16+64 tokens x 2 sequences")
