@@ -50,6 +50,12 @@ def test_a_run_several_times_its_siblings_is_named_once_for_all() -> None:
         f"a run took several times its siblings' median: uncached (3.3x), cached (3.5x): {LOAD}; the medians keep it out"
     ]
     assert _notes([timed((16, 64), "off", [1.0, 2.9, 1.1]), timed((16, 64), "dynamic", [0.01, 0.04, 0.01])]) == []
+    exactly = [timed((16, 64), "off", [1.0, 3.0, 1.0]), timed((16, 64), "dynamic", [0.5] * 3)]
+    assert _notes(exactly) == []  # 3x its siblings is not past 3x
+    swept = [timed((16, 64), "off", [1.0, 1.0, 4.0]), timed((16, 128), "off", [2.0, 2.0, 2.0])]
+    assert _notes(swept, repeat=3) == [
+        f"a run took several times its siblings' median: uncached at 16+64 tokens (4.0x): {LOAD}; the medians keep it out"
+    ]  # several configurations: the one it was at
 
 
 def test_the_notes_reach_the_table() -> None:
