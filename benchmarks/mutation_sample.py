@@ -18,6 +18,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = ROOT / "mutants"
 MUTVENV = ROOT / ".venv" / "mutmut"
+MADE = ".made"  # touched as mutants/ is made: a source file newer than it is not in the copy
 LAYERS = {"core/": "kvmagic.core.", "results/": "kvmagic.results."}
 # mutmut's exit codes (mutmut/stats.py): what counts as the suite catching a mutant.
 KILLED = {1: "killed", 3: "killed", 36: "timed out", -24: "timed out", 24: "timed out", 152: "timed out",
@@ -96,11 +98,21 @@ def _kind(code: int | None) -> str:
 
 
 def generate() -> None:
-    """Build mutants/ and mutmut's test statistics by running one small module's mutants (kvmagic.core.stats)."""
+    """Build mutants/ afresh, and mutmut's test statistics, by running one small module's mutants
+    (kvmagic.core.stats). mutmut copies a file into mutants/ only where it is missing: a copy kept from before
+    would run old code and tests."""
+    shutil.rmtree(MUTANTS, ignore_errors=True)
+    MUTANTS.mkdir()
+    (MUTANTS / MADE).touch()
     subprocess.run(["make", "mutants", "MUTANTS=kvmagic.core.stats.*"], cwd=ROOT, check=True)
 
 
 def run(per_layer: int, seed: int, children: int) -> None:
+    """Run the sample's mutants, in a copy made from the code and tests as they are now."""
+    stale = [path for folder in ("kvmagic", "tests") for path in (ROOT / folder).rglob("*.py")
+             if path.stat().st_mtime > (MUTANTS / MADE).stat().st_mtime]  # fmt: skip
+    if stale:
+        raise SystemExit(f"{stale[0].relative_to(ROOT)} changed since mutants/ was made: run `generate` again")
     names = [name for drawn in sample(per_layer, seed).values() for name in drawn]
     environment = {**os.environ, "PATH": f"{MUTVENV / 'bin'}:{os.environ['PATH']}"}
     command = ["nice", "-n", "10", str(MUTVENV / "bin" / "mutmut"), "run", "--max-children", str(children), *names]
