@@ -8,12 +8,11 @@ the config (dotted) beside the counted ones.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE
 from kvmagic.errors import KVMagicError
-from kvmagic.results.plot import SweepFigure, draw_intervals, seconds_at, speedup_label, speedups_at
+from kvmagic.results.plot import SweepFigure, draw_intervals, kv_mib_at, seconds_at, speedup_label, speedups_at
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -57,14 +56,12 @@ def _draw_model(times: Axes, speedups: Axes, memory: Axes, result: BenchmarkReco
         label = result.model + (f", batch {batch}" if len(_by_batch(result)) > 1 else "")
         for strategy, style in zip(result.strategies, _STYLES):
             name = f"{label}, {result.shown_name(strategy)}"
-            found = [result.measurement(strategy, c) for c in configs]
             times.plot(xs, seconds_at(result, strategy, configs), style, color=colour, label=name)
             if strategy == REFERENCE:
                 continue
             speedups.plot(xs, speedups_at(result, strategy, configs), style, color=colour, label=name)
             draw_intervals(speedups, xs, result, strategy, configs, colour)
-            memory.plot(xs, [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found], style,
-                        color=colour, label=name)  # fmt: skip
+            memory.plot(xs, kv_mib_at(result, strategy, configs), style, color=colour, label=name)
         sizes = result.facts.kv_sizes
         if sizes is not None and FULL_CACHE in result.strategies:
             predicted = [sizes.after(*config) / MIB for config in configs]

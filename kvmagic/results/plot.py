@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = ["SweepFigure", "draw_intervals", "plot_result", "seconds_at", "speedup_label", "speedups_at"]
+__all__ = [
+    "SweepFigure", "draw_intervals", "kv_mib_at", "plot_result", "seconds_at", "speedup_label", "speedups_at",
+]  # fmt: skip
 
 MIB = 2**20
 _STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
@@ -88,6 +90,12 @@ def _groups(configs: Sequence[Config], key: str) -> dict[int, list[Config]]:
 def seconds_at(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
     found = [result.measurement(strategy, c) for c in configs]
     return [math.nan if m is None else m.median_s for m in found]
+
+
+def kv_mib_at(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
+    """The KV cache each run returned held, in MiB (NaN where not counted)."""
+    found = [result.measurement(strategy, c) for c in configs]
+    return [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found]
 
 
 def speedups_at(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[Config]) -> list[float]:
@@ -180,8 +188,7 @@ def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkRecord) -> None
                 label = f"{result.shown_name(strategy)} speed-up"
                 (line,) = speedups.plot(xs, speedups_at(result, strategy, rows), style, label=label + suffix)
                 draw_intervals(speedups, xs, result, strategy, rows, line.get_color())
-                kv = [math.nan if m is None or m.kv_bytes is None else m.kv_bytes / MIB for m in found]
-                memory.plot(xs, kv, style, label=f"{name} KV cache{suffix}")
+                memory.plot(xs, kv_mib_at(result, strategy, rows), style, label=f"{name} KV cache{suffix}")
             peaks = [math.nan if m is None or m.peak_bytes is None else m.peak_bytes / MIB for m in found]
             if not all(math.isnan(p) for p in peaks):
                 memory.plot(xs, peaks, style, label=f"{name} peak{suffix}")
