@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "INTERVAL_HEADER", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "cell", "shown_table", "shown_text",
-    "wide_text", "wrapped_notes",
+    "INTERVAL_HEADER", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "cell", "short_name", "shown_table",
+    "shown_text", "wide_text", "wrapped_notes",
 ]  # fmt: skip
 
 WIDTH = 100  # the terminal width the shown table is made to fit
@@ -150,8 +150,13 @@ def _short_names(models: list[str]) -> list[str]:
     """Models as the shown table names them: each without the folders or organisation before its last ``/``
     (``google/gemma-3-270m`` as ``gemma-3-270m``) where that still tells them apart, so that the columns the
     notes cite keep their room; the notes, ``--wide`` and every file keep the whole name."""
-    short = {model: model.rstrip("/").rsplit("/", 1)[-1] or model for model in dict.fromkeys(models)}
+    short = {model: short_name(model) for model in dict.fromkeys(models)}
     return [short[model] for model in models] if len(set(short.values())) == len(short) else models
+
+
+def short_name(model: str) -> str:
+    """A model's name without the folders or organisation before its last ``/``."""
+    return model.rstrip("/").rsplit("/", 1)[-1] or model
 
 
 def _left_out(frame: pd.DataFrame, name: str) -> bool:

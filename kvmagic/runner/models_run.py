@@ -19,6 +19,7 @@ from kvmagic.measure.shape_probe import model_shape
 from kvmagic.model.loading import check_model, load_model
 from kvmagic.model.tiny import TINY_NAME
 from kvmagic.results.models_result import ModelsResult
+from kvmagic.results.shown import short_name
 from kvmagic.runner.benchmark import run_benchmark
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def run_models(
     shapes: dict[str, ModelShape] = {}
     for index, (name, keywords) in enumerate(loads.items()):
         try:
-            label = f"{_short(name)} (model {index + 1}/{len(loads)})"
+            label = f"{short_name(name)} (model {index + 1}/{len(loads)})"
             result, shapes[name] = _measure_one(name, keywords, prompt, spec, progress, on_load, label)
         except KeyboardInterrupt as interrupt:
             if not results:
@@ -102,8 +103,3 @@ def _measure_one(
     finally:
         del loaded
         release_memory()
-
-
-def _short(name: str) -> str:
-    """A model's name as the bar has room for it: a path or repository without its folders."""
-    return name.rstrip("/").rsplit("/", 1)[-1] or name
