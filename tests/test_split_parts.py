@@ -18,6 +18,7 @@ from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main, parser
 from kvmagic.frontends.options import bench_spec, defaults
+from kvmagic.frontends import split_rank
 from kvmagic.frontends.split_launch import failure, outcome, root_cause
 from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
 from kvmagic.measure import split_lockstep
@@ -251,6 +252,19 @@ def test_tp_without_torchrun_says_the_command_to_run(monkeypatch, capsys) -> Non
         "kvbench: error: --tp splits the model over the ranks torchrun starts, one per device: run it as torchrun "
         "--nproc-per-node N -m kvmagic -m tiny --tp -n 16 'The KV cache' (N: the number of devices)\n"
     )
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_rank_0_prints_a_refusal_at_once_and_a_quiet_rank_only_if_rank_0_has_not(rank, monkeypatch, capsys) -> None:
+    # torchrun ends every rank once one exits: a quiet rank that left first could end rank 0 before it spoke.
+    slept: list[float] = []
+    monkeypatch.setattr(split_rank.time, "sleep", slept.append)  # as if torchrun had not ended this rank
+    for name in split_lockstep.LAUNCH_ENV:
+        monkeypatch.setenv(name, {"RANK": rank, "WORLD_SIZE": "2"}.get(name, "1"))
+    assert main(["-m", "tiny", "--tp", "--predict", "-n", "2", "hi"]) == 2
+    assert slept == ([] if rank == "0" else [split_rank.SPEAKER_GRACE_S])
+    err = said(capsys.readouterr().err)
+    assert err.startswith("kvbench: error: ") and err.count("\n") == 1 and "--predict" in err
 
 
 def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypatch) -> None:

@@ -31,7 +31,7 @@ from kvmagic.frontends.options import (
     load_kwargs,
     word_optional,
 )
-from kvmagic.frontends.split_rank import join_ranks, quiet_rank, report_error, report_result
+from kvmagic.frontends.split_rank import join_ranks, refuse, report_result
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
@@ -143,9 +143,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     try:
         return _run(args, words, sys.stdin if stdin is None else stdin)
     except KVMagicError as error:
-        report_error(error)
-        if not (args.tp and quiet_rank()):  # every rank refuses alike; rank 0 says so
-            print(error_line(error), file=sys.stderr)
+        refuse(error, error_line(error), split=args.tp)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

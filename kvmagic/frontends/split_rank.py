@@ -13,6 +13,8 @@ import argparse
 import json
 import os
 import shlex
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,10 +25,13 @@ if TYPE_CHECKING:
     from kvmagic.measure.split_lockstep import World
     from kvmagic.results.result import BenchmarkResult
 
-__all__ = ["LAUNCH_DIR", "RESULT", "join_ranks", "quiet_rank", "report_error", "report_result", "torchrun_hint"]
+__all__ = ["LAUNCH_DIR", "RESULT", "join_ranks", "quiet_rank", "refuse", "report_result", "torchrun_hint"]
 
 LAUNCH_DIR = "KVMAGIC_LAUNCH_DIR"  # set by the notebook's launcher: where each rank leaves what it reads back
 RESULT = "result.json"
+# How long a quiet rank's refusal waits for rank 0 to print the same one. torchrun ends every rank as soon as
+# one fails, so a quiet rank that left first could end rank 0 before its line was out.
+SPEAKER_GRACE_S = 30.0
 
 
 def torchrun_hint(argv: Sequence[str]) -> str:
@@ -76,12 +81,17 @@ def quiet_rank() -> bool:
     return os.environ.get("RANK", "0") != "0" and "WORLD_SIZE" in os.environ
 
 
-def report_error(error: KVMagicError) -> None:
-    """Leave this rank's refusal for the launcher, as a template it spells in its own flags."""
+def refuse(error: KVMagicError, line: str, split: bool) -> None:
+    """Say a refusal once: every rank refuses alike, and rank 0 prints it. A quiet rank leaves its refusal for
+    the launcher and waits for rank 0 to print and exit, upon which torchrun ends it; if rank 0 has not
+    refused by then (a refusal of this rank alone), it prints its own."""
     folder = os.environ.get(LAUNCH_DIR)
-    if folder:
+    if folder:  # as a template, which the launcher spells in the notebook's own flags
         record = {"template": error.template, "params": list(error.params)}
         Path(folder, f"rank{os.environ.get('RANK', '0')}.json").write_text(json.dumps(record))
+    if split and quiet_rank():
+        time.sleep(SPEAKER_GRACE_S)
+    print(line, file=sys.stderr)
 
 
 def report_result(result: BenchmarkResult) -> None:
