@@ -15,6 +15,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from kvmagic.core.kvbytes import KVSizes
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
+from kvmagic.errors import KVMagicError
 from kvmagic.results.models_result import ModelsResult
 from kvmagic.results.records import RunFacts, StepProfile
 from kvmagic.results.result import BenchmarkResult
@@ -57,7 +58,8 @@ def _error_bars(axis) -> list[dict]:
     found = []
     for container in axis.containers:
         if isinstance(container, ErrorbarContainer):
-            _, caps, (bars,) = container.lines
+            through, caps, (bars,) = container.lines
+            assert through is None  # the bar alone: no line joins the intervals' middles
             colour = to_rgba(bars.get_colors()[0])
             for index, segment in enumerate(bars.get_segments()):
                 (x, low), (x_high, high) = segment
@@ -249,20 +251,22 @@ def _stepped(config: tuple[int, int], steps: tuple[float, ...], *, profiled: tup
 
 
 def test_per_step_latency_is_drawn_for_the_longest_configuration_with_every_step_timed() -> None:
-    # (8, 16) and (16, 8) hold as many tokens: the longer prompt is drawn; (32, 16), longer, has one run's steps only
-    measurements = [*_stepped((16, 4), (0.1,) * 4), *_stepped((8, 16), (0.2,) * 16), *_stepped((16, 8), (0.3,) * 8)]
+    # (8, 32) holds the most tokens, a shorter prompt than (16, 4)'s; (32, 16), longer, has one run's steps only
+    measurements = [*_stepped((16, 4), (0.1,) * 4), *_stepped((8, 32), (0.3,) * 32)]
     result = BenchmarkResult("m", [*measurements, *_stepped((32, 16), (0.4,) * 16, profiled=("off",))])
     figure = result.plot()
     assert len(figure.axes) == 3
     steps = figure.axes[2]
     assert (steps.get_title(), steps.get_xlabel(), steps.get_ylabel()) == (
-        "Per-step latency (16+8 tokens)", "position (tokens in context)", "ms per token",
+        "Per-step latency (8+32 tokens)", "position (tokens in context)", "ms per token",
     )  # fmt: skip
     lines = _drawn(steps)
     assert list(lines) == ["uncached", "cached"]
-    assert lines["cached"]["xy"] == (list(range(16, 24)), pytest.approx([300] * 8))
+    assert lines["cached"]["xy"] == (list(range(8, 40)), pytest.approx([300] * 32))
     _assert_faint_grid(steps)
     assert _legend(steps) == ["uncached", "cached"]
+    tied = BenchmarkResult("m", [*_stepped((8, 16), (0.2,) * 16), *_stepped((16, 8), (0.3,) * 8)]).plot()
+    assert tied.axes[2].get_title() == "Per-step latency (16+8 tokens)"  # as many tokens: the longer prompt
 
 
 def test_each_panel_has_the_same_room_however_many_the_figure_holds() -> None:
@@ -338,11 +342,14 @@ def test_the_trade_off_rings_its_frontier_around_each_point_and_labels_each_rati
     assert all(first.get_markersize() > line.get_markersize() for line in others)  # a ring around, not over
     lines = _drawn(memory)
     assert lines["full cache (dynamic)"]["style"] == ("*", "None")
+    sizes = {line.get_label(): line.get_markersize() for line in others}
+    star = sizes.pop("full cache (dynamic)")
+    assert all(star > size for size in sizes.values())  # the full cache's star stands out of the points
     assert lines["press:snapkv"]["style"] == lines["quantized:fp8"]["style"] == ("o", "-")
     ratios = sorted(memory.texts, key=lambda text: text.xy)
     assert [(text.get_text(), text.xy) for text in ratios] == [("0.5", (2.0, 0.02)), ("0.25", (3.0, 0.005))]
-    for text in ratios:  # just beside its point, up and right
-        assert text.anncoords == "offset points" and all(0 < offset <= 10 for offset in text.xyann)
+    (offset,) = {text.xyann for text in ratios}  # each the same few points up and right of its own point
+    assert all(text.anncoords == "offset points" for text in ratios) and all(0 < shift <= 10 for shift in offset)
 
 
 def test_lossless_strategies_are_a_sentence_in_the_middle_of_the_panel() -> None:
@@ -401,13 +408,13 @@ def test_models_side_by_side_share_a_colour_per_model_and_a_style_per_strategy()
         ("KV cache (dotted: predicted from the config)", "prompt + new tokens", "MiB"),
     ]
     assert _suptitle(figure) == "Greedy generation, models side by side: a, b"
+    assert {axis.get_subplotspec().get_gridspec().get_geometry() for axis in figure.axes} == {(1, 3)}  # side by side
     lines = _drawn(times)
     assert set(lines) == {"a, uncached", "a, cached", "b, off", "b, static"}
     assert lines["a, uncached"]["xy"][0] == [24, 40] and lines["b, static"]["xy"][0] == [24, 40]
     assert lines["a, uncached"]["xy"][1] == [first.measurement("off", c).median_s for c in first.configs[::-1]]
-    colours = {name: line["colour"] for axis in figure.axes for name, line in _drawn(axis).items()}
-    assert {colours[name] for name in colours if name.startswith("a,")} == {to_rgba("C0")}
-    assert {colours[name] for name in colours if name.startswith("b,")} == {to_rgba("C1")}
+    colours = [(name[0], line["colour"]) for axis in figure.axes for name, line in _drawn(axis).items()]
+    assert set(colours) == {("a", to_rgba("C0")), ("b", to_rgba("C1"))}  # in every panel
     assert lines["a, uncached"]["style"] == lines["b, off"]["style"] != lines["a, cached"]["style"]
     drawn = _drawn(speedups)
     assert set(drawn) == {"a, cached", "b, static"} and drawn["a, cached"]["style"] == lines["a, cached"]["style"]
@@ -443,3 +450,8 @@ def test_models_side_by_side_name_each_batch_and_say_when_partial() -> None:
     assert set(_drawn(figure.axes[0])) == {"a, batch 1, uncached", "a, batch 1, cached", "a, batch 2, uncached",
                                            "a, batch 2, cached", "b, uncached", "b, cached"}  # fmt: skip
     assert _suptitle(figure) == "Greedy generation, models side by side: a, b (partial)"
+
+
+def test_models_with_nothing_measured_refuse_to_plot() -> None:
+    with pytest.raises(KVMagicError, match=r"^nothing to plot: the benchmark finished no configuration$"):
+        ModelsResult([BenchmarkResult("a", []), BenchmarkResult("b", [])], stopped="interrupted").plot()
