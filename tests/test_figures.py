@@ -305,7 +305,7 @@ NAMES = ["off", "dynamic", "press:snapkv:0.5", "press:snapkv:0.25", "quantized:f
 
 
 def _judged_sweep(short: bool = True) -> BenchmarkResult:
-    """The trade-off read at two lengths: the shorter's points are all elsewhere, and KL 0.5 everywhere."""
+    """The trade-off read at two lengths: the shorter (a longer prompt) has its points all elsewhere, KL 0.5 each."""
     rows = [
         _judged("off", 1.0, 0.0, 1e-12),
         _judged("dynamic", 0.5, 4.0, 0.0),
@@ -313,7 +313,7 @@ def _judged_sweep(short: bool = True) -> BenchmarkResult:
         _judged("press:snapkv:0.25", 0.48, 3.0, 0.005),
         _judged("quantized:fp8", 0.52, 1.0, 0.001),
     ]
-    shorter = [_judged(name, 0.1, 40.0, 0.5, config=(8, 4)) for name in NAMES] if short else []
+    shorter = [_judged(name, 0.1, 40.0, 0.5, config=(20, 2)) for name in NAMES] if short else []
     return BenchmarkResult("m", [*shorter, *rows], spec=BenchSpec(cache=tuple(NAMES)), strategies=NAMES)
 
 
@@ -443,13 +443,18 @@ def test_models_side_by_side_share_a_colour_per_model_and_a_style_per_strategy()
 
 
 def test_models_side_by_side_name_each_batch_and_say_when_partial() -> None:
-    batched = _model("a", ((8, 4, 1), (8, 4, 2)))
+    batched = _model("a", ((8, 4, 1), (8, 4, 2)), sizes=SIZES)
     other = _model("b", ((8, 4),))
     models = ModelsResult([batched, other], stopped="interrupted")
     figure = models.plot()
     assert set(_drawn(figure.axes[0])) == {"a, batch 1, uncached", "a, batch 1, cached", "a, batch 2, uncached",
                                            "a, batch 2, cached", "b, uncached", "b, cached"}  # fmt: skip
     assert _suptitle(figure) == "Greedy generation, models side by side: a, b (partial)"
+    labels = [(line.get_label().lstrip("_"), line.get_color()) for axis in figure.axes for line in axis.get_lines()]
+    colours = {(label[0], to_rgba(colour)) for label, colour in labels if label[1:3] == ", "}
+    assert colours == {("a", to_rgba("C0")), ("b", to_rgba("C1"))}  # each batch's lines, and each prediction
+    predicted = [label for label, _ in labels if label.endswith("predicted")]
+    assert predicted == ["a, batch 1 predicted", "a, batch 2 predicted"]
 
 
 def test_models_with_nothing_measured_refuse_to_plot() -> None:
