@@ -191,3 +191,10 @@ def test_a_comparison_shows_itself_as_its_table_and_notes():
     assert pretty(comparison) == text
     html = comparison._repr_html_()
     assert "bfloat16" in html and "differs from the saved run: dtype" in html and "tiny" in html
+
+
+def test_a_run_with_no_row_still_has_every_column_of_a_comparison():
+    """Interrupted before its first configuration: the table is empty, but a script reading it finds its columns."""
+    empty = BenchmarkResult(model="tiny", measurements=[])
+    frame = compare(empty, _result(_measurement([(2.0, 1.0)] * 2))).to_dataframe()
+    assert frame.empty and list(frame.columns) == [*COLUMNS, *added("--compare").pair]

@@ -1,0 +1,72 @@
+"""What a result answers of itself: each strategy's per-step times, its pairs, its setup, its one-line summary."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvmagic.core.config import Config
+from kvmagic.core.intervals import speedup_interval
+from kvmagic.core.sequential import auto_interval
+from kvmagic.core.spec import BenchSpec
+from kvmagic.errors import KVMagicError
+from kvmagic.results.records import RunFacts, Split, StepProfile
+from kvmagic.results.result import BenchmarkResult
+
+from .records import pair, timed
+
+
+def _profile(*step_s: float) -> StepProfile:
+    return StepProfile(step_s, (1.0,) * len(step_s), (1,) * len(step_s), 10, 4)
+
+
+def test_steps_are_each_strategys_hooked_run_at_that_configuration_indexed_by_position():
+    short, long = Config(4, 2), Config(6, 3)
+    measurements = [
+        *pair(short, [1.0], [0.5], off={"profile": _profile(0.4, 0.6)}, dynamic={"profile": _profile(0.3, 0.2)}),
+        *pair(long, [2.0], [1.0], off={"profile": _profile(0.7, 0.8, 0.9)}),  # the cached side was not hooked
+    ]
+    result = BenchmarkResult("tiny", measurements, spec=BenchSpec(steps=True))
+    steps = result.steps(short)
+    assert steps.index.name == "position" and steps.index.tolist() == [4, 5]  # the new tokens' positions
+    assert steps.to_dict("list") == {"uncached_s": [0.4, 0.6], "cached_s": [0.3, 0.2]}
+    assert result.steps(long).to_dict("list") == {"uncached_s": [0.7, 0.8, 0.9]}
+    assert result.steps(long).index.tolist() == [6, 7, 8]
+    strategies = BenchmarkResult(
+        "tiny", [timed(short, "off", [1.0], profile=_profile(0.4, 0.6)), timed(short, "static", [0.5])],
+        spec=BenchSpec(cache="off,static"), strategies=["off", "static"],
+    )  # fmt: skip
+    assert strategies.steps().to_dict("list") == {"off_s": [0.4, 0.6]}  # a comparison names them as they are
+
+
+def test_a_run_counted_by_its_times_gets_the_anytime_interval():
+    """``-r auto`` stopped on the times themselves: past 10 pairs its interval is the anytime one, wider."""
+    times = [2.0 + i / 20 for i in range(12)], [1.0 + (i % 5) / 20 for i in range(12)]
+    auto = BenchmarkResult("tiny", pair((4, 2), *times), spec=BenchSpec(repeat="auto"))
+    fixed = BenchmarkResult("tiny", pair((4, 2), *times), spec=BenchSpec(repeat=12))
+    assert auto.pair().interval == pytest.approx(auto_interval(*times))
+    assert fixed.pair().interval == pytest.approx(speedup_interval(*times))
+    assert auto.pair().interval[0] < fixed.pair().interval[0] and auto.pair().interval[1] > fixed.pair().interval[1]
+
+
+def test_setup_names_a_split_only_when_there_was_one():
+    plain = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]), metadata={"device": "cpu"})
+    assert "split" not in plain.setup() and plain.setup()["device"] == "cpu"
+    split = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]), split=Split("gloo", ("cpu (a)", "cpu (b)")))
+    assert split.setup()["split"] == "2 ranks by tensor parallelism (gloo, cpu)"
+    assert BenchmarkResult("tiny", [], facts=RunFacts(prompt_sha256="ab")).setup()["prompt_sha256"] == "ab"
+
+
+def test_a_question_with_no_single_answer_says_which_to_name():
+    sweep = BenchmarkResult("tiny", [*pair((4, 2), [1.0], [0.5]), *pair((4, 8), [2.0], [0.5])])
+    with pytest.raises(KVMagicError) as raised:
+        sweep.steps()
+    assert str(raised.value) == "this result has 2 configurations: name one (result.configs lists them)"
+    three = BenchmarkResult(
+        "tiny", [timed((4, 2), "off", [1.0]), timed((4, 2), "static", [0.5]), timed((4, 2), "sink", [0.8])],
+        spec=BenchSpec(cache="off,static,sink"), strategies=["off", "static", "sink"],
+    )  # fmt: skip
+    with pytest.raises(KVMagicError) as raised:
+        three.pair()
+    assert str(raised.value) == "a comparison of strategies has a speed-up per strategy: name one of static, sink"
+    assert three.pair(strategy="sink").speedup == pytest.approx(1.25)
+    assert repr(three) == "<BenchmarkResult tiny: 1 configurations x strategies off, static, sink; identical=True>"
