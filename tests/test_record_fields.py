@@ -70,3 +70,67 @@ def test_a_question_with_no_single_answer_says_which_to_name():
     assert str(raised.value) == "a comparison of strategies has a speed-up per strategy: name one of static, sink"
     assert three.pair(strategy="sink").speedup == pytest.approx(1.25)
     assert repr(three) == "<BenchmarkResult tiny: 1 configurations x strategies off, static, sink; identical=True>"
+
+
+def test_a_mismatch_names_each_token_by_its_text_and_id_even_the_first_id():
+    from kvmagic.results.records import Mismatch
+
+    mismatch = Mismatch(0, 3, 0, -1, "<pad>", "")
+    assert mismatch.expected == "'<pad>' (id 0)"  # id 0 is a token like any other
+    assert mismatch.actual == "no token (its run had ended)"
+    assert Mismatch(0, 3, 5, 6, "a", "\ufffd").actual == "'\ufffd' (id 6, part of a character)"
+
+
+def test_the_summary_line_names_a_batch_and_a_partial_run():
+    batched = BenchmarkResult("tiny", pair((4, 2, 2), [1.0], [0.5]), facts=RunFacts(stopped="interrupted"))
+    assert repr(batched) == "<BenchmarkResult tiny: 4+2x2 tokens: 2.00x; identical=True; partial>"
+    assert (
+        repr(BenchmarkResult("tiny", pair((4, 2), [1.0], [0.25])))
+        == "<BenchmarkResult tiny: 4+2 tokens: 4.00x; identical=True>"
+    )
+
+
+class _Printer:
+    """What IPython's pretty printer is handed."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def text(self, value: str) -> None:
+        self.said.append(value)
+
+
+def test_a_result_prints_as_its_table_and_as_its_summary_inside_itself():
+    from kvmagic.results.compare import compare
+
+    result = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]))
+    for shown in (result, compare(result, result)):
+        printer = _Printer()
+        shown._repr_pretty_(printer, False)
+        shown._repr_pretty_(printer, True)  # a cycle: the one-line summary, not the table again
+        assert printer.said == [str(shown), repr(shown)]
+
+
+def test_the_facts_a_setup_lists_leave_out_the_empty_ones_and_the_caches_sizes():
+    from kvmagic.core.kvbytes import KVSizes
+
+    assert RunFacts().setup() == {"prompt_stretched": False, "configurations": 0}
+    facts = RunFacts(prompt_sha256="ab", stopped="interrupted", kv_sizes=KVSizes(64, (None,)), weight_bytes=10)
+    assert facts.setup() == {"prompt_sha256": "ab", "prompt_stretched": False, "configurations": 0,
+                             "stopped": "interrupted", "weight_bytes": 10}  # fmt: skip
+
+
+def test_a_split_names_each_kind_of_device_once():
+    split = Split("nccl", ("cuda:0 (H100)", "cuda:1 (H100)", "cpu (x)"))
+    assert str(split) == "3 ranks by tensor parallelism (nccl, cuda:0, cuda:1, cpu)"
+    assert str(Split("gloo", ("cpu (a)", "cpu (b)"))) == "2 ranks by tensor parallelism (gloo, cpu)"
+
+
+def test_models_side_by_side_name_the_models_there_when_asked_for_another():
+    from kvmagic.results.models_record import ModelsRecord
+
+    record = ModelsRecord([BenchmarkResult("a", pair((4, 2), [1.0], [0.5])), BenchmarkResult("b", [])])
+    assert record.result("b").model == "b"
+    with pytest.raises(KVMagicError) as raised:
+        record.result("c")
+    assert str(raised.value) == "no model 'c' was measured here: name one of a, b"
