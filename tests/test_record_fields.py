@@ -134,3 +134,14 @@ def test_models_side_by_side_name_the_models_there_when_asked_for_another():
     with pytest.raises(KVMagicError) as raised:
         record.result("c")
     assert str(raised.value) == "no model 'c' was measured here: name one of a, b"
+
+
+def test_a_strategy_given_by_its_spelling_is_read_once_and_the_html_names_the_model():
+    import re
+
+    from kvmagic.results.measurement import Measurement
+
+    compiled = Measurement(Config(4, 2), "static+compile", (1.0,))
+    assert compiled.strategy.compiled and compiled.strategy.static and str(compiled.strategy) == "static+compile"
+    html = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]), metadata={"dtype": "float32"})._repr_html_()
+    assert re.search(r">model</th><td[^>]*>tiny<", html) and re.search(r">dtype</th><td[^>]*>float32<", html)

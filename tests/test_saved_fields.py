@@ -266,6 +266,7 @@ def test_a_format_2_comparison_of_strategies_keeps_each_strategys_dicts():
         "ttft_s": {"uncached": 0.25, "static": 0.125}, "kv_bytes": {"uncached": 0, "static": 512},
         "peak_bytes": {"static": 600}, "peak_source": "cuda", "compile_s": {"static": 9.5},
         "mismatches": {"static": {"run": 3, "position": 1, "expected_id": 2, "actual_id": 3, "margin": 0.375}},
+        "kv_position_bytes": 512,
     }  # fmt: skip
     data = {"format": "kvmagic-benchmark", "version": 2, "model": "m", "strategies": ["uncached", "static", "sink"],
             "skipped": {"sink": "needs a newer transformers"}, "metadata": {}, "measurements": [old]}  # fmt: skip
@@ -277,7 +278,8 @@ def test_a_format_2_comparison_of_strategies_keeps_each_strategys_dicts():
     assert static.compile_s == 9.5 and math.isnan(off.compile_s)
     assert static.mismatch == Mismatch(1, 1, 2, 3, margin=0.375) and off.mismatch is None
     assert static.seconds == (1.0, 1.5) and (static.generated_ids, off.generated_ids) == ((), (1, 2))
-    assert result.facts == RunFacts() and result.frontier is None and not result.partial
+    assert result.facts == RunFacts(kv_sizes=KVSizes(512, (None,)))  # one sequence: a position's bytes as kept
+    assert result.frontier is None and not result.partial
 
 
 def test_format_1_kept_the_strategies_and_what_was_skipped_in_the_metadata():
@@ -289,6 +291,8 @@ def test_format_1_kept_the_strategies_and_what_was_skipped_in_the_metadata():
     result = BenchmarkResult.from_dict(data)
     assert result.strategies == ["off", "quantized:quanto", "sink"] and result.skipped == {"sink": "too old"}
     assert result.metadata == {"dtype": "float16"} and result.spec == BenchSpec()
+    off, quantized = result.measurements
+    assert (off.generated_ids, off.generated_text, quantized.generated_ids) == ((1, 2), "", ())
     del data["metadata"]["strategies"]
     assert BenchmarkResult.from_dict(data).strategies == ["off", "dynamic"]  # the plain run, when none is named
 
