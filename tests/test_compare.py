@@ -201,3 +201,15 @@ def test_a_run_with_no_row_still_has_every_column_of_a_comparison():
     empty = BenchmarkResult(model="tiny", measurements=[])
     frame = compare(empty, _result(_measurement([(2.0, 1.0)] * 2))).to_dataframe()
     assert frame.empty and list(frame.columns) == [*COLUMNS, *added("--compare").pair]
+
+
+def test_every_unmatched_configuration_is_named_once_in_one_note():
+    was = _result(_measurement([(2.0, 1.0)] * 2), _measurement([(2.0, 1.0)] * 2, new_tokens=64),
+                  _measurement([(2.0, 1.0)] * 2, new_tokens=128))  # fmt: skip
+    now = _result(_measurement([(2.0, 1.0)] * 2), _measurement([(2.0, 1.0)] * 2, new_tokens=32),
+                  _measurement([(2.0, 1.0)] * 2, new_tokens=48))  # fmt: skip
+    notes = compare(now, was).notes()
+    assert notes[-2:] == [
+        "no saved row to compare with for 8+32 tokens, 8+48 tokens",
+        "saved rows not measured now: 8+64 tokens, 8+128 tokens",
+    ]

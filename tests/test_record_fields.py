@@ -84,10 +84,8 @@ def test_a_mismatch_names_each_token_by_its_text_and_id_even_the_first_id():
 def test_the_summary_line_names_a_batch_and_a_partial_run():
     batched = BenchmarkResult("tiny", pair((4, 2, 2), [1.0], [0.5]), facts=RunFacts(stopped="interrupted"))
     assert repr(batched) == "<BenchmarkResult tiny: 4+2x2 tokens: 2.00x; identical=True; partial>"
-    assert (
-        repr(BenchmarkResult("tiny", pair((4, 2), [1.0], [0.25])))
-        == "<BenchmarkResult tiny: 4+2 tokens: 4.00x; identical=True>"
-    )
+    sweep = BenchmarkResult("tiny", [*pair((4, 2), [1.0], [0.25]), *pair((4, 8), [3.0], [1.0])])
+    assert repr(sweep) == "<BenchmarkResult tiny: 4+2 tokens: 4.00x, 4+8 tokens: 3.00x; identical=True>"
 
 
 class _Printer:
