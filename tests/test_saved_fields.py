@@ -268,8 +268,30 @@ def test_a_format_2_comparison_of_strategies_keeps_each_strategys_dicts():
         "mismatches": {"static": {"run": 3, "position": 1, "expected_id": 2, "actual_id": 3, "margin": 0.375}},
         "kv_position_bytes": 512,
     }  # fmt: skip
+    row = {
+        "prompt_tokens": 8,
+        "new_tokens": 2,
+        "batch": 1,
+        "kv_bytes_per_token": 512.0,
+        "peak_bytes": 1e5,
+        "max_new_tokens": 90,
+        "max_prompt": 91,
+        "max_batch": 92,
+        "limited_by": "memory",
+    }
+    check = {
+        "prompt_tokens": 8,
+        "new_tokens": 90,
+        "batch": 1,
+        "budget_bytes": 4e9,
+        "predicted_bytes": 3e9,
+        "measured_bytes": 2e9,
+        "tensor_bytes": 1e9,
+    }
     data = {"format": "kvmagic-benchmark", "version": 2, "model": "m", "strategies": ["uncached", "static", "sink"],
-            "skipped": {"sink": "needs a newer transformers"}, "metadata": {}, "measurements": [old]}  # fmt: skip
+            "skipped": {"sink": "needs a newer transformers"}, "metadata": {"frontier_free_bytes": 5e9},
+            "measurements": [old], "frontier": [{**row, "strategy": "uncached"}, {**row, "strategy": "static"}],
+            "frontier_checks": [{**check, "strategy": "static"}]}  # fmt: skip
     result = BenchmarkResult.from_dict(data)
     assert result.strategies == ["off", "static", "sink"] and result.skipped == {"sink": "needs a newer transformers"}
     off, static = result.measurements
@@ -279,7 +301,8 @@ def test_a_format_2_comparison_of_strategies_keeps_each_strategys_dicts():
     assert static.mismatch == Mismatch(1, 1, 2, 3, margin=0.375) and off.mismatch is None
     assert static.seconds == (1.0, 1.5) and (static.generated_ids, off.generated_ids) == ((), (1, 2))
     assert result.facts == RunFacts(kv_sizes=KVSizes(512, (None,)))  # one sequence: a position's bytes as kept
-    assert result.frontier is None and not result.partial
+    assert [r.strategy for r in result.frontier.rows] == ["off", "static"] and not result.partial
+    assert result.frontier.checks == [FitCheck("static", 8, 90, 1, 4e9, 3e9, 2e9, 1e9)]
 
 
 def test_format_1_kept_the_strategies_and_what_was_skipped_in_the_metadata():

@@ -97,7 +97,7 @@ def test_files_that_cannot_be_written_or_read_are_named_before_and_after_a_run(t
     writable(folder / "run.json")  # a new file in a folder that is there
     with pytest.raises(KVMagicError) as raised:
         write_text("x", folder)
-    assert str(raised.value).startswith(f"cannot write {str(folder)!r}: ") and "None" not in str(raised.value)
+    assert str(raised.value) == f"cannot write {str(folder)!r}: Is a directory"  # the reason, not the whole error
     with pytest.raises(KVMagicError) as raised:
         read_text(folder / "missing.json")
     assert str(raised.value) == f"cannot read {str(folder / 'missing.json')!r}: No such file or directory"
