@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -125,3 +126,20 @@ def test_json_keeps_text_as_written_and_numbers_missing_only_where_they_were():
         "this is not a kvmagic benchmark (not JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
         "(char 1))"
     )
+
+
+def test_a_file_is_utf_8_whatever_the_locale_says(tmp_path):
+    """A machine whose locale is not UTF-8 (Windows, a bare C locale) still writes and reads back generated text."""
+    import locale
+
+    result = _result()
+    result.measurements[0] = dataclasses.replace(result.measurements[0], generated_text="café ✓")
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # the default encoding is ASCII there, unless Python runs in UTF-8 mode
+    try:
+        result.save(tmp_path / "run.json")
+        again = BenchmarkResult.read_json(tmp_path / "run.json")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert again.measurements[0].generated_text == "café ✓"
+    assert "café ✓".encode() in (tmp_path / "run.json").read_bytes()
