@@ -307,7 +307,7 @@ def test_a_format_2_comparison_of_strategies_keeps_each_strategys_dicts():
 
 def test_format_1_kept_the_strategies_and_what_was_skipped_in_the_metadata():
     old = {"prompt_tokens": 8, "new_tokens": 2, "runs": ["uncached", "quantized:quanto"], "seconds": [4.0, 2.0],
-           "generated_ids": [1, 2]}  # fmt: skip
+           "generated_ids": [1, 2], "peak_bytes": {"uncached": 500}}  # fmt: skip
     data = {"format": "kvmagic-benchmark", "version": 1, "model": "m", "measurements": [old],
             "metadata": {"strategies": ["uncached", "quantized:quanto", "sink"], "skipped": {"sink": "too old"},
                          "dtype": "float16"}}  # fmt: skip
@@ -316,6 +316,7 @@ def test_format_1_kept_the_strategies_and_what_was_skipped_in_the_metadata():
     assert result.metadata == {"dtype": "float16"} and result.spec == BenchSpec()
     off, quantized = result.measurements
     assert (off.generated_ids, off.generated_text, quantized.generated_ids) == ((1, 2), "", ())
+    assert (off.peak_bytes, off.peak_source) == (500, "")  # a peak from before its source was kept
     del data["metadata"]["strategies"]
     assert BenchmarkResult.from_dict(data).strategies == ["off", "dynamic"]  # the plain run, when none is named
 
