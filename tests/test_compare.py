@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from IPython.core.error import UsageError
 
+from kvmagic.core.config import Config
 from kvmagic.results.caution import caution_notes
 from kvmagic.results.columns import added
 from kvmagic.results.compare import compare
@@ -78,6 +80,7 @@ def test_metadata_differences_and_unmatched_rows_are_notes():
     ]
     unmatched = comparison.rows()[1]
     assert math.isnan(unmatched["speedup_was"]) and unmatched["significant"] is None
+    assert math.isnan(unmatched["speedup_change"])
 
 
 def test_magic_compares_two_saved_runs(shell, tmp_path, capsys):
@@ -130,3 +133,83 @@ def test_a_configuration_names_its_batch_only_beyond_one_sequence():
     from kvmagic.core.config import Config
 
     assert (str(Config(16, 64)), str(Config(16, 64, 2))) == ("16+64 tokens", "16+64 tokens x 2 sequences")
+
+
+def test_a_comparison_of_strategies_matches_each_strategy_and_leaves_the_reference_row_empty():
+    from kvmagic.core.spec import BenchSpec
+
+    from .records import timed
+
+    def strategies(static: list[float], quantized: list[float]) -> BenchmarkResult:
+        found = [timed((8, 16), "off", [2.0, 2.2, 2.4]), timed((8, 16), "static", static),
+                 timed((8, 16), "quantized:quanto", quantized)]  # fmt: skip
+        return BenchmarkResult("tiny", found, spec=BenchSpec(cache="off,static,quantized:quanto"),
+                               strategies=["off", "static", "quantized:quanto"])  # fmt: skip
+
+    was, now = strategies([1.0, 1.1, 1.2], [2.0, 2.2, 2.4]), strategies([1.0, 1.1, 1.2], [1.0, 1.1, 1.2])
+    comparison = compare(now, was)
+    rows = {str(row["strategy"]): row for row in comparison.rows()}
+    assert list(rows) == ["off", "static", "quantized:quanto"]
+    assert math.isnan(rows["off"]["speedup_was"]) and rows["off"]["significant"] is None  # the reference itself
+    assert rows["static"]["speedup_was"] == pytest.approx(2.0) and rows["static"]["speedup_change"] == pytest.approx(0)
+    assert rows["quantized:quanto"]["speedup_was"] == pytest.approx(1.0)
+    assert rows["quantized:quanto"]["speedup_change"] == pytest.approx(1.0)
+    assert set(comparison.saved_rows()) == {(Config(8, 16), s) for s in ("off", "static", "quantized:quanto")}
+    # an empty verdict on the reference's own row is no single round: no note says so
+    assert comparison.notes() == list(now.notes())
+    frame = comparison.to_dataframe()
+    assert list(frame.columns) == [*now.to_dataframe().columns, *added("--compare").pair]
+    assert frame["speedup_was"].tolist()[1:] == pytest.approx([2.0, 1.0])
+    # a strategy the baseline did not run has no row to compare with
+    fewer = BenchmarkResult("tiny", was.measurements[:2], spec=BenchSpec(cache="off,static"),
+                            strategies=["off", "static"])  # fmt: skip
+    quantized = [r for r in compare(now, fewer).rows() if str(r["strategy"]) == "quantized:quanto"]
+    assert math.isnan(quantized[0]["speedup_was"]) and quantized[0]["significant"] is None
+    assert compare(now, fewer).notes()[-1] == "no saved row to compare with for 8+16 tokens"
+    assert compare(fewer, now).notes()[-1] == "saved rows not measured now: 8+16 tokens"  # once, for two rows
+
+
+def test_facts_of_the_run_itself_are_no_difference_and_numbers_are_shown_as_written():
+    was = _result(_measurement([(2.0, 1.0)] * 2), facts=RunFacts(configurations=2, estimated_s=1.0, stopped="x"),
+                  threads=4, cuda=None)  # fmt: skip
+    now = _result(_measurement([(2.0, 1.0)] * 2), facts=RunFacts(configurations=3, estimated_s=2.0), threads=8)
+    assert compare(now, was).differences() == ["threads: 4 saved, 8 now", "cuda: None saved, not recorded now"]
+    assert compare(was, now).differences() == [
+        "threads: 8 saved, 4 now",
+        "cuda: not recorded in the saved run, None now",
+    ]
+    same = compare(now, now)
+    assert same.differences() == [] and repr(same) == f"<Comparison of {now!r} with {now!r}>"
+
+
+def test_a_comparison_shows_itself_as_its_table_and_notes():
+    from IPython.lib.pretty import pretty
+
+    was = _result(_measurement([(2.0, 1.0)]), dtype="float32")
+    comparison = compare(_result(_measurement([(3.0, 1.0)]), dtype="bfloat16"), was)
+    text = str(comparison)
+    assert text.splitlines()[0].split()[-2:] == ["speedup_change", "significant"]
+    assert "differs from the saved run: dtype: 'float32' saved, 'bfloat16' now" in said(text)
+    assert pretty(comparison) == text
+    html = comparison._repr_html_()
+    assert "differs from the saved run: dtype" in html
+    assert re.search(r">model</th><td[^>]*>tiny<", html) and re.search(r">dtype</th><td[^>]*>bfloat16<", html)
+
+
+def test_a_run_with_no_row_still_has_every_column_of_a_comparison():
+    """Interrupted before its first configuration: the table is empty, but a script reading it finds its columns."""
+    empty = BenchmarkResult(model="tiny", measurements=[])
+    frame = compare(empty, _result(_measurement([(2.0, 1.0)] * 2))).to_dataframe()
+    assert frame.empty and list(frame.columns) == [*COLUMNS, *added("--compare").pair]
+
+
+def test_every_unmatched_configuration_is_named_once_in_one_note():
+    was = _result(_measurement([(2.0, 1.0)] * 2), _measurement([(2.0, 1.0)] * 2, new_tokens=64),
+                  _measurement([(2.0, 1.0)] * 2, new_tokens=128))  # fmt: skip
+    now = _result(_measurement([(2.0, 1.0)] * 2), _measurement([(2.0, 1.0)] * 2, new_tokens=32),
+                  _measurement([(2.0, 1.0)] * 2, new_tokens=48))  # fmt: skip
+    notes = compare(now, was).notes()
+    assert notes[-2:] == [
+        "no saved row to compare with for 8+32 tokens, 8+48 tokens",
+        "saved rows not measured now: 8+64 tokens, 8+128 tokens",
+    ]

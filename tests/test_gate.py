@@ -195,3 +195,42 @@ def test_as_git_bisect_run_would_call_it(tmp_path):
         statuses[name] = run.returncode
         assert ("kvbench: regression: 5+2 tokens: speedup" in run.stderr) == (name == "regressed"), run.stderr
     assert statuses == {"regressed": 1, "improved": 0}
+
+
+def test_the_accepted_form_names_every_metric_and_an_example_of_each_kind():
+    assert fail_on_form() == (
+        "METRIC:+N% or METRIC:-N% with METRIC one of speedup, uncached_s, cached_s, e.g. speedup:-5% or "
+        "cached_s:+10%; several comma-separated"
+    )
+    assert fail_on_form(strategies=True) == (
+        "METRIC:+N% or METRIC:-N% with METRIC one of speedup, seconds, e.g. speedup:-5% or seconds:+10%; several "
+        "comma-separated (a comparison of strategies has one row per strategy, with its seconds)"
+    )
+    with pytest.raises(KVMagicError) as raised:
+        parse_fail_on([])  # a repeated flag given no time at all
+    assert said(raised.value) == f"fail_on is empty: write {fail_on_form()}"
+    with pytest.raises(KVMagicError) as raised:
+        parse_fail_on(" tok_s :+1% ")
+    assert said(raised.value) == f"cannot read fail_on 'tok_s :+1%': write {fail_on_form()}"
+
+
+def test_a_threshold_of_no_change_fails_any_rise_and_no_fall():
+    """``cached_s:+0%``: any slower cached run past float noise; a faster one is never a regression."""
+    (still,) = parse_fail_on("cached_s:+0%")
+    assert still == Threshold("cached_s", 0.0) and str(still) == "cached_s:+0%"
+    assert still.crossed(1.01, 1.0) and not still.crossed(0.5, 1.0) and not still.crossed(1.0, 1.0)
+    assert str(Threshold("speedup", -0.125)) == "speedup:-12.5%"
+
+
+def test_a_metric_a_row_lacks_is_undecided_and_the_others_are_still_judged():
+    saved = {(Config(8, 16), "static"): {"seconds": 1.0, "speedup": 2.0}}
+    rows = [{"prompt_tokens": 8, "new_tokens": 16, "strategy": "static", "seconds": 1.3, "speedup": 1.6,
+             "significant": True}]  # fmt: skip
+    verdict = judge(rows, saved, (Threshold("cached_s", 0.1), Threshold("speedup", -0.05)))
+    assert verdict.undecided == ["8+16 tokens, static: no cached_s to judge"]
+    assert verdict.failed == ["8+16 tokens, static: speedup 2 -> 1.6 (-20.0%, past speedup:-5%) and significant"]
+    nothing = judge(rows, {}, (Threshold("speedup", -0.05),))
+    assert nothing.failed == [] and nothing.undecided == [
+        "no row matches a saved row (the same prompt_tokens, new_tokens, batch and strategy): nothing to judge"
+    ]
+    assert not nothing.passed and judge(rows, saved, (Threshold("seconds", 0.5),)).passed

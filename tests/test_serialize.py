@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -54,3 +55,91 @@ def test_nothing_can_write_a_bare_nan() -> None:
     assert json_text({"x": [math.nan, -math.inf, 1.5]}) == '{\n "x": [\n  null,\n  null,\n  1.5\n ]\n}'
     with pytest.raises(KVMagicError, match="not JSON"):
         BenchmarkResult.from_json("{")
+
+
+def test_a_markdown_table_aligns_numbers_right_and_leaves_missing_ones_blank():
+    import pandas as pd
+
+    from kvmagic.results.serialize import markdown_table
+
+    frame = pd.DataFrame({"n": [16, 2048], "s": [0.123456, math.nan], "ok": [True, False], "name": ["a", "b"]})
+    assert markdown_table(frame) == (
+        "| n | s | ok | name |\n| ---: | ---: | --- | --- |\n| 16 | 0.1235 | True | a |\n| 2048 |  | False | b |\n"
+    )
+    assert markdown_table(frame.head(1), ["one", "two"]).endswith("| 16 | 0.1235 | True | a |\n\n- one\n- two\n")
+
+
+def test_a_short_markdown_table_is_the_shown_one_and_save_writes_what_the_suffix_names(tmp_path):
+    result = _result()
+    short = result.to_markdown(short=True)
+    assert short.splitlines()[0] != result.to_markdown().splitlines()[0]  # the shown columns, not every one
+    assert short.splitlines()[0].startswith("| prompt_tokens | new_tokens |")
+    result.save(tmp_path / "run.JSON")
+    assert BenchmarkResult.read_json(tmp_path / "run.JSON").spec == result.spec
+    assert result.to_json(tmp_path / "again.json") is None and (tmp_path / "again.json").read_text() == result.to_json()
+
+
+def test_files_that_cannot_be_written_or_read_are_named_before_and_after_a_run(tmp_path):
+    from kvmagic.results.serialize import read_text, writable, write_text
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    with pytest.raises(KVMagicError) as raised:
+        writable(folder)
+    assert str(raised.value) == (
+        f"cannot write {str(folder)!r}: it is a folder; name a file in it, e.g. {str(folder / 'run.json')!r}"
+    )
+    with pytest.raises(KVMagicError) as raised:
+        writable(tmp_path / "none" / "run.json")
+    assert str(raised.value) == (
+        f"cannot write {str(tmp_path / 'none' / 'run.json')!r}: there is no folder {str(tmp_path / 'none')!r}; "
+        "create it or name another"
+    )
+    writable(folder / "run.json")  # a new file in a folder that is there
+    with pytest.raises(KVMagicError) as raised:
+        write_text("x", folder)
+    assert str(raised.value) == f"cannot write {str(folder)!r}: Is a directory"  # the reason, not the whole error
+    with pytest.raises(KVMagicError) as raised:
+        read_text(folder / "missing.json")
+    assert str(raised.value) == f"cannot read {str(folder / 'missing.json')!r}: No such file or directory"
+    assert write_text("é ✓", folder / "t.txt") is None and (folder / "t.txt").read_bytes() == "é ✓".encode()
+    assert read_text(folder / "t.txt") == "é ✓"
+
+
+def test_json_keeps_text_as_written_and_numbers_missing_only_where_they_were():
+    from pathlib import Path
+
+    from kvmagic.results.serialize import floats_back, parse_json, seconds_back
+
+    assert json_text({"text": "é", "path": Path("a/b"), "t": (1, math.inf), "flag": True}) == (
+        '{\n "text": "é",\n "path": "a/b",\n "t": [\n  1,\n  null\n ],\n "flag": true\n}'
+    )
+    assert seconds_back({"ttft_s": None, "kv_bytes": None, "cached_s": 1.5}) == pytest.approx(
+        {"ttft_s": math.nan, "kv_bytes": None, "cached_s": 1.5}, nan_ok=True
+    )
+    back = floats_back([None, 2.0])
+    assert isinstance(back, tuple) and math.isnan(back[0]) and back[1] == 2.0
+    assert floats_back("text") == "text" and floats_back(None) is None
+    with pytest.raises(KVMagicError) as raised:
+        parse_json("{")
+    assert str(raised.value) == (
+        "this is not a kvmagic benchmark (not JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
+        "(char 1))"
+    )
+
+
+def test_a_file_is_utf_8_whatever_the_locale_says(tmp_path):
+    """A machine whose locale is not UTF-8 (Windows, a bare C locale) still writes and reads back generated text."""
+    import locale
+
+    result = _result()
+    result.measurements[0] = dataclasses.replace(result.measurements[0], generated_text="café ✓")
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # the default encoding is ASCII there, unless Python runs in UTF-8 mode
+    try:
+        result.save(tmp_path / "run.json")
+        again = BenchmarkResult.read_json(tmp_path / "run.json")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert again.measurements[0].generated_text == "café ✓"
+    assert "café ✓".encode() in (tmp_path / "run.json").read_bytes()
