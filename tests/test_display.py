@@ -122,3 +122,26 @@ def test_the_table_carries_its_result_its_figure_and_its_plain_frame():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_bytes_read_in_mib_below_a_gib_and_in_gib_from_one() -> None:
+    metadata = {"free_bytes": float(2**30), "cache_bytes": float(2**30 - 2**20), "weight_bytes": 1536,
+                "kv_budget": {"held_bytes": 3.0 * 2**29, "steps": 2.0}, "devices": [], "notes": "",
+                "quant_sha256": "0123456789abcdef"}  # fmt: skip
+    page = to_html(_result().to_dataframe(), metadata)
+    cells = dict(re.findall(r"<th style='text-align:left'>([^<]*)</th><td style='text-align:left'>([^<]*)</td>", page))
+    assert cells == {
+        "free_bytes": "1 GiB", "cache_bytes": "1023 MiB", "weight_bytes": "1536", "kv_budget":
+        "held_bytes=1.5 GiB, steps=2", "notes": "", "quant_sha256": "0123456789ab...",
+    }  # fmt: skip
+
+
+def test_only_a_row_whose_tokens_differed_is_flagged_not_one_with_no_verdict() -> None:
+    """A strategy that could not run has no verdict (None, or NaN once in a frame): its cell stays plain."""
+    frame = _result().to_dataframe()
+    frame["identical"] = pd.Series([float("nan"), False], dtype=object)
+    styles = _styles(to_html(frame, {}))
+    assert "row0_col5" not in styles and styles["row1_col5"].startswith("background-color: #f8d7da;")
+    frame["identical"] = pd.Series([None, True], dtype=object)
+    styles = _styles(to_html(frame, {}))
+    assert "row0_col5" not in styles and "row1_col5" not in styles
