@@ -117,3 +117,166 @@ def test_the_short_table_names_each_model_by_its_last_part_where_that_tells_them
 def test_the_batch_shows_only_where_some_row_has_more_than_one_sequence() -> None:
     assert "batch" not in _shown(_plain(2)).columns
     assert _shown(_plain(2, batch=[1, 2]))["batch"].tolist() == ["1", "2"]
+
+
+def _mismatch(margin: float | None, sequence: int = 0):
+    from kvmagic.results.records import Mismatch
+
+    return Mismatch(0, 3, 97, 98, "a", "b", margin=margin, sequence=sequence)
+
+
+def test_a_mismatch_reads_its_sequence_from_one_and_a_near_tie_only_below_its_edge() -> None:
+    from kvmagic.results.notes import NEAR_TIE, describe_mismatch
+
+    said = "generated tokens differ from position 3: 'a' (id 97) in the first off run vs 'b' (id 98) in the dynamic run"
+    assert describe_mismatch(_mismatch(None), "off", "dynamic") == said
+    assert describe_mismatch(_mismatch(NEAR_TIE, sequence=1), "off", "dynamic") == (
+        f"{said}, sequence 2 of its batch; there the dynamic run's top two logits were 0.05 apart"
+    )
+    assert describe_mismatch(_mismatch(0.0125), "off", "dynamic") == (
+        f"{said}; there the dynamic run's top two logits were 0.0125 apart (a near tie: rounding in float16/bfloat16 "
+        "can flip it)"
+    )
+
+
+def _with_quality(*qualities, configs=((16, 64),), random_weights: bool = False):
+    """off, dynamic and one more strategy per quality given (None: not read), at each configuration."""
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import timed
+
+    names = ["off", "dynamic", *("quantized:hqq", "quantized:quanto")[: len(qualities)]]
+    rows = [
+        timed(config, name, [seconds] * 3, **({"quality": q} if q is not None else {}))
+        for config in configs
+        for name, seconds, q in zip(names, (2.0, 1.0, 1.1, 1.2), (None, None, *qualities))
+    ]
+    metadata = {"random_weights": True} if random_weights else {}
+    return BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(names), repeat=3), strategies=names, metadata=metadata)
+
+
+def _said(result, start: str) -> list[str]:
+    return [note for note in result.notes() if note.startswith(start)]
+
+
+def test_quality_is_called_rough_below_16_steps_and_the_text_it_was_read_along_is_named() -> None:
+    from kvmagic.core.quality import Quality
+
+    said = "quality: against dynamic, teacher-forced along"
+    assert _said(_with_quality(Quality(16, 1.0, 0.0, 1.0)), "quality") == [
+        f"{said} its greedy tokens, 16 steps (--wide: every figure)"
+    ]
+    assert _said(_with_quality(Quality(15, 1.0, 0.0, 1.0, along="text")), "quality") == [
+        (
+            f"{said} the given text, 15 steps (--wide: every figure); few steps make rough figures: a longer -n, or "
+            "--quality-text, reads more"
+        )
+    ]
+    random = _with_quality(Quality(40, 1.0, 0.0, 1.0), Quality(20, 1.0, 0.0, 1.0), random_weights=True)
+    assert _said(random, "quality") == [
+        (
+            f"{said} its greedy tokens, 20 steps (--wide: every figure); with random weights, how far a cache moves the "
+            "logits, not what a trained model loses"
+        )
+    ]
+
+
+def test_a_perplexity_ratio_is_within_noise_where_its_interval_reaches_1_at_either_end() -> None:
+    from kvmagic.core.quality import Quality
+
+    def ppl(ratio, interval, **kwargs) -> list[str]:
+        result = _with_quality(None, Quality(20, 0.9, 0.1, ratio, ppl_interval=interval), **kwargs)
+        return [note for note in result.notes() if "ppl_ratio" in note]
+
+    within = "is within noise (rough 95% interval [{}, {}] over its 20 steps holds 1): neither better nor worse than"
+    assert ppl(1.1, (1.0, 1.2)) == [f"quantized:quanto: ppl_ratio 1.1 {within.format(1, 1.2)} dynamic's"]
+    assert ppl(0.9, (0.8, 1.0)) == [f"quantized:quanto: ppl_ratio 0.9 {within.format(0.8, 1)} dynamic's"]
+    assert ppl(1.5, (1.2, 1.8)) == []  # worse beyond noise: the figure says so itself
+    assert ppl(1, (0.9, 1.1)) == []  # exactly the full cache's: nothing to say
+    assert ppl(0.9, (0.85, 0.95), configs=((16, 64), (16, 128))) == [
+        f"quantized:quanto at 16+{n} tokens: ppl_ratio 0.9 (rough 95% interval [0.85, 0.95] over its 20 steps): "
+        "surer of these tokens than dynamic, not closer to its predictions (kl_nats says how far they moved)"
+        for n in (64, 128)
+    ]
+
+
+def _spread(times, configs=((16, 64),), strategies=("off", "dynamic")) -> list[str]:
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import timed
+
+    rows = [timed(c, s, [t * (i + 1) for t in times]) for c in configs for i, s in enumerate(strategies)]
+    plain = strategies == ("off", "dynamic")  # the plain run names its two uncached and cached
+    spec = BenchSpec(repeat=3) if plain else BenchSpec(cache=strategies, repeat=3)
+    result = BenchmarkResult("m", rows, spec=spec, strategies=list(strategies))
+    return _said(result, "warning: times vary")
+
+
+def test_times_vary_past_a_tenth_of_the_median_not_at_it() -> None:
+    """2.25, 2.5, 2.75 s: an IQR of 0.25 s, exactly 10% of the median."""
+    assert _spread([2.25, 2.5, 2.75]) == []
+    advice = "close other work or raise -r for more pairs before trusting the"
+    assert _spread([2.0, 2.5, 3.0]) == [
+        f"warning: times vary (IQR over 10% of the median) for uncached 20%, cached 20%: {advice} speed-up"
+    ]
+    assert _spread([2.0, 2.5, 3.0], strategies=("off", "dynamic", "static")) == [
+        (f"warning: times vary (IQR over 10% of the median) for off 20%, dynamic 20%, static 20%: {advice} speed-ups")
+    ]
+    assert _spread([2.0, 2.5, 3.0], configs=((16, 64), (16, 128))) == [
+        (
+            "warning: times vary (IQR over 10% of the median) for uncached 20%, cached 20% at 16+64 tokens; uncached 20%, "
+            f"cached 20% at 16+128 tokens: {advice} speed-ups"
+        )
+    ]
+
+
+def test_a_cell_says_which_sequence_of_a_batch_differed_counting_from_one() -> None:
+    from kvmagic.results.report import short_mismatch
+
+    assert short_mismatch(_mismatch(None)) == "3: 'a' (id 97) vs 'b' (id 98)"
+    assert short_mismatch(_mismatch(None, sequence=1)) == "3: 'a' (id 97) vs 'b' (id 98) in sequence 2"
+
+
+def test_an_older_file_s_bytes_and_first_token_come_from_its_hooked_run_only_where_the_row_has_none() -> None:
+    from kvmagic.results.records import StepProfile
+    from kvmagic.results.report import MIB, figures
+
+    from .records import timed
+
+    hooked = StepProfile((0.25, 0.5), (1.0, 1.0), (1, 2), peak_bytes=4 * MIB, kv_bytes=2 * MIB)
+    old = figures(timed((16, 64), "dynamic", [1.0, 2.0, 1.5], profile=hooked))
+    assert (old["kv_cache_mib"], old["peak_mib"], old["ttft_s"]) == (2, 4, 0.25)
+    assert (old["s"], old["min_s"]) == (1.5, 1.0)
+    new = figures(timed((16, 64), "dynamic", [1.0], profile=hooked, kv_bytes=MIB, peak_bytes=3 * MIB, ttft_s=0.125))
+    assert (new["kv_cache_mib"], new["peak_mib"], new["ttft_s"]) == (1, 3, 0.125)
+    bare = figures(timed((16, 64), "dynamic", [1.0]))
+    assert all(math.isnan(bare[name]) for name in ("kv_cache_mib", "peak_mib", "ttft_s"))
+
+
+def test_a_wide_block_holds_every_column_that_fits_its_width_exactly_and_no_more() -> None:
+    from kvmagic.results.shown import wide_text
+
+    frame = _plain(2)[["prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup", "identical"]]
+    one = wide_text(frame, width=1000).splitlines()
+    assert one[0].split() == list(frame.columns) and len(one) == 3
+    width = max(map(len, one))
+    assert wide_text(frame, width=width).splitlines() == one
+    two = wide_text(frame, width=width - 1).splitlines()
+    assert [line.split() for line in two[::4]] == [
+        ["prompt_tokens", "new_tokens", "uncached_s", "cached_s", "speedup"], ["prompt_tokens", "new_tokens", "identical"],
+    ]  # fmt: skip
+    assert two[3] == "" and max(map(len, two)) < width
+
+
+def test_the_short_table_keeps_a_column_that_fits_the_width_exactly() -> None:
+    from kvmagic.results.shown import shown_text
+
+    frame = _plain(2, kv_cache_mib=1024.0)
+    full = shown_text(frame, width=1000).splitlines()
+    width = max(map(len, full))
+    assert shown_text(frame, width=width).splitlines() == full and full[0].split()[-1] == "kv_cache_mib"
+    assert [line.split() for line in shown_text(frame, width=width - 1).splitlines()] == [
+        line.split()[:-1] for line in full
+    ]
