@@ -280,3 +280,56 @@ def test_the_short_table_keeps_a_column_that_fits_the_width_exactly() -> None:
     assert [line.split() for line in shown_text(frame, width=width - 1).splitlines()] == [
         line.split()[:-1] for line in full
     ]
+
+
+def _first_to_go(frame: pd.DataFrame, count: int) -> list[str]:
+    """The columns the short table gives up, one at a time, each where it is one character too wide to keep all."""
+    from kvmagic.results.shown import shown_table
+
+    gone = []
+    for _ in range(count):
+        everything = list(shown_table(frame, 1000)[0].columns)
+        width = max(map(len, shown_table(frame, 1000)[0].to_string(index=False).splitlines()))
+        (name,) = [n for n in everything if n not in shown_table(frame, width - 1)[0].columns]
+        gone.append(name)
+        frame = frame.drop(columns=[name])
+    return gone
+
+
+def test_the_columns_a_reader_can_spare_go_in_the_documented_order() -> None:
+    """docs/columns.md: `peak_mib`, then `tok_s`, `top1_agreement`, `kl_nats`, `pareto` and `kv_cache_mib`; where some
+    strategy lost quality, `identical` and the seconds go before it, and where the frontier is marked the marks and
+    `kl_nats` stay to the last."""
+    from kvmagic.core.quality import Quality
+
+    lossless = _with_quality(Quality(20, 1.0, 0.0, 1.0), Quality(20, 1.0, 0.0, 1.0)).to_dataframe()
+    lossless["kv_cache_mib"] = 1024.0
+    assert _first_to_go(lossless, 6) == ["peak_mib", "tok_s", "top1_agreement", "kl_nats", "pareto", "kv_cache_mib"]
+    lossy = _with_quality(Quality(20, 0.9, 0.1, 1.1), Quality(20, 0.8, 0.2, 1.2)).to_dataframe()
+    lossy["kv_cache_mib"] = 1024.0
+    assert _first_to_go(lossy, 7) == [
+        "peak_mib", "tok_s", "identical", "seconds", "top1_agreement", "kv_cache_mib", "pareto",
+    ]  # fmt: skip
+    unmarked = lossy.drop(columns=["pareto"])
+    assert _first_to_go(unmarked, 7) == [
+        "peak_mib", "tok_s", "identical", "seconds", "kv_cache_mib", "top1_agreement", "kl_nats",
+    ]  # fmt: skip
+    only_kl = lossy.assign(top1_agreement=1.0).drop(columns=["pareto"])  # a KL past 0 alone is a loss
+    assert _first_to_go(only_kl, 3) == ["peak_mib", "tok_s", "identical"]
+
+
+def test_a_spared_column_comes_back_where_the_table_fits_without_a_wider_one() -> None:
+    """Wide decode speeds: at the width of the table without `tok_s`, giving up `peak_mib` first is not enough, so
+    `tok_s` goes too, and `peak_mib`, the narrower, comes back."""
+    from kvmagic.core.quality import Quality
+    from kvmagic.results.shown import shown_table, shown_text
+
+    frame = _with_quality(Quality(20, 1.0, 0.0, 1.0), Quality(20, 1.0, 0.0, 1.0)).to_dataframe()
+    frame["tok_s"], frame["peak_mib"] = 123456789.0, 1.0
+    everything = list(shown_table(frame, 1000)[0].columns)
+
+    def width(without: str) -> int:
+        return max(map(len, shown_text(frame.drop(columns=[without]), width=1000).splitlines()))
+
+    assert width("tok_s") < width("peak_mib")
+    assert list(shown_table(frame, width("tok_s"))[0].columns) == [n for n in everything if n != "tok_s"]
