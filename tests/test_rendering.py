@@ -333,3 +333,44 @@ def test_a_spared_column_comes_back_where_the_table_fits_without_a_wider_one() -
 
     assert width("tok_s") < width("peak_mib")
     assert list(shown_table(frame, width("tok_s"))[0].columns) == [n for n in everything if n != "tok_s"]
+
+
+def _notes_of(*configs: tuple[tuple[int, int], list[float], list[float]], repeat: int | str = 3) -> list[str]:
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import pair
+
+    rows = [m for config, uncached, cached in configs for m in pair(config, uncached, cached)]
+    return BenchmarkResult("m", rows, spec=BenchSpec(repeat=repeat)).notes()
+
+
+def test_an_interval_that_is_exactly_1_holds_1_and_one_exactly_at_the_speedup_leaves_it_inside() -> None:
+    """Runs that agree pair by pair give an interval of one point: [1, 1] holds 1; [2, 2] holds the speed-up 2."""
+    holds = "cached: the 95% interval [1, 1] holds 1, so these runs cannot tell whether it is faster than uncached"
+    assert _notes_of(((16, 64), [1.0] * 3, [1.0] * 3)) == [f"{holds}: raise -r for more pairs"]
+    assert _notes_of(((16, 64), [2.0] * 3, [1.0] * 3)) == []
+    assert _notes_of(((16, 64), [1.0] * 3, [2.0] * 3)) == [
+        "cached: slower than uncached: its 95% interval [0.5, 0.5] lies below 1"
+    ]
+    assert _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), ((16, 128), [2.0] * 3, [1.0] * 3)) == [
+        f"16+64 tokens {holds}: raise -r for more pairs"
+    ]
+
+
+def test_auto_says_which_stop_came_first_and_advises_each_way_found() -> None:
+    """One configuration whose pairs agree (its interval has no width: the target reached), one whose pairs
+    disagree widely (the cap came first): more pairs come from a higher cap or a lower target, in that order."""
+    notes = _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), ((16, 128), [1.0, 2.0, 1.0, 2.0], [1.5] * 4), repeat="auto")
+    assert notes[0] == (
+        "-r auto: 16+64 tokens took 3 pairs; 95% interval 1-1x spans ±0.0% around the median pair's 1x: within the ±5% "
+        "target"
+    )
+    assert notes[1].startswith("-r auto: 16+128 tokens took 4 pairs; 95% interval ")
+    assert notes[1].endswith(": the 60 s cap (--auto-cap) came first")
+    assert notes[2].endswith("holds 1, so these runs cannot tell whether it is faster than uncached: raise --auto-cap or "
+                             "lower --ci-target for more pairs")  # fmt: skip
+    reached = _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), repeat="auto")
+    assert reached[1].endswith(": lower --ci-target for more pairs")
+    capped = _notes_of(((16, 128), [1.0, 2.0, 1.0, 2.0], [1.5] * 4), repeat="auto")
+    assert capped[1].endswith(": raise --auto-cap for more pairs")
