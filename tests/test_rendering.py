@@ -374,3 +374,30 @@ def test_auto_says_which_stop_came_first_and_advises_each_way_found() -> None:
     assert reached[1].endswith(": lower --ci-target for more pairs")
     capped = _notes_of(((16, 128), [1.0, 2.0, 1.0, 2.0], [1.5] * 4), repeat="auto")
     assert capped[1].endswith(": raise --auto-cap for more pairs")
+
+
+def test_a_partial_sweep_and_a_stretched_prompt_say_so_in_words() -> None:
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.records import RunFacts
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import pair
+
+    rows = [*pair((40, 64), [2.0] * 3, [1.0] * 3), *pair((40, 128), [4.0] * 3, [1.0] * 3)]
+    rows += pair((80, 64), [4.0] * 3, [1.0] * 3)
+
+    def notes(**facts: object) -> list[str]:
+        return BenchmarkResult("m", rows, spec=BenchSpec(repeat=3), facts=RunFacts(**facts)).notes()  # type: ignore[arg-type]
+
+    rest = "the rows shown are complete, the rest were not measured"
+    assert notes(stopped="out of accelerator memory at 80+128 tokens", configurations=4, natural_prompt_tokens=12,
+                 prompt_stretched=True) == [
+        f"partial: out of accelerator memory at 80+128 tokens after 3 of 4 configurations; {rest}",
+        "to measure the rest: lower -n or -p, or load the model with a smaller --dtype",
+        "prompt stretched: the prompt's 12 tokens repeated (or cut) to 40, 80 tokens",
+    ]  # fmt: skip
+    assert notes(stopped="interrupted") == [f"partial: interrupted after 3 of ? configurations; {rest}"]
+    assert notes(natural_prompt_tokens=12) == notes(prompt_stretched=True) == []
+    assert notes(model_generation_settings={"temperature": 0.6, "top_p": 0.9}) == [
+        "the model ships temperature=0.6, top_p=0.9: turned off here, so its own defaults generate differently"
+    ]
