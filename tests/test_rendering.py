@@ -97,6 +97,7 @@ def test_a_change_is_a_signed_percentage_and_a_missing_one_is_blank() -> None:
         "+25.0%", "-3.1%", "+0.0%", "", "",
     ]  # fmt: skip
     assert [cell("kl_nats")(v) for v in (math.nan, None, 3)] == ["", "", "3"]
+    assert [cell("speedup_ci_low")(v) for v in (math.nan, None)] == ["", ""]  # --wide: a strategy that did not run
 
 
 @pytest.mark.parametrize(
@@ -401,3 +402,23 @@ def test_a_partial_sweep_and_a_stretched_prompt_say_so_in_words() -> None:
     assert notes(model_generation_settings={"temperature": 0.6, "top_p": 0.9}) == [
         "the model ships temperature=0.6, top_p=0.9: turned off here, so its own defaults generate differently"
     ]
+
+
+def test_a_table_read_back_without_intervals_or_with_empty_notes_shows_as_it_was_written() -> None:
+    """A file from before the interval columns has no `speedup_ci_*`; a CSV gives an empty note back as NaN: the
+    speed-up stands alone and no footnote is made of nothing, in the short table and in --wide."""
+    from kvmagic.results.shown import shown_table, wide_text
+
+    old = _plain(2).drop(columns=["speedup_ci_low", "speedup_ci_high"])
+    assert shown_table(old)[0]["speedup"].tolist() == ["2.10", "2.10"]
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import pair
+
+    rows = [*pair((16, 64), [2.0] * 3, [1.0] * 3), *pair((16, 128), [2.0] * 3, [1.0] * 3)]
+    frame = BenchmarkResult("m", rows, spec=BenchSpec(cache=("off", "dynamic"), repeat=3)).to_dataframe()
+    frame["note"] = math.nan
+    cells, footnotes = shown_table(frame)
+    assert "note" not in cells.columns and footnotes == []
+    assert "[1]" not in wide_text(frame)
