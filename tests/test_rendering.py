@@ -317,6 +317,8 @@ def test_the_columns_a_reader_can_spare_go_in_the_documented_order() -> None:
     ]  # fmt: skip
     only_kl = lossy.assign(top1_agreement=1.0).drop(columns=["pareto"])  # a KL past 0 alone is a loss
     assert _first_to_go(only_kl, 3) == ["peak_mib", "tok_s", "identical"]
+    only_top1 = lossy.assign(kl_nats=0.0).drop(columns=["pareto"])  # and so is a top-1 agreement below 1
+    assert _first_to_go(only_top1, 3) == ["peak_mib", "tok_s", "identical"]
 
 
 def test_a_spared_column_comes_back_where_the_table_fits_without_a_wider_one() -> None:
@@ -422,3 +424,23 @@ def test_a_table_read_back_without_intervals_or_with_empty_notes_shows_as_it_was
     cells, footnotes = shown_table(frame)
     assert "note" not in cells.columns and footnotes == []
     assert "[1]" not in wide_text(frame)
+
+
+@pytest.mark.parametrize(
+    "configs", [((16, 64, 1), (16, 128, 1)), ((16, 64, 1), (32, 64, 1)), ((16, 64, 1), (16, 64, 2))]
+)
+def test_the_frontier_is_marked_only_where_one_configuration_has_three_strategies_that_ran(configs) -> None:
+    """Two strategies at each of two configurations (differing in one size alone) are four rows, but no
+    configuration has the three a trade-off needs; a third strategy at one of them has."""
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import timed
+
+    def table(names: tuple[str, ...]) -> pd.DataFrame:
+        rows = [timed(c, name, [s] * 3) for c in configs for name, s in zip(names, (2.0, 1.0, 1.5))]
+        result = BenchmarkResult("m", rows, spec=BenchSpec(cache=names, repeat=3), strategies=list(names))
+        return _shown(result.to_dataframe())
+
+    assert "pareto" not in table(("off", "dynamic")).columns
+    assert "pareto" in table(("off", "dynamic", "static")).columns
