@@ -134,6 +134,8 @@ def test_bytes_read_in_mib_below_a_gib_and_in_gib_from_one() -> None:
         "free_bytes": "1 GiB", "cache_bytes": "1023 MiB", "weight_bytes": "1536", "kv_budget":
         "held_bytes=1.5 GiB, steps=2", "notes": "", "quant_sha256": "0123456789ab...",
     }  # fmt: skip
+    caption = page.split("<summary>how this was measured</summary><table>", 1)[1].split("</table>", 1)[0]
+    assert caption.startswith("<tr><th") and caption.count("</td></tr><tr><th") == len(cells) - 1  # row after row
 
 
 def test_only_a_row_whose_tokens_differed_is_flagged_not_one_with_no_verdict() -> None:
