@@ -147,3 +147,30 @@ def test_only_a_row_whose_tokens_differed_is_flagged_not_one_with_no_verdict() -
     frame["identical"] = pd.Series([None, True], dtype=object)
     styles = _styles(to_html(frame, {}))
     assert "row0_col5" not in styles and "row1_col5" not in styles
+
+
+def test_only_a_significant_change_is_marked_and_only_in_its_own_cell() -> None:
+    """Against the baseline: 8+4 twice as fast (significant), 8+8 as it was (not): one cell marked, in its column."""
+    baseline = _result()
+    rows = [*rounds((8, 4), [(4.0, 1.0), (4.4, 1.1)]), *rounds((8, 8), [(2.0, 1.0), (2.2, 1.1)])]
+    comparison = compare(BenchmarkResult("tiny", rows), baseline)
+    frame = comparison.to_dataframe()
+    assert frame["significant"].tolist() == [True, False]
+    page = to_html(frame, {}, ["one note", "another"])
+    columns = list(shown_table(frame)[0].columns)
+    change, speedup = columns.index("speedup_change"), columns.index("speedup")
+    styles = _styles(page)
+    assert styles[f"row0_col{change}"] == "background-color: #fff3cd; font-weight: bold;"
+    assert f"row1_col{change}" not in styles and styles[f"row0_col{speedup}"] == "font-weight: bold;"
+    assert "<p>one note</p><p>another</p>" in page
+
+
+def test_a_table_made_directly_shows_short_with_no_notes_and_no_caption() -> None:
+    """A StyledTable built from a frame alone (not by styled_table, e.g. read back) has none of kvmagic's
+    attributes: it shows as the short table, without notes, its caption empty."""
+    frame = _result().to_dataframe()
+    bare = StyledTable(frame)
+    assert repr(bare) == shown_text(frame)
+    assert "<table></table></details>" in bare._repr_html_()
+    made = styled_table(frame, {"dtype": "float32"}, result=None)
+    assert "<th style='text-align:left'>dtype</th><td style='text-align:left'>float32</td>" in made._repr_html_()
