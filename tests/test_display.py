@@ -176,11 +176,11 @@ def test_a_table_made_directly_shows_short_with_no_notes_and_no_caption() -> Non
     assert "<th style='text-align:left'>dtype</th><td style='text-align:left'>float32</td>" in made._repr_html_()
 
 
-def test_the_tables_plot_passes_positional_columns_on_to_pandas() -> None:
+def test_the_tables_plot_passes_its_columns_on_to_pandas_by_position_or_by_name() -> None:
     import matplotlib.pyplot as plt
 
     result = _result()
     table = styled_table(result.to_dataframe(), result.metadata, result=result)
-    axes = table.plot("new_tokens", "speedup")
-    assert axes.get_xlabel() == "new_tokens" and [line.get_label() for line in axes.get_lines()] == ["speedup"]
-    plt.close("all")
+    for axes in (table.plot("new_tokens", "speedup"), table.plot(x="new_tokens", y="speedup")):
+        assert axes.get_xlabel() == "new_tokens" and [line.get_label() for line in axes.get_lines()] == ["speedup"]
+        plt.close("all")
