@@ -107,6 +107,7 @@ def test_a_change_is_a_signed_percentage_and_a_missing_one_is_blank() -> None:
         (["/models/hub/org/tiny/", "local"], ["tiny", "local"]),  # folders and a trailing slash go
         (["org/x", "other/x"], ["org/x", "other/x"]),  # the same short name: each keeps its whole one
         (["/", "a b/c d"], ["/", "c d"]),  # nothing after the slash: the name as given; a space is no slash
+        (["org/Model-X", "org/Model-XX"], ["Model-X", "Model-XX"]),  # only slashes are cut off the end
     ],
 )
 def test_the_short_table_names_each_model_by_its_last_part_where_that_tells_them_apart(models, shown) -> None:
