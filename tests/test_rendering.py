@@ -445,3 +445,35 @@ def test_the_frontier_is_marked_only_where_one_configuration_has_three_strategie
 
     assert "pareto" not in table(("off", "dynamic")).columns
     assert "pareto" in table(("off", "dynamic", "static")).columns
+
+
+def test_the_short_table_right_aligns_each_number_under_its_header_and_wraps_notes_to_its_width() -> None:
+    from kvmagic.results.shown import shown_text, wide_text
+
+    lines = shown_text(_plain(2, speedup_ci_low=math.nan)).splitlines()
+    assert lines[:2] == [
+        "prompt_tokens new_tokens uncached_s cached_s speedup identical kv_cache_mib",
+        "           16         64        2.1        1    2.10      True",  # no bytes here: blank
+    ]
+    note = "a note long enough to wrap at sixty columns but not at a hundred, which is where it would go"
+    for text in (shown_text(_plain(1), [note], width=60), wide_text(_plain(1), [note], width=60)):
+        assert text.splitlines()[-2:] == [
+            "a note long enough to wrap at sixty columns but not at a", "  hundred, which is where it would go",
+        ]  # fmt: skip
+
+
+def test_auto_with_no_pair_yet_advises_a_higher_cap() -> None:
+    """Stopped after `off`'s runs alone: its times vary (2, 2, 2.5, 3 s: an IQR of 0.625 s, 28% of the median 2.25 s),
+    and there is no pair whose stop to read."""
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import timed
+
+    result = BenchmarkResult("m", [timed((16, 64), "off", [2.0, 2.5, 3.0, 2.0])], spec=BenchSpec(repeat="auto"))
+    assert result.notes() == [
+        (
+            "warning: times vary (IQR over 10% of the median) for uncached 28%: close other work or raise --auto-cap for "
+            "more pairs before trusting the speed-up"
+        )
+    ]
