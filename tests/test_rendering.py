@@ -477,3 +477,26 @@ def test_auto_with_no_pair_yet_advises_a_higher_cap() -> None:
             "more pairs before trusting the speed-up"
         )
     ]
+
+
+def test_predicted_rows_left_unmeasured_are_named_unless_the_run_stopped_early() -> None:
+    """Predicted at 16+64 (measured), 32+64 and 64+64 (not): the budget left those two out, unless the run was
+    cut short anyway (then the partial note says so); the cost model explains the largest."""
+    from kvmagic.core.costmodel import CostModel, Polynomial
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.records import Prediction, RunFacts
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import pair
+
+    result = BenchmarkResult("m", pair((16, 64), [2.0] * 3, [1.0] * 3), spec=BenchSpec(repeat=3, max_seconds=30))
+    result.predictions = [Prediction(16, 64, 2.0, 1.0), Prediction(64, 64, 8.0, 2.0), Prediction(32, 64, 4.0, 1.5)]
+    result.cost_model = CostModel(prefill=Polynomial((1.0, 2.0)), decode=Polynomial((3.0, 0.5)), step_overhead_s=0.25)
+    notes = result.notes()
+    assert notes[0] == (
+        "predicted only (measured=False): 64+64 tokens, 32+64 tokens; measuring them would pass the 30 s budget "
+        "(--max-seconds)"
+    )
+    assert notes[1:] == result.cost_model.explain(64, 64, kv_bytes=None, weight_bytes=None)
+    result.facts = RunFacts(stopped="interrupted")
+    assert not any(note.startswith("predicted only") for note in result.notes())
