@@ -480,8 +480,9 @@ def test_auto_with_no_pair_yet_advises_a_higher_cap() -> None:
 
 
 def test_predicted_rows_left_unmeasured_are_named_unless_the_run_stopped_early() -> None:
-    """Predicted at 16+64 (measured), 32+64 and 64+64 (not): the budget left those two out, unless the run was
-    cut short anyway (then the partial note says so); the cost model explains the largest."""
+    """Predicted at 16+64 (measured), 8+128 and 64+64 (not): the budget left those two out, unless the run was
+    cut short anyway (then the partial note says so); the cost model explains the one of most tokens, with its
+    bytes and the weights'."""
     from kvmagic.core.costmodel import CostModel, Polynomial
     from kvmagic.core.spec import BenchSpec
     from kvmagic.results.records import Prediction, RunFacts
@@ -489,14 +490,19 @@ def test_predicted_rows_left_unmeasured_are_named_unless_the_run_stopped_early()
 
     from .records import pair
 
-    result = BenchmarkResult("m", pair((16, 64), [2.0] * 3, [1.0] * 3), spec=BenchSpec(repeat=3, max_seconds=30))
-    result.predictions = [Prediction(16, 64, 2.0, 1.0), Prediction(64, 64, 8.0, 2.0), Prediction(32, 64, 4.0, 1.5)]
+    facts = RunFacts(weight_bytes=2**30)
+    spec = BenchSpec(repeat=3, max_seconds=30)
+    result = BenchmarkResult("m", pair((16, 64), [2.0] * 3, [1.0] * 3), spec=spec, facts=facts)
+    longest = Prediction(8, 128, 8.0, 2.0, kv_bytes=2**20)  # the most tokens, though not the longest prompt
+    result.predictions = [Prediction(16, 64, 2.0, 1.0), longest, Prediction(64, 64, 4.0, 1.5)]
     result.cost_model = CostModel(prefill=Polynomial((1.0, 2.0)), decode=Polynomial((3.0, 0.5)), step_overhead_s=0.25)
     notes = result.notes()
     assert notes[0] == (
-        "predicted only (measured=False): 64+64 tokens, 32+64 tokens; measuring them would pass the 30 s budget "
+        "predicted only (measured=False): 8+128 tokens, 64+64 tokens; measuring them would pass the 30 s budget "
         "(--max-seconds)"
     )
-    assert notes[1:] == result.cost_model.explain(64, 64, kv_bytes=None, weight_bytes=None)
-    result.facts = RunFacts(stopped="interrupted")
+    explained = result.cost_model.explain(8, 128, kv_bytes=2**20, weight_bytes=2**30)
+    assert notes[1:] == explained != result.cost_model.explain(8, 128, kv_bytes=None, weight_bytes=None)
+    assert explained != result.cost_model.explain(8, 128, kv_bytes=2**20, weight_bytes=None)
+    result.facts = RunFacts(stopped="interrupted", weight_bytes=2**30)
     assert not any(note.startswith("predicted only") for note in result.notes())
