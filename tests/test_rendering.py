@@ -353,7 +353,7 @@ def test_an_interval_that_is_exactly_1_holds_1_and_one_exactly_at_the_speedup_le
     """Runs that agree pair by pair give an interval of one point: [1, 1] holds 1; [2, 2] holds the speed-up 2."""
     holds = "cached: the 95% interval [1, 1] holds 1, so these runs cannot tell whether it is faster than uncached"
     assert _notes_of(((16, 64), [1.0] * 3, [1.0] * 3)) == [f"{holds}: raise -r for more pairs"]
-    assert _notes_of(((16, 64), [2.0] * 3, [1.0] * 3)) == []
+    assert _notes_of(((16, 64), [2.0] * 3, [1.0] * 3)) == _notes_of(((16, 64), [1.5] * 3, [1.0] * 3)) == []
     assert _notes_of(((16, 64), [1.0] * 3, [2.0] * 3)) == [
         "cached: slower than uncached: its 95% interval [0.5, 0.5] lies below 1"
     ]
@@ -506,3 +506,18 @@ def test_predicted_rows_left_unmeasured_are_named_unless_the_run_stopped_early()
     assert explained != result.cost_model.explain(8, 128, kv_bytes=2**20, weight_bytes=None)
     result.facts = RunFacts(stopped="interrupted", weight_bytes=2**30)
     assert not any(note.startswith("predicted only") for note in result.notes())
+
+
+def test_the_plain_tables_interval_after_auto_is_the_anytime_one_its_pair_gives() -> None:
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import pair
+
+    rows = pair((16, 64), [2.0, 2.2, 2.1, 2.4, 2.0], [1.0, 1.2, 1.0, 1.1, 1.3])
+    result = BenchmarkResult("m", rows, spec=BenchSpec(repeat="auto"))
+    (measured,) = result.pairs()
+    frame = result.to_dataframe()
+    assert (
+        measured.sequential and (frame.loc[0, "speedup_ci_low"], frame.loc[0, "speedup_ci_high"]) == measured.interval
+    )
