@@ -521,3 +521,14 @@ def test_the_plain_tables_interval_after_auto_is_the_anytime_one_its_pair_gives(
     assert (
         measured.sequential and (frame.loc[0, "speedup_ci_low"], frame.loc[0, "speedup_ci_high"]) == measured.interval
     )
+
+
+def test_a_batchs_cache_tokens_are_each_sequences_positions() -> None:
+    """16 bytes a position: 2 x 78 x 16 bytes held for a batch of 2 is room for 78 positions, not 156."""
+    from kvmagic.core.kvbytes import KVSizes
+    from kvmagic.results.report import strategy_row
+
+    from .records import timed
+
+    held = timed((100, 4, 2), "dynamic", [0.1], kv_bytes=2 * 78 * 16)
+    assert strategy_row(held.config, held.strategy, held, None, sizes=KVSizes(16, (None,)))["cache_tokens"] == 78
