@@ -61,3 +61,45 @@ def test_a_run_several_times_its_siblings_is_named_once_for_all() -> None:
 def test_the_notes_reach_the_table() -> None:
     result = BenchmarkResult("m", pair((16, 64), [2.0], [1.0]))
     assert "one pair: no interval" in str(result)
+
+
+def test_auto_with_two_pairs_and_an_empty_result_say_nothing_of_an_interval() -> None:
+    """-r auto sets its own number of pairs; a result with no runs has no pair to speak of (and must not fail)."""
+    assert _notes(pair((16, 64), [2.0, 2.1], [1.0, 1.1]), repeat="auto") == []
+    assert _notes([]) == []
+
+
+def test_the_out_of_order_note_at_its_two_boundaries() -> None:
+    """50 ms of less work is long enough to read; exactly 80% of its time for more work is not yet a sign."""
+    at_jitter = [*pair((82, 16), [0.05], [0.01]), *pair((82, 32), [0.03], [0.01])]
+    (note,) = _notes(at_jitter)[1:]
+    assert note == (
+        f"uncached took 0.03 s at 82+32 tokens, less than 0.05 s at 82+16 tokens with less work: {LOAD}; "
+        "close other work and rerun, or use --threads 1"
+    )
+    at_share = [*pair((82, 16), [1.0], [0.5]), *pair((82, 32), [0.8], [0.5])]
+    assert _notes(at_share)[1:] == []
+
+
+def test_a_slow_runs_siblings_are_every_other_run() -> None:
+    """3.5 s against siblings 1.0, 1.2, 1.1 (median 1.1): 3.2x, not 3.0x as it would read without its neighbour."""
+    measured = [timed((16, 64), "off", [3.5, 1.0, 1.2, 1.1]), timed((16, 64), "dynamic", [0.5] * 4)]
+    assert _notes(measured, repeat=4) == [
+        f"a run took several times its siblings' median: uncached (3.2x): {LOAD}; the medians keep it out"
+    ]
+
+
+def test_a_slow_run_of_exactly_50_ms_is_long_enough_to_name() -> None:
+    measured = [timed((16, 64), "off", [0.01, 0.05, 0.01]), timed((16, 64), "dynamic", [0.01] * 3)]
+    assert _notes(measured, repeat=3) == [
+        f"a run took several times its siblings' median: uncached (5.0x): {LOAD}; the medians keep it out"
+    ]
+
+
+def test_a_longer_prompt_with_as_many_new_tokens_is_more_work() -> None:
+    measured = [*pair((82, 16), [2.0], [0.5]), *pair((164, 16), [1.0], [0.5])]
+    (note,) = _notes(measured)[1:]
+    assert note == (
+        f"uncached took 1 s at 164+16 tokens, less than 2 s at 82+16 tokens with less work: {LOAD}; "
+        "close other work and rerun, or use --threads 1"
+    )

@@ -122,3 +122,65 @@ def test_the_table_carries_its_result_its_figure_and_its_plain_frame():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_bytes_read_in_mib_below_a_gib_and_in_gib_from_one() -> None:
+    metadata = {"free_bytes": float(2**30), "cache_bytes": float(2**30 - 2**20), "weight_bytes": 1536,
+                "kv_budget": {"held_bytes": 3.0 * 2**29, "steps": 2.0}, "devices": [], "notes": "",
+                "quant_sha256": "0123456789abcdef"}  # fmt: skip
+    page = to_html(_result().to_dataframe(), metadata)
+    cells = dict(re.findall(r"<th style='text-align:left'>([^<]*)</th><td style='text-align:left'>([^<]*)</td>", page))
+    assert cells == {
+        "free_bytes": "1 GiB", "cache_bytes": "1023 MiB", "weight_bytes": "1536", "kv_budget":
+        "held_bytes=1.5 GiB, steps=2", "notes": "", "quant_sha256": "0123456789ab...",
+    }  # fmt: skip
+    caption = page.split("<summary>how this was measured</summary><table>", 1)[1].split("</table>", 1)[0]
+    assert caption.startswith("<tr><th") and caption.count("</td></tr><tr><th") == len(cells) - 1  # row after row
+
+
+def test_only_a_row_whose_tokens_differed_is_flagged_not_one_with_no_verdict() -> None:
+    """A strategy that could not run has no verdict (None, or NaN once in a frame): its cell stays plain."""
+    frame = _result().to_dataframe()
+    frame["identical"] = pd.Series([float("nan"), False], dtype=object)
+    styles = _styles(to_html(frame, {}))
+    assert "row0_col5" not in styles and styles["row1_col5"].startswith("background-color: #f8d7da;")
+    frame["identical"] = pd.Series([None, True], dtype=object)
+    styles = _styles(to_html(frame, {}))
+    assert "row0_col5" not in styles and "row1_col5" not in styles
+
+
+def test_only_a_significant_change_is_marked_and_only_in_its_own_cell() -> None:
+    """Against the baseline: 8+4 twice as fast (significant), 8+8 as it was (not): one cell marked, in its column."""
+    baseline = _result()
+    rows = [*rounds((8, 4), [(4.0, 1.0), (4.4, 1.1)]), *rounds((8, 8), [(2.0, 1.0), (2.2, 1.1)])]
+    comparison = compare(BenchmarkResult("tiny", rows), baseline)
+    frame = comparison.to_dataframe()
+    assert frame["significant"].tolist() == [True, False]
+    page = to_html(frame, {}, ["one note", "another"])
+    columns = list(shown_table(frame)[0].columns)
+    change, speedup = columns.index("speedup_change"), columns.index("speedup")
+    styles = _styles(page)
+    assert styles[f"row0_col{change}"] == "background-color: #fff3cd; font-weight: bold;"
+    assert f"row1_col{change}" not in styles and styles[f"row0_col{speedup}"] == "font-weight: bold;"
+    assert "<p>one note</p><p>another</p>" in page
+
+
+def test_a_table_made_directly_shows_short_with_no_notes_and_no_caption() -> None:
+    """A StyledTable built from a frame alone (not by styled_table, e.g. read back) has none of kvmagic's
+    attributes: it shows as the short table, without notes, its caption empty."""
+    frame = _result().to_dataframe()
+    bare = StyledTable(frame)
+    assert repr(bare) == shown_text(frame)
+    assert "<table></table></details>" in bare._repr_html_()
+    made = styled_table(frame, {"dtype": "float32"}, result=None)
+    assert "<th style='text-align:left'>dtype</th><td style='text-align:left'>float32</td>" in made._repr_html_()
+
+
+def test_the_tables_plot_passes_its_columns_on_to_pandas_by_position_or_by_name() -> None:
+    import matplotlib.pyplot as plt
+
+    result = _result()
+    table = styled_table(result.to_dataframe(), result.metadata, result=result)
+    for axes in (table.plot("new_tokens", "speedup"), table.plot(x="new_tokens", y="speedup")):
+        assert axes.get_xlabel() == "new_tokens" and [line.get_label() for line in axes.get_lines()] == ["speedup"]
+        plt.close("all")

@@ -190,3 +190,4 @@ def test_wide_repeats_the_strategy_in_each_block_and_footnotes_long_notes() -> N
     assert all(block[0].split()[:3] == ["prompt_tokens", "new_tokens", "strategy"] for block in blocks)
     assert [line.split()[2] for line in blocks[-1][1:3]] == ["off", "dynamic"]
     assert blocks[-1][4].endswith(" [1]") and "\n[1] needs a GPU (CUDA or XPU)" in text
+    assert text.splitlines()[-1] == "    note is long enough to wrap"  # a footnote's next lines indented under it
