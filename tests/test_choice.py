@@ -145,6 +145,7 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
     text = str(found)
     assert "no other crossover within each pair's shorter reach (up to 1200 tokens)." in text
     assert "quantized:fp8 at 1.14x its time holds 2.40x more context (1200 tokens), KL 0.002" in text  # 1200 / 500
+    assert "off at 3.41x its time holds no cache, KL 0" in text  # it holds no cache: its reach is not a trade
     assert text.endswith(
         "In the 3 MiB free, the longest context each holds, in tokens: dynamic 300, static 500, quantized:fp8 1200; off "
         "reaches the model's 2048 positions before memory; a run there took tensors of dynamic +2.0% against the "
@@ -235,4 +236,136 @@ def test_a_fit_that_falls_to_no_time_predicts_no_crossover() -> None:
     found = result.choice()
     assert found.falling == (REFERENCE,)
     assert all(REFERENCE not in (c.overtaker, c.overtaken) for c in found.crossovers)
-    assert "the fit of off falls to no time or less within that range, so it predicts no crossover" in str(found)
+    # the pair of the other two is still searched: static, slower at 24, overtakes dynamic past 0.01 / 0.0001 = 100
+    assert [(str(c.overtaker), str(c.overtaken), c.context) for c in found.crossovers] == [("static", "dynamic", 101)]
+    assert (
+        "; no other crossover up to 136 tokens; the fit of off falls to no time or less within that range, so it "
+        "predicts no crossover." in str(found)
+    )
+
+
+def _at(config: tuple[int, int], figures: dict[str, tuple[float, int | None, float | None]]) -> BenchmarkResult:
+    """One configuration's rows: each strategy's (seconds, KV bytes, KL), quality unread where KL is None."""
+    rows = [timed(config, name, [seconds], kv_bytes=kv, quality=None if kl is None else Quality(8, 1.0, kl, 1.0))
+            for name, (seconds, kv, kl) in figures.items()]  # fmt: skip
+    return BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(figures)), strategies=list(figures))
+
+
+def _lines(configs, strategies=tuple(LINES), skip=(), lines=LINES) -> BenchmarkResult:
+    """Each strategy's LINES time at every configuration (its own line at every length, none held out), less the
+    (strategy, prompt) rows in ``skip``."""
+    rows = [timed((p, n), name, [lines[name][0] + lines[name][1] * (p + n)], kv_bytes=KV.get(name, 1000))
+            for p, n in configs for name in strategies if (name, p) not in skip]  # fmt: skip
+    return BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(strategies)), strategies=list(strategies))
+
+
+def test_with_no_rows_there_is_no_choice_and_no_note() -> None:
+    empty = BenchmarkResult("tiny", [])
+    assert choice_notes(empty) == []
+    with pytest.raises(KVMagicError, match=r"^which strategy to choose needs a comparison: cache with two strategies "
+                                           r"or more beside off$"):  # fmt: skip
+        choice(empty)
+
+
+def test_the_choice_is_made_at_the_longest_context_not_the_longest_prompt() -> None:
+    found = choice(_lines([(64, 8), (32, 64)]))
+    assert (found.config.prompt_tokens, found.config.new_tokens) == (32, 64)
+
+
+def test_a_sweep_of_new_tokens_is_fitted_and_a_tie_goes_to_the_prompt_lengths() -> None:
+    by_new = choice(_lines([(16, 8), (16, 16), (16, 32), (16, 64)]))
+    assert [(f.fitted, f.checked_at) for f in by_new.fits] == [((24, 32, 48), 80)] * 4
+    grid = [(p, 64) for p in (16, 32, 64)] + [(128, n) for n in (8, 16, 32, 64)]  # four lengths each way
+    assert choice(_lines(grid)).fits[0].fitted == (80, 96, 128)  # the prompts at 64 new tokens, not 136, 144, 160
+
+
+def test_a_strategy_missing_a_length_is_not_fitted_and_the_others_still_are() -> None:
+    found = choice(_lines([(p, 8) for p in PROMPTS], skip={("dynamic", 64)}))
+    assert [str(f.strategy) for f in found.fits] == ["off", "static", "quantized:fp8"]
+    five = {**LINES, "offloaded": (0.5, 0.003, 0.0)}
+    gone = {("static", 128), ("quantized:fp8", 128)}
+    unchecked = choice(_lines([(p, 8) for p in PROMPTS], tuple(five), gone, five))
+    assert "no row at 128+8 tokens to check the fit of static, quantized:fp8: its crossovers not shown" in str(
+        unchecked
+    )
+    alone = choice(_lines([(p, 8) for p in PROMPTS], skip={("off", 16), ("dynamic", 16), ("quantized:fp8", 16)}))
+    assert [str(f.strategy) for f in alone.fits] == ["static"] and alone.crossovers == []
+    assert (
+        "Each strategy's time against the context fitted at 24, 40, 72 tokens, checked at 136 (the fits were +0.0% to "
+        "+0.0% off its rows): no strategy overtakes another up to 136 tokens." in str(alone)
+    )
+
+
+def test_a_sweep_too_short_says_how_many_lengths_a_crossover_needs() -> None:
+    assert (
+        "Crossovers need a sweep of 4 lengths or more (-p or -n): each strategy's time is fitted on all but the "
+        "longest and checked there." in str(choice(_sweep(prompts=(16, 32, 128))))
+    )
+
+
+def test_the_crossovers_are_said_one_after_another() -> None:
+    text = str(choice(_sweep()))
+    assert "+15.6%); quantized:fp8 overtakes off from 35 tokens (time ratio at 136" in text
+
+
+def test_each_row_beaten_is_named_with_what_beat_it() -> None:
+    found = _at((64, 8), {"off": (1.0, 0, None), "dynamic": (0.5, 1000, None), "static": (0.4, 1000, None),
+                          "offloaded": (0.6, 1000, None)}).choice()  # fmt: skip
+    assert "Beaten on speed and KV bytes at once: dynamic (by static), offloaded (by dynamic)." in str(found)
+
+
+def test_what_each_row_on_the_frontier_holds_against_the_fastest() -> None:
+    found = _at((64, 8), {"off": (2.0, 0, 0.0), "quantized:fp8": (0.4, 1000, 0.002), "dynamic": (0.5, 4000, 0.0),
+                          "static": (0.6, 1004, 0.0)}).choice()  # fmt: skip
+    assert str(found).startswith(
+        "At 64+8 tokens: quantized:fp8 is fastest (5.00x off's speed, KL 0.002); on the trade-off frontier beside it "
+        "(pareto in the table), off at 5.00x its time holds no cache, KL 0; dynamic at 1.25x its time holds 4.00x "
+        "more KV, KL 0; static at 1.50x its time holds 4 bytes more KV, KL 0. "  # 1004 / 1000 would read 1.00x
+    )
+    same = _at((64, 8), {"off": (60.0, 0, 0.0), "quantized:fp8": (0.4, 1000, 0.002), "offloaded": (0.8, 1000, 0.0),
+                         "dynamic": (0.5, None, 0.0)}).choice()  # fmt: skip
+    assert str(same).startswith(
+        "At 64+8 tokens: quantized:fp8 is fastest (150x off's speed, KL 0.002); on the trade-off frontier beside it "
+        "(pareto in the table), off at 150x its time holds no cache, KL 0; offloaded at 2.00x its time holds as much "
+        "KV, KL 0; dynamic at 1.25x its time its KV not counted, KL 0. "
+    )
+
+
+def test_a_reach_is_compared_only_where_both_strategies_have_one() -> None:
+    figures = {"off": (1.0, 0, 0.0), "dynamic": (0.5, 1000, 0.0), "quantized:fp8": (0.6, 250, 0.002),
+               "static": (0.55, 500, 0.001)}  # fmt: skip
+    result = _at((64, 8), figures)
+    result.frontier = Frontier([_row("dynamic", 1000), _row("quantized:fp8", 500)], [], 2**30, {})
+    text = str(result.choice())
+    assert "quantized:fp8 at 1.20x its time holds 2.00x less context (500 tokens), KL 0.002" in text
+    assert "static at 1.10x its time holds 2.00x less KV, KL 0.001" in text  # no reach of its own: its bytes
+    assert "off at 2.00x its time holds no cache, KL 0" in text
+    result.frontier = Frontier([_row("quantized:fp8", 500)], [], 2**30, {})  # the fastest's own reach unknown
+    assert "quantized:fp8 at 1.20x its time holds 4.00x less KV, KL 0.002" in str(result.choice())
+
+
+def test_the_reach_in_a_gib_names_every_strategy_the_positions_cap_and_every_check() -> None:
+    rows = [_row("off", 2048, "positions"), _row("dynamic", 2048, "positions"), _row("static", 500),
+            _row("quantized:fp8", 1200)]  # fmt: skip
+    checks = [FitCheck("dynamic", 128, 172, 1, 2**30, predicted_bytes=1000, measured_bytes=1100, tensor_bytes=1020),
+              FitCheck("static", 128, 372, 1, 2**30, predicted_bytes=1000, measured_bytes=900, tensor_bytes=950)]  # fmt: skip
+    text = str(choice(_sweep(frontier=Frontier(rows, checks, 2**30, {}))))
+    assert text.endswith(
+        "In the 1 GiB free, the longest context each holds, in tokens: static 500, quantized:fp8 1200; off, dynamic "
+        "reach the model's 2048 positions before memory; a run there took tensors of dynamic +2.0%, static -5.0% "
+        "against the prediction."
+    )
+    assert "In the 1.5 GiB free" in str(choice(_sweep(frontier=Frontier(rows, checks, 3 * 2**29, {}))))
+
+
+def test_two_fits_that_fall_are_both_named() -> None:
+    names = ["off", "dynamic", "static"]
+    seconds = {"off": lambda n: 0.859 - 0.00719 * n, "dynamic": lambda n: 0.9 - 0.007 * n,
+               "static": lambda n: 0.02 + 0.0009 * n}  # fmt: skip
+    rows = [timed((n - 8, 8), s, [seconds[s](n) if n < 136 else 0.05]) for n in (24, 40, 72, 136) for s in names]
+    found = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names).choice()
+    assert found.falling == ("off", "dynamic") and found.crossovers == []
+    assert (
+        "off its rows): no strategy overtakes another up to 136 tokens; the fit of off, dynamic falls to no time or "
+        "less within that range, so it predicts no crossover." in str(found)
+    )

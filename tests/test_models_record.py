@@ -8,7 +8,8 @@ import pytest
 from kvmagic.core.shape import ModelShape
 from kvmagic.errors import KVMagicError
 from kvmagic.results.models_result import ModelsResult
-from kvmagic.results.models_table import shape_values
+from kvmagic.results.models_table import SHAPE_COLUMNS, shape_values
+from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult
 
 from .records import pair
@@ -73,3 +74,86 @@ def test_the_file_reads_back_whole_and_refuses_what_it_is_not(tmp_path) -> None:
         ModelsResult.from_dict({"format": "other"})
     with pytest.raises(KVMagicError, match=r"saved by a newer kvmagic \(format 2\): upgrade kvmagic"):
         ModelsResult.from_dict({**models.to_dict(), "version": 2})
+
+
+def test_the_table_numbers_its_rows_afresh_and_leaves_out_a_model_without_rows() -> None:
+    frame = _models().to_dataframe()
+    assert frame.index.tolist() == [0, 1]  # not each model's own 0: .loc[1] is the second model's row
+    empty = BenchmarkResult("none", [], metadata={"dtype": "float32"})
+    models = ModelsResult([empty, *_models().results], {})
+    assert models.to_dataframe()["model"].tolist() == ["org/one", "two"]
+    assert ModelsResult([]).to_dataframe().columns.tolist() == ["model"] and ModelsResult([]).notes() == []
+
+
+def test_the_shape_table_has_a_row_per_model_with_a_shape_and_its_window_or_none() -> None:
+    models = _models()
+    models.results[1].metadata.pop("dtype")  # a file from before the dtype was kept
+    models.results.append(BenchmarkResult("unshaped", pair((8, 4), [2.0], [1.0])))
+    shapes = models.shape_table()
+    assert shapes.columns.tolist() == list(SHAPE_COLUMNS) and shapes["model"].tolist() == ["org/one", "two"]
+    assert shapes["sliding_window"].tolist() == [16, None]  # a window in tokens, not 16.0 beside a NaN
+    assert shapes["dtype"].tolist() == ["float32", ""]  # unknown, not "None"
+    assert shapes["token_kv_bytes"].tolist() == [512, 512] and shapes["windowed_token_kv_bytes"].tolist() == [256, 512]
+    assert "two: 2 layers; 4 attention heads, each with its own KV head, head size 16; : 512" in models.notes()[1]
+    unshaped = ModelsResult(models.results, {}).shape_table()  # a file saved without shapes: the columns all the same
+    assert unshaped.columns.tolist() == list(SHAPE_COLUMNS) and unshaped.empty
+
+
+def test_windows_of_several_sizes_and_runs_of_sliding_layers_are_listed() -> None:
+    shape = ModelShape(8, 64, 128, 8, 1, 8, 512, 4, 0, windows=(16, 16, 16, None, 32, None, 16, 16))
+    row = shape_values("mixed", shape, "bfloat16")
+    assert (row["sliding_layers"], row["sliding_window"]) == ("0-2, 4, 6-7", "16, 32")
+    assert row["group_size"] == 8
+
+
+def test_a_sentence_says_every_layer_one_shared_kv_head_and_a_cache_that_keeps_every_position() -> None:
+    every = ModelShape(2, 64, 128, 8, 1, 8, 512, 4, 0, windows=(64, 64), cache_windows=False)
+    models = ModelsResult([BenchmarkResult("m", pair((8, 4), [2.0], [1.0]), metadata={"dtype": "float32"})],
+                          {"m": every})  # fmt: skip
+    assert models.notes()[0] == (
+        "m: 2 layers, 2 of them over a sliding window of 64 (every layer); 8 attention heads share 1 KV head (a "
+        "group of 8), head size 8; float32: 128 KV bytes per token at any length: the installed transformers keeps "
+        "every position of a sliding layer"
+    )
+
+
+def test_a_note_every_model_has_is_said_once_and_one_model_s_own_note_is_led_by_its_name() -> None:
+    ships = RunFacts(model_generation_settings={"top_p": 0.9})
+    one = BenchmarkResult("org/one", pair((8, 4), [2.0, 2.2, 2.1], [1.0, 1.1, 1.0]), facts=ships)
+    unsure = BenchmarkResult("two", pair((8, 4), [1.0, 1.1, 0.9], [1.0, 1.05, 0.95]), facts=ships)  # holds 1
+    shipped = "the model ships top_p=0.9: turned off here, so its own defaults generate differently"
+    notes = ModelsResult([one, unsure], {}, "", ["three", "four"]).notes()
+    assert notes[0] == shipped and notes.count(shipped) == 1
+    assert notes[1].startswith("two: cached: the 95% interval [") and "holds 1" in notes[1]
+    assert len(notes) == 4 and notes[2].startswith("two: warning: times vary")  # two's own, led by its name
+    assert notes[3] == "stopped: three, four not measured"  # left without a reason given
+    assert ModelsResult([one], {}).notes() == [shipped]  # one model's notes are all its own, said plainly
+
+
+def test_the_text_and_the_page_show_the_table_and_the_notes() -> None:
+    models = _models()
+    text, page = str(models), models._repr_html_()
+    assert text.splitlines()[1].split()[:2] == ["one", "8"] and text.endswith("float16: 512 KV bytes per\n  token")
+    assert "<p>two: 2 layers;" in page and 'row1 col0" >two</td>' in page  # the notes beneath the rows
+    assert "org/one=float32, two=float16</td>" in page  # the settings that differ, per model
+
+    class Printer:
+        def text(self, said: str) -> None:
+            self.said = said
+
+    printer = Printer()
+    models._repr_pretty_(printer, cycle=False)
+    assert printer.said == text
+    models._repr_pretty_(printer, cycle=True)
+    assert printer.said == repr(models)
+
+
+def test_the_file_says_its_version_and_an_older_file_reads_as_complete() -> None:
+    data = _models().to_dict()
+    assert data["version"] == 1
+    older = {key: value for key, value in data.items() if key not in ("version", "stopped", "left")}
+    back = ModelsResult.from_dict(older)
+    assert back.stopped == "" and back.left == [] and not back.partial
+    with pytest.raises(KVMagicError, match=r"^this is not a run of several models: read one model's with "
+                                           r"BenchmarkResult\.read_json$"):  # fmt: skip
+        ModelsResult.from_dict([])
