@@ -217,3 +217,10 @@ def test_a_frontiers_unchecked_strategies_are_read_once() -> None:
     found = Frontier(rows=[], checks=[], free_bytes=1.0, unchecked={"static": 12.5})
     assert found.unchecked == {Strategy.of("static"): 12.5}
     assert all(isinstance(s, Strategy) for s in found.unchecked)
+
+
+def test_activations_are_one_sequences_unless_told_and_a_layout_reads_its_strategy_once() -> None:
+    assert ACTIVATIONS.forward(5) == 150 and ACTIVATIONS.forward(5, batch=2) == 200
+    assert ACTIVATIONS.decode(5) == 60 and ACTIVATIONS.decode(5, batch=2) == 70
+    assert isinstance(CacheLayout("static", "static").strategy, Strategy)
+    assert CacheLayout("static", "static").strategy.static
