@@ -224,3 +224,14 @@ def test_activations_are_one_sequences_unless_told_and_a_layout_reads_its_strate
     assert ACTIVATIONS.decode(5) == 60 and ACTIVATIONS.decode(5, batch=2) == 70
     assert isinstance(CacheLayout("static", "static").strategy, Strategy)
     assert CacheLayout("static", "static").strategy.static
+
+
+def test_keys_and_values_scale_with_the_kv_heads_and_recent_tokens_stay_in_full_precision() -> None:
+    assert kv_bytes(dataclasses.replace(SHAPE, kv_heads=2), DYNAMIC, 5) == 2 * 128
+    # transformers' residual of 128: 5 positions, none of them a prompt's, are all still in full precision
+    quanto = layout("quantized:quanto", kv_bits=4)
+    assert kv_bytes(SHAPE, quanto, 5) == 2 * 5 * 8 * 2
+    assert kv_bytes(SHAPE, quanto, 5, prompt_tokens=1) == 2 * (4 * 8 * 2 + 1 * 8 * (0.5 + 4 / 64))
+    # a quantized layer that windows holds no more recent positions in full precision than its window
+    windowed = dataclasses.replace(quanto, windowed=True)
+    assert kv_bytes(SHAPE, windowed, 5) == (5 + 3) * 8 * 2
