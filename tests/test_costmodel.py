@@ -327,6 +327,7 @@ def test_the_lowest_point_of_a_curve_over_a_range_is_at_an_end_or_its_vertex() -
     assert lowest(bowl, 0, 10) == 1.0
     assert lowest(bowl, 4, 10) == 2.0 and lowest(bowl, 0, 2) == 2.0  # vertex outside: the nearer end
     assert lowest(bowl, 3, 10) == 1.0 and lowest(bowl, 0, 3) == 1.0  # vertex at an end
+    assert lowest(bowl, 2.5, 10) == 1.0 and lowest(bowl, 0, 2.5) == 1.25  # the vertex is at 3, not at 2 nor 4
     assert lowest(Polynomial((5.0, -1.0)), 0, 4) == 1.0  # a line: its lower end
     assert lowest(Polynomial((2.0,)), 0, 4) == 2.0
     assert lowest(Polynomial((0.0, 0.0, -1.0)), -1, 2) == -4.0  # a cap: an end, never its vertex
