@@ -55,6 +55,7 @@ def test_a_range_without_a_step_gets_one_suggested() -> None:
     assert refused("64-16") == (
         "the range '64-16' ends below its start and needs a step: e.g. 16-64*2 (doubling) or 16-64+16 (adding)"
     )
+    assert refused("16-16") == "the range '16-16' needs a step: e.g. 16-16*2 (doubling) or 16-16+16 (adding)"
     assert refused("0-8") == "the range '0-8' needs a step: e.g. 0-8*2 (doubling) or 0-8+1 (adding)"
     assert refused("4,16-64") == "the range '16-64' needs a step: e.g. 16-64*2 (doubling) or 16-64+16 (adding)"
 
