@@ -235,3 +235,25 @@ def test_keys_and_values_scale_with_the_kv_heads_and_recent_tokens_stay_in_full_
     # a quantized layer that windows holds no more recent positions in full precision than its window
     windowed = dataclasses.replace(quanto, windowed=True)
     assert kv_bytes(SHAPE, windowed, 5) == (5 + 3) * 8 * 2
+
+
+def test_the_prefill_and_the_decode_peaks_count_every_sequence_and_the_prompts_share() -> None:
+    # one new token, two sequences: the prefill's activations over 4 tokens (100 + 2 x 40) and the whole prompt
+    # in both layers for each sequence (2 x 4 x 16 x 2)
+    assert peak_bytes(SHAPE, DYNAMIC, ACTIVATIONS, 4, 1, batch=2) == 180 + 256
+    heavy_step = Activations(forward_fixed=10, forward_per_token=1, decode_fixed=500, decode_per_position=2)
+    # one new token is the prefill alone, however heavy a decode step would be; two are not
+    assert peak_bytes(SHAPE, DYNAMIC, heavy_step, 2, 1) == 12 + 64
+    assert peak_bytes(SHAPE, DYNAMIC, heavy_step, 2, 2) == (3 + 3) * 16 + 500 + 6
+    # a static cache of one new token with no activations to speak of holds its cache and nothing else
+    assert peak_bytes(SHAPE, layout("static"), Activations(0, 0), 2, 1) == 64
+    # past the prefill a press holds its pruned prompt (6 of 8) and the 2 new positions; no window
+    press = layout("press:knorm:0.25", windowed_dynamic=False, pruned=0.25)
+    assert peak_bytes(SHAPE, press, heavy_step, 8, 3) == 2 * 16 * (6 + 2) + 500 + 20
+    # the recent tokens a quantized cache keeps in full precision are those after the prompt: 9 of the 11
+    quanto = layout("quantized:quanto", kv_bits=4)
+    held = 2 * (9 * 8 * 2 + 2 * 8 * (0.5 + 4 / 64))
+    assert peak_bytes(SHAPE, quanto, heavy_step, 2, 10) == held + 500 + 22 + 2 * 11 * 16
+    # the layer read back whole is as wide as the kv heads
+    wide = dataclasses.replace(SHAPE, kv_heads=2)
+    assert peak_bytes(wide, QUANTIZED, ACTIVATIONS, 2, 10) == 2 * 145 + 72 + 2 * 352

@@ -12,6 +12,7 @@ from kvmagic.core.limits import (
     Hardware,
     Step,
     StrategyLimit,
+    _strategy_limit,
     compute_bound_from,
     decode_step,
     forward_step,
@@ -172,3 +173,14 @@ def test_the_note_of_a_machine_whose_arithmetic_never_bounds_and_of_one_measured
     only_uncached = limits_note(limits_for(SHAPE, HARDWARE, 4, 3), uncached_s=9.416 * 4)
     assert "; uncached runs at 25% of what matrix throughput allows; " in only_uncached
     assert "cached runs at" not in only_uncached.replace("uncached runs at", "")
+
+
+def test_the_steps_after_the_first_govern_by_their_time_half_and_half_counting_as_memory() -> None:
+    hardware = Hardware(bandwidth_bytes_s=1.0, flops_s=4.0)
+    prefill = Step(bytes=100.0, flops=0.0)  # a long first step, which does not govern
+    # after it, 2 s of traffic and 2 s of arithmetic: a tie is memory's
+    tie = _strategy_limit([prefill, Step(2.0, 0.0), Step(0.0, 8.0)], hardware)
+    assert tie.governs == MEMORY and tie.seconds == 104.0 and tie.first_token_s == 100.0
+    # 1.5 s against 2.5 s: the larger part governs
+    assert _strategy_limit([prefill, Step(1.5, 0.0), Step(0.0, 10.0)], hardware).governs == COMPUTE
+    assert _strategy_limit([prefill, Step(2.5, 0.0), Step(0.0, 6.0)], hardware).governs == MEMORY
