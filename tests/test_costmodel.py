@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kvmagic.core.costmodel import (
@@ -9,8 +11,10 @@ from kvmagic.core.costmodel import (
     Polynomial,
     Probes,
     break_even,
+    crossing,
     fit_polynomial,
     generate_overhead,
+    lowest,
     probe_lengths,
 )
 
@@ -171,3 +175,174 @@ def test_a_scaled_model_scales_every_time_in_it() -> None:
     assert model.scaled(2.0) == CostModel(Polynomial((2.0, 4.0)), Polynomial((6.0,)), 1.0, 0.5)
     doubled = model.scaled(2.0)
     assert doubled.generate_seconds(5, 7, use_cache=False) == 2 * model.generate_seconds(5, 7, use_cache=False)
+
+
+def test_the_break_even_sentence_names_both_lengths_or_says_never() -> None:
+    """The second note's tail: where the cache starts to pay and where it doubles speed, from the model alone."""
+    grows = CostModel(prefill=Polynomial((1.0, 1.0)), decode=Polynomial((2.0,)))  # 1.2x at 3 new tokens, 2.15x at 7
+    tail = "the cache breaks even from 3 new tokens on and passes 2x from 7 (prompt of 0)"
+    assert grows.explain(0, 4, kv_bytes=None, weight_bytes=None)[1].endswith(f"; {tail}")
+    # F(L) = 1 + 0.06 L and D = 1: N new tokens after none run 1 + 0.03 (N - 1) times faster cached
+    slow = CostModel(prefill=Polynomial((1.0, 0.06)), decode=Polynomial((1.0,)))
+    assert (break_even(slow, 0), break_even(slow, 0, 2.0), break_even(slow, 0, 3.0)) == (2, 35, 68)
+    assert slow.explain(0, 4, kv_bytes=None, weight_bytes=None)[1].endswith(
+        "; the cache breaks even from 2 new tokens on and passes 2x from 35 (prompt of 0)"
+    )
+    # F = D + 0.5: the cache gains less than a step's worth over any length, and 2x never comes
+    never_twice = CostModel(prefill=Polynomial((1.5,)), decode=Polynomial((1.0,)))
+    assert never_twice.explain(2, 4, kv_bytes=None, weight_bytes=None)[1].endswith(
+        "; the cache breaks even from 2 new tokens on and never reaches 2x (prompt of 2)"
+    )
+    flat = CostModel(prefill=Polynomial((1.0,)), decode=Polynomial((1.0,)))
+    assert flat.explain(5, 4, kv_bytes=None, weight_bytes=None)[1] == (
+        "predicted speed-up 1.00x at 5+4 tokens; the cache never breaks even and never reaches 2x (prompt of 5)"
+    )
+
+
+def test_the_explanation_closes_on_what_the_cache_saves_and_reads_overheads_in_milliseconds() -> None:
+    # 9.99 ms read as milliseconds, not a thousandth off (10 ms): three figures show the difference
+    model = CostModel(Polynomial((0.002,)), Polynomial((0.001,)), step_overhead_s=0.00999, call_overhead_s=0.00999)
+    notes = model.explain(3, 2, kv_bytes=None, weight_bytes=None)
+    assert notes[0].endswith("generate's own work G = 9.99 ms per step and C = 9.99 ms per call")
+    assert notes[-1] == (
+        "the cache saves only what grows with length: where the fixed per-step cost dominates, both strategies "
+        "pay about the same per token and the speed-up stays small; longer prompts and generations raise it"
+    )
+    # without the weights' size there is nothing to set the cache's bytes against
+    assert notes == model.explain(3, 2, kv_bytes=1024, weight_bytes=0)
+
+
+def test_each_step_is_said_to_be_dominated_by_its_larger_part_half_and_half_counting_as_fixed() -> None:
+    # at 4 tokens: F(4) + G = 1 + 0.25 * 4 + 0 = 2 s, half fixed; D(4) + G = 4 s with 1 + 1 fixed
+    model = CostModel(Polynomial((1.0, 0.25)), Polynomial((1.0, 0.5)), step_overhead_s=0.0)
+    notes = model.explain(3, 2, kv_bytes=None, weight_bytes=None)
+    assert notes[2] == (
+        "at 4 tokens the uncached step F(4) + G = 2e+03 ms is 50% fixed per-step cost: the fixed per-step cost dominates"
+    )
+    assert notes[3] == (
+        "at 4 tokens the cached step D(4) + G = 3e+03 ms is 33% fixed per-step cost: the cost growing with length "
+        "dominates"
+    )
+    # a fit whose fixed part runs past the whole step (a negative slope) is all fixed, never above 100%
+    sloping = CostModel(Polynomial((2.0, -0.25)), Polynomial((1.0,)))
+    assert "is 100% fixed per-step cost" in sloping.explain(3, 2, kv_bytes=None, weight_bytes=None)[2]
+    # a step the fit puts at no time at all has no share to speak of: no note for it
+    vanishing = CostModel(Polynomial((1.0, -0.25)), Polynomial((1.0,)))
+    notes = vanishing.explain(3, 2, kv_bytes=None, weight_bytes=None)
+    assert [n for n in notes if n.startswith("at 4 tokens")] == [
+        "at 4 tokens the cached step D(4) + G = 1e+03 ms is 100% fixed per-step cost: the fixed per-step cost dominates"
+    ]
+
+
+def test_a_model_with_no_cached_time_has_no_speedup_and_no_break_even() -> None:
+    free = CostModel(Polynomial((1.0,)), Polynomial((0.0,)), step_overhead_s=0.0)
+    # the cached prefill still costs F(P): only a cache of no time at all has no ratio
+    assert free.speedup(0, 3) == 3.0
+    nothing = CostModel(Polynomial((-1.0,)), Polynomial((0.0,)))
+    assert math.isnan(nothing.speedup(0, 3))
+    assert break_even(nothing, 0, limit=20) is None
+    # half a second a call makes a cached run of 0.7 s: a run under one second still has a ratio
+    small = CostModel(Polynomial((0.1,)), Polynomial((0.05,)), call_overhead_s=0.5)
+    assert small.speedup(0, 3) == pytest.approx(0.8 / 0.7)
+    assert break_even(small, 0) == 2
+
+
+def test_a_saved_model_without_overheads_reads_them_as_zero() -> None:
+    read = CostModel.from_dict({"prefill": [1.0, 2.0], "decode": [3.0]})
+    assert read == CostModel(Polynomial((1.0, 2.0)), Polynomial((3.0,)))
+    assert (read.step_overhead_s, read.call_overhead_s, read.probe_s) == (0.0, 0.0, 0.0)
+
+
+def test_fitting_refuses_what_it_cannot_fit_in_words() -> None:
+    with pytest.raises(ValueError, match=r"^no points to fit$"):
+        fit_polynomial([])
+    with pytest.raises(ValueError, match=r"^timings must be positive: residuals count relative to them$"):
+        fit_polynomial([(1, 1.0), (2, -1.0)])
+
+
+def test_lengths_at_zero_alone_fit_a_constant() -> None:
+    # every length 0: no scale to divide by, and only a constant is determined
+    assert fit_polynomial([(0, 2.0), (0, 2.0)]).coefficients == pytest.approx((2.0,))
+
+
+def test_a_parabola_through_points_that_need_a_pivot_is_solved_exactly() -> None:
+    # lengths 0, 1, 2: the normal equations' first column is led by a smaller entry than a later row's
+    curve = fit_polynomial([(0, 3.0), (1, 1.0), (2, 1.0), (3, 3.0), (4, 7.0)])  # 3 - 3L + L^2
+    assert curve.degree == 2
+    assert curve.coefficients == pytest.approx((3.0, -3.0, 1.0), rel=1e-9)
+
+
+def test_a_curve_must_cut_the_held_out_error_by_a_tenth_to_be_chosen() -> None:
+    # a perfect line held out point by point: degree 1 predicts each exactly; a constant does not
+    assert fit_polynomial([(n, 1.0 + n) for n in (1, 2, 3)]).degree == 1
+    # a parabola fits a line as well as the line does (no better): the line is kept
+    assert fit_polynomial([(n, 1.0 + n) for n in LENGTHS]).degree == 1
+    # one degree more than the points can hold out is never tried, even when asked for
+    assert fit_polynomial([(n, 1.0 + n * n) for n in (1, 2, 3, 4)], max_degree=3).degree == 2
+
+
+def test_two_curves_cross_at_the_first_whole_length_past_their_flip() -> None:
+    fast_start = Polynomial((1.0, 1.0))  # 1 + L
+    flat = Polynomial((10.5,))
+    # 1 + L passes 10.5 past L = 9.5: from 10 on the order has flipped
+    assert crossing(fast_start, flat, 0, 100) == 10
+    assert crossing(flat, fast_start, 0, 100) == 10
+    assert crossing(fast_start, flat, 0, 10) == 10 and crossing(fast_start, flat, 0, 9) is None
+    assert crossing(fast_start, flat, 9, 100) == 10 and crossing(fast_start, flat, 10, 100) is None
+    # curves of different degrees: 2 + L against L^2 / 4 + 1 (a parabola, padded), flip past L = 2 + 2 sqrt 2
+    assert crossing(Polynomial((2.0, 1.0)), Polynomial((1.0, 0.0, 0.25)), 0, 100) == 5
+    assert crossing(Polynomial((1.0, 0.0, 0.25)), Polynomial((2.0, 1.0)), 0, 100) == 5
+    # at a whole-length root the curves tie there; the order has flipped one length on
+    assert crossing(Polynomial((0.0, 1.0)), Polynomial((4.0,)), 0, 100) == 5
+
+
+def test_curves_that_keep_their_order_or_only_touch_do_not_cross() -> None:
+    assert crossing(Polynomial((1.0, 1.0)), Polynomial((5.0, 1.0)), 0, 100) is None  # parallel
+    assert crossing(Polynomial((1.0, 1.0)), Polynomial((2.0, 2.0)), 0, 100) is None  # diverging
+    # a tie at the low end is no order to flip
+    assert crossing(Polynomial((1.0, 1.0)), Polynomial((1.0, 2.0)), 0, 100) is None
+    assert crossing(Polynomial((4.0,)), Polynomial((0.0, 1.0)), 4, 100) is None
+    # L^2 touches 0 at L = 0 only: no flip past it; (L - 3)^2 + 1 against 1 touches at 3 and keeps its order
+    assert crossing(Polynomial((10.0, -6.0, 1.0)), Polynomial((1.0,)), 0, 100) is None
+    # (L - 3)^2 - 0.25 flips twice (at 2.5 and 3.5): the first flip is the one named
+    assert crossing(Polynomial((8.75, -6.0, 1.0)), Polynomial((0.0,)), 0, 100) == 3
+    # a root below the low end is a flip already passed
+    assert crossing(Polynomial((-5.0, 1.0)), Polynomial((0.0,)), 6, 100) is None
+    # a parabola with no real roots never meets the line
+    assert crossing(Polynomial((1.0, 0.0, 1.0)), Polynomial((0.0,)), 0, 100) is None
+
+
+def test_a_flip_between_two_whole_lengths_is_found_at_the_next_one() -> None:
+    # 3.5 - L crosses 0 at 3.5: from 4 it is negative, and 4 is the first length past it
+    assert crossing(Polynomial((3.5, -1.0)), Polynomial((0.0,)), 0, 4) == 4
+    assert crossing(Polynomial((3.5, -1.0)), Polynomial((0.0,)), 0, 3) is None
+    # a curve barely above the other at low (0.5 against 0): a positive difference under one still has a sign
+    assert crossing(Polynomial((0.5, -1.0)), Polynomial((0.0,)), 0, 10) == 1
+    # ... and barely below it at the first length past the root (-0.5 at 1, -0.5 + 1 = 0.5 at 2 for the other)
+    assert crossing(Polynomial((0.0, 0.5)), Polynomial((0.75,)), 0, 10) == 2
+
+
+def test_the_lowest_point_of_a_curve_over_a_range_is_at_an_end_or_its_vertex() -> None:
+    bowl = Polynomial((10.0, -6.0, 1.0))  # (L - 3)^2 + 1: least 1 at L = 3
+    assert lowest(bowl, 0, 10) == 1.0
+    assert lowest(bowl, 4, 10) == 2.0 and lowest(bowl, 0, 2) == 2.0  # vertex outside: the nearer end
+    assert lowest(bowl, 3, 10) == 1.0 and lowest(bowl, 0, 3) == 1.0  # vertex at an end
+    assert lowest(bowl, 2.5, 10) == 1.0 and lowest(bowl, 0, 2.5) == 1.25  # the vertex is at 3, not at 2 nor 4
+    assert lowest(Polynomial((5.0, -1.0)), 0, 4) == 1.0  # a line: its lower end
+    assert lowest(Polynomial((2.0,)), 0, 4) == 2.0
+    assert lowest(Polynomial((0.0, 0.0, -1.0)), -1, 2) == -4.0  # a cap: an end, never its vertex
+    # a vertex off the middle: (L - 1)^2 over [0, 10] is least at 1, not at -1 or 1/4
+    assert lowest(Polynomial((1.0, -2.0, 1.0)), 0, 10) == 0.0
+    # a wider bowl, (L - 6)^2 / 2 = 18 - 6L + L^2/2: least 0 at 6
+    assert lowest(Polynomial((18.0, -6.0, 0.5)), 0, 10) == 0.0
+
+
+def test_a_single_timing_of_a_second_fits_the_constant_one_second() -> None:
+    assert fit_polynomial([(5, 1.0)]).coefficients == (1.0,)
+
+
+def test_equal_timings_stay_a_constant_and_no_degree_passes_the_one_asked_for() -> None:
+    assert fit_polynomial([(n, 0.5) for n in LENGTHS]).coefficients == (0.5,)
+    cubic = [(n, 10.0 + n**3) for n in (1, 2, 3, 4, 5)]
+    assert fit_polynomial(cubic, max_degree=3).degree == 3  # the points hold a cubic out ...
+    assert fit_polynomial(cubic).degree == 2  # ... but the default stops at a parabola

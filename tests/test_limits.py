@@ -10,6 +10,9 @@ from kvmagic.core.limits import (
     COMPUTE,
     MEMORY,
     Hardware,
+    Step,
+    StrategyLimit,
+    _strategy_limit,
     compute_bound_from,
     decode_step,
     forward_step,
@@ -106,3 +109,78 @@ def test_the_hardware_describes_itself() -> None:
     assert Hardware(38.1e9, 105.5e9, "cpu", "float32").describe() == (
         "cpu float32: 38.1 GB/s copy bandwidth, 105.5 GFLOP/s matmul"
     )
+
+
+def test_a_step_whose_traffic_and_arithmetic_take_as_long_counts_as_memory_bound() -> None:
+    step = Step(bytes=1000.0, flops=4000.0)  # 1 s of each
+    assert step.bound(HARDWARE) == MEMORY and step.seconds(HARDWARE) == 1.0
+
+
+def test_a_single_step_generate_is_governed_by_that_step() -> None:
+    # one new token: each strategy's only step is a forward over the prompt of 4, compute-bound (2.496 s vs 1.096 s)
+    limits = limits_for(SHAPE, HARDWARE, prompt_tokens=4, new_tokens=1)
+    assert limits.uncached.governs == limits.cached.governs == COMPUTE
+    assert limits.uncached.new_tokens == limits.cached.new_tokens == 1
+    assert limits.config == (4, 1, 1)
+    slow_arithmetic = limits_for(SHAPE, Hardware(1e9, 1.0), prompt_tokens=4, new_tokens=1)
+    assert slow_arithmetic.cached.governs == COMPUTE
+    fast_arithmetic = limits_for(SHAPE, Hardware(1.0, 1e12), prompt_tokens=4, new_tokens=1)
+    assert fast_arithmetic.cached.governs == MEMORY
+
+
+def test_decode_speed_needs_a_second_token_and_time_spent_on_it() -> None:
+    assert math.isnan(StrategyLimit(2.0, 1.0, 1.0, 1.0, MEMORY, new_tokens=1).decode_tok_s)
+    assert math.isnan(StrategyLimit(1.0, 1.0, 1.0, 1.0, MEMORY, new_tokens=3).decode_tok_s)
+    assert StrategyLimit(2.0, 1.5, 1.0, 1.0, MEMORY, new_tokens=3).decode_tok_s == 4.0
+
+
+@pytest.mark.parametrize(("prompt", "new", "batch"), [(0, 3, 1), (4, 0, 1), (4, 3, 0)])
+def test_each_count_must_be_at_least_one(prompt: int, new: int, batch: int) -> None:
+    with pytest.raises(ValueError, match=r"^prompt_tokens, new_tokens and batch must be at least 1$"):
+        limits_for(SHAPE, HARDWARE, prompt, new, batch)
+
+
+def test_a_batch_turns_the_first_token_compute_bound() -> None:
+    # two sequences of one token: 5056 FLOPs (1.264 s) against 840 + 2 x 64 bytes (0.968 s)
+    assert forward_step(SHAPE, 1, batch=2) == Step(968, 5056)
+    assert compute_bound_from(SHAPE, HARDWARE, batch=2) == 1
+    assert limits_for(SHAPE, HARDWARE, 1, 2, batch=2).compute_bound_from == 1
+    # a prefill's keys and values are each sequence's: 2 x 2 positions of 16 bytes, twice
+    assert prefill_step(SHAPE, 2, batch=2) == Step(
+        840 + 2 * (2 * 2 * 8 * 2 * 2) + 2 * 64, 2 * (4 * 1152 + 32 * 6 + 160)
+    )
+
+
+def test_a_cache_as_large_as_the_weights_leaves_them_half_of_each_step() -> None:
+    # weights read 192 bytes; the step seeing 5 positions reads 64 of residual stream and 8 x 16 of cache: 192
+    even = ModelShape(**{**SHAPE.__dict__, "weight_bytes": 352})
+    limits = limits_for(even, Hardware(1.0, 1e12), prompt_tokens=4, new_tokens=2)
+    assert limits.weights_share == 0.5
+    assert limits_note(limits).startswith(
+        "cached decode is memory-bound (weights are 50% of each step's bytes): a smaller dtype would help most"
+    )
+
+
+def test_the_note_of_a_machine_whose_arithmetic_never_bounds_and_of_one_measured_run() -> None:
+    fast = Hardware(1000.0, 1e30)
+    limits = limits_for(SHAPE, fast, prompt_tokens=4, new_tokens=3)
+    # cached: the prefill's 1.096 + 0.112 s of traffic, then 1.032 + 1.048 s
+    assert limits_note(limits, cached_s=6.576) == (
+        "cached decode is memory-bound (weights are 80% of each step's bytes): a smaller dtype would help most, "
+        "or a larger batch that shares each read of the weights; uncached stays memory-bound at every length; "
+        "cached runs at 50% of what memory bandwidth allows; the limits allow a speed-up of 1.1x"
+    )
+    only_uncached = limits_note(limits_for(SHAPE, HARDWARE, 4, 3), uncached_s=9.416 * 4)
+    assert "; uncached runs at 25% of what matrix throughput allows; " in only_uncached
+    assert "cached runs at" not in only_uncached.replace("uncached runs at", "")
+
+
+def test_the_steps_after_the_first_govern_by_their_time_half_and_half_counting_as_memory() -> None:
+    hardware = Hardware(bandwidth_bytes_s=1.0, flops_s=4.0)
+    prefill = Step(bytes=100.0, flops=0.0)  # a long first step, which does not govern
+    # after it, 2 s of traffic and 2 s of arithmetic: a tie is memory's
+    tie = _strategy_limit([prefill, Step(2.0, 0.0), Step(0.0, 8.0)], hardware)
+    assert tie.governs == MEMORY and tie.seconds == 104.0 and tie.first_token_s == 100.0
+    # 1.5 s against 2.5 s: the larger part governs
+    assert _strategy_limit([prefill, Step(1.5, 0.0), Step(0.0, 10.0)], hardware).governs == COMPUTE
+    assert _strategy_limit([prefill, Step(2.5, 0.0), Step(0.0, 6.0)], hardware).governs == MEMORY

@@ -127,3 +127,67 @@ def test_the_check_finds_a_spelling_read_elsewhere(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text('a = name.endswith("+prefix")\nb = m.strategy == "off"\nc = strategy.kind in ("static", "x")\n')
     assert len(_strategy_literals(sample)) == 3
+
+
+def test_what_each_kind_of_strategy_is() -> None:
+    static, offloaded, offloaded_static = parse("static"), parse("offloaded"), parse("offloaded_static")
+    quanto, press, hybrid = parse("quantized:quanto"), parse("press:knorm:0.5"), parse("hybrid")
+    assert [s.caches for s in (OFF, DYNAMIC, press, hybrid)] == [False, True, True, True]
+    assert [s.static for s in (static, offloaded_static, offloaded, DYNAMIC, hybrid)] == [True, True, False] + [
+        False
+    ] * 2
+    assert [s.offloaded for s in (offloaded, offloaded_static, static, DYNAMIC)] == [True, True, False, False]
+    assert quanto.quantized and not DYNAMIC.quantized and not press.quantized
+    # lossless: every named cache and a passed-through implementation; not a quantized cache nor a press
+    assert [s.lossless for s in (OFF, static, offloaded, hybrid, quanto, press)] == [True] * 4 + [False] * 2
+    assert [s.cache_implementation for s in (OFF, DYNAMIC, static, press, quanto, hybrid)] == [
+        None,
+        "dynamic",
+        "static",
+        "dynamic",  # a press runs on a dynamic cache
+        "quantized",
+        "hybrid",
+    ]
+
+
+def test_twins_keep_what_they_already_were() -> None:
+    static = parse("static")
+    assert str(static.twin(compiled=True)) == "static+compile"
+    assert str(static.twin(warm=True)) == "static+prefix" and static.twin(warm=True).cold == static
+    assert str(static.twin(compiled=True).twin(warm=True)) == "static+compile+prefix"
+    assert static.twin(compiled=True).twin() == "static+compile"  # a twin of a twin stays compiled
+    assert parse("dynamic+prefix").twin() == "dynamic+prefix"
+    assert parse("static+compile+prefix").cold == "static+compile"
+    assert Strategy.of("static") == static and Strategy.of(static) is static
+
+
+def test_a_width_is_kept_only_where_a_backend_takes_one() -> None:
+    quanto = parse("quantized:quanto")
+    assert quanto.with_bits(2).bits == 2 and quanto.with_bits(None).bits is None
+    assert quanto.stored_bits == 4 and quanto.with_bits(2).stored_bits == 2
+    assert parse("static").with_bits(4).bits is None
+    # a backend of no width (fp8) keeps its own; a strategy that names no backend stores none
+    assert parse("quantized:fp8").with_bits(4).stored_bits == 8
+    assert parse("hybrid").stored_bits == 0 and OFF.stored_bits == 0
+
+
+def test_a_list_reads_strategies_as_given_and_refuses_one_named_twice() -> None:
+    assert parse_list(" off , ,dynamic ,") == (OFF, DYNAMIC)
+    assert parse_list(["off", "", DYNAMIC]) == (OFF, DYNAMIC)
+    assert parse_list([]) == () and parse_list("") == ()
+    with pytest.raises(KVMagicError) as caught:
+        parse_list("off,static,off")
+    assert (caught.value.template, caught.value.params) == (
+        "{cache} names off twice: name each strategy once",
+        ("cache",),
+    )
+    with pytest.raises(KVMagicError, match=r"^cache names static twice: name each strategy once$"):
+        parse_list([parse("static"), "static"])
+
+
+def test_suffixes_are_read_and_a_strategy_differs_from_its_twins() -> None:
+    assert parse("static+compile+prefix").compiled and parse("static+compile+prefix").warm
+    assert parse("static+compile") != parse("static") and parse("dynamic+prefix") != DYNAMIC
+    assert parse("press:knorm:0.5+prefix").warm and parse("quantized:hqq+prefix").warm
+    assert parse("quantized:hqq+compile").compiled and parse("hybrid+compile").compiled
+    assert DYNAMIC != 5 and OFF != None  # noqa: E711
