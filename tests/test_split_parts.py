@@ -16,9 +16,9 @@ from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import FixedRounds
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
+from kvmagic.frontends import split_rank
 from kvmagic.frontends.cli import main, parser
 from kvmagic.frontends.options import bench_spec, defaults
-from kvmagic.frontends import split_rank
 from kvmagic.frontends.split_launch import failure, outcome, root_cause
 from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
 from kvmagic.measure import split_lockstep
