@@ -191,3 +191,9 @@ def test_suffixes_are_read_and_a_strategy_differs_from_its_twins() -> None:
     assert parse("press:knorm:0.5+prefix").warm and parse("quantized:hqq+prefix").warm
     assert parse("quantized:hqq+compile").compiled and parse("hybrid+compile").compiled
     assert DYNAMIC != 5 and OFF != None  # noqa: E711
+
+
+@pytest.mark.parametrize("text", ["static+prefix+compile", "static+compile+prefix", "dynamic+prefix+compile"])
+def test_both_suffixes_are_read_in_either_order(text: str) -> None:
+    strategy = parse(text)
+    assert strategy.compiled and strategy.warm, text  # "+prefix" before "+compile" was once dropped silently

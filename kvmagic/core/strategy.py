@@ -187,10 +187,11 @@ def parse_list(text: str | Iterable[str | Strategy]) -> tuple[Strategy, ...]:
 
 def _read(text: str) -> Sequence[Strategy]:
     name, compiled, warm = text, False, False
-    while name.endswith((COMPILE_SUFFIX, PREFIX_SUFFIX)):
-        compiled = compiled or name.endswith(COMPILE_SUFFIX)
-        warm = warm or name.endswith(PREFIX_SUFFIX)
-        name = name.removesuffix(COMPILE_SUFFIX).removesuffix(PREFIX_SUFFIX)
+    while name.endswith((COMPILE_SUFFIX, PREFIX_SUFFIX)):  # one suffix at a time, in either order
+        if name.endswith(COMPILE_SUFFIX):
+            compiled, name = True, name.removesuffix(COMPILE_SUFFIX)
+        else:
+            warm, name = True, name.removesuffix(PREFIX_SUFFIX)
     if name == PRESS or name.startswith(PRESS + ":"):
         return [Strategy("press", press=press, compiled=compiled, warm=warm) for press in expand_presses(name)]
     if name == QUANTIZED:
