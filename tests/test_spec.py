@@ -149,6 +149,8 @@ def test_a_length_is_a_whole_number_from_one(name: str) -> None:
         assert (error.template, error.params) == (f"{{{name}}} must be a whole number >= 1, got {bad!r}", (name,))
     error = field_refusal(name, 0)
     assert str(error) == f"{name} must be a whole number >= 1, got 0"
+    for bad in (2.5, True):  # one value that is not a length: refused, not a TypeError
+        assert str(field_refusal(name, bad)) == f"{name} must be a whole number >= 1, got {bad!r}"
 
 
 def test_warm_up_tokens_may_be_none_at_all() -> None:

@@ -183,7 +183,7 @@ def check_field(name: str, value: Any) -> Any:
 def _lengths(name: str, value: Any) -> tuple[int, ...]:
     if isinstance(value, str):
         return tuple(parse_lengths(value))
-    values = [value] if isinstance(value, int) and not isinstance(value, bool) else list(value)
+    values = list(value) if isinstance(value, (Sequence, range)) else [value]  # one value: checked below
     if not values:
         raise KVMagicError(f"{{{name}}} needs at least one length", name)
     for item in values:
