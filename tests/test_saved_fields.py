@@ -237,8 +237,8 @@ def test_every_field_of_a_format_2_plain_run_reads_back_by_strategy():
     assert frontier.rows == [FrontierRow("off", 12, 3, 1, 0.0, 2.0e5, 30, 40, 50, "memory"),
                              FrontierRow("dynamic", 12, 3, 1, 2048.0, 2.5e5, 60, 70, 80, "positions")]  # fmt: skip
     assert frontier.checks == [FitCheck("dynamic", 12, 60, 1, 9e9, 8e9, 7e9, 6e9)]
-    assert frontier.free_bytes == 3.5e10 and list(frontier.unchecked.values()) == [8.0]
-    # the plain run's strategy a check was not run for, named as that kvmagic named it
+    assert frontier.free_bytes == 3.5e10 and frontier.unchecked == {"dynamic": 8.0}  # named as its rows are
+    # the plain run's strategy a check was not run for, shown in the plain run's word
     assert "frontier check, cached: not run, it would take about 8 s, past max_seconds" in result.notes()
 
 

@@ -199,7 +199,8 @@ def _from_format_2(data: Mapping[str, Any]) -> dict[str, Any]:
                     "checks": [{**c, "strategy": _PLAIN.get(c["strategy"], c["strategy"])}
                                for c in data.get("frontier_checks", [])],
                     "free_bytes": old.get("frontier_free_bytes", math.nan),
-                    "unchecked": old.get("frontier_unchecked", {})}  # fmt: skip
+                    "unchecked": {_PLAIN.get(name, name): seconds
+                                  for name, seconds in old.get("frontier_unchecked", {}).items()}}  # fmt: skip
     skip = _FACTS | _REQUEST | {"strategies", "skipped", "compiled", "frontier_free_bytes", "frontier_unchecked"}
     return {
         **data,
