@@ -163,8 +163,14 @@ def test_a_batch_reuses_a_prefix_per_sequence_and_quality_leaves_the_twin_to_its
             r"^prefix 4 leaves no token of the 4-token prompt after it: give prefix fewer tokens, or prompt_tokens a",
         ),
         ({"prefix": 0}, r"^prefix must be a number of tokens >= 1 or 'marked', got 0$"),
-        ({"prefix": "marked", "chat": True}, r"^prefix marked cuts the prompt at its line ---; chat would wrap the"),
-        ({"prefix": "marked", "prompt_tokens": 8}, r"^prefix marked cuts the prompt at its line ---; prompt_tokens"),
+        (
+            {"prefix": "marked", "chat": True},
+            r"^prefix marked cuts at the prompt's line ---; chat would wrap it: use prefix N$",
+        ),
+        (
+            {"prefix": "marked", "prompt_tokens": 8},
+            r"^prefix marked cuts at the prompt's line ---; prompt_tokens would stretch it: use prefix N$",
+        ),
         ({"prefix": 4, "repeat": "auto"}, r"^repeat auto compares the cache off against on: drop it, or drop prefix$"),
         ({"prefix": 4, "predict": True}, r"^predict compares the cache off against on: drop it, or drop prefix$"),
     ],
@@ -179,7 +185,7 @@ def test_the_magic_cuts_a_cell_at_its_line(shell) -> None:
     assert list(frame["strategy"]) == ["off", "dynamic", "dynamic+prefix"]
     with raises_usage(r"^%kvbench: --prefix: expected a number of tokens >= 1 or 'marked', got 'x' \(see %kvbench\?"):
         shell.run_cell_magic("kvbench", "-n 2 --prefix x", MARKED_PROMPT)
-    with raises_usage("^--prefix marked cuts the prompt at its line ---; --chat would wrap the prompt: give --prefix"):
+    with raises_usage("^--prefix marked cuts at the prompt's line ---; --chat would wrap it: use --prefix N$"):
         shell.run_cell_magic("kvbench", "-n 2 --prefix marked --chat", MARKED_PROMPT)
 
 

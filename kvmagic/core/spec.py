@@ -166,11 +166,10 @@ def _check_prefix(spec: BenchSpec) -> None:
                 f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{prefix}}", name, "prefix"
             )
     if spec.prefix == MARKED:
-        for name, what in (("chat", "would wrap the prompt"), ("prompt_tokens", "would stretch the prompt")):
+        for name, what in (("chat", "would wrap"), ("prompt_tokens", "would stretch")):
             if getattr(spec, name) not in (None, False):
                 raise KVMagicError(
-                    f"{{prefix}} {MARKED} cuts the prompt at its line ---; {{{name}}} {what}: give {{prefix}} a "
-                    "number of tokens instead",
+                    f"{{prefix}} {MARKED} cuts at the prompt's line ---; {{{name}}} {what} it: use {{prefix}} N",
                     "prefix", name,
                 )  # fmt: skip
 
