@@ -34,6 +34,19 @@ def test_a_repeated_or_absurd_value_is_refused_in_one_line(shell, tiny, line: st
     assert shell.user_ns["kept"] == 41 and snapshot(tiny.model) == before
 
 
+@pytest.mark.parametrize(("flag", "value"), [("--ci-target", "0.1"), ("--auto-cap", "5")])
+def test_a_target_of_r_auto_without_it_is_refused_before_loading(shell, tiny, capsys, flag: str, value: str) -> None:
+    from kvmagic.frontends.cli import main
+
+    message = f"{flag} is for -r auto: add -r auto, or drop it"
+    with raises_usage(f"^{message}$"):
+        shell.run_cell_magic("kvbench", f"-n 2 {flag} {value}", PROMPT)
+    assert main(["-m", "no/such-model", "-n", "2", flag, value, PROMPT]) == 2
+    assert capsys.readouterr().err.strip() == f"kvbench: error: {message}"
+    result = shell.run_cell_magic("kvbench", f"-n 2 -w 0 -r auto {flag} {value} --auto-cap 1 -o", PROMPT)
+    assert result.spec.repeat == "auto"
+
+
 def test_a_range_that_holds_a_listed_length_keeps_it_once() -> None:
     assert BenchSpec(new_tokens="1-4+1,2").new_tokens == (1, 2, 3, 4)
 

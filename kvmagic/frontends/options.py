@@ -295,6 +295,9 @@ def load_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict
 def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> BenchSpec:
     """The request the parsed benchmark options (and the configured defaults) ask for; a plot needs the steps."""
     values = {name: resolved(args, configured, name) for name in _SPEC_FIELDS if name in vars(args)}
+    for name in ("ci_target", "auto_cap"):  # given here, not configured: a target of -r auto without it
+        if getattr(args, name, None) is not None and values.get("repeat") != "auto":
+            raise KVMagicError(f"{{{name}}} is for {{repeat}} auto: add {{repeat}} auto, or drop it", name, "repeat")
     if getattr(args, "plot", False):
         values["steps"] = True
     path = values.get("quality_text")
