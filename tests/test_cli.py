@@ -100,6 +100,7 @@ def test_compare_adds_the_change_and_names_the_changed_setting(tmp_path):
 
 ERRORS = [  # each message whole, except where argparse words it differently across Python versions
     (["--fast", "x"], None, "kvbench: error: unrecognized arguments: --fast (see kvbench --help)"),
+    (["--repat", "3", "x"], None, "kvbench: error: unrecognized arguments: --repat x (did you mean --repeat? see kvbench --help)"),
     (["-n", "0", "x"], None, "kvbench: error: argument -n/--new-tokens: lengths must be >= 1, got 0 (see kvbench --help)"),
     (["--format", "xml", "x"], None, "kvbench: error: argument --format: invalid choice: 'xml' (choose from "),
     (["-m", "tiny"], " \n\t", "kvbench: error: the prompt is empty: give the text to generate from"),

@@ -121,6 +121,11 @@ BENCH_ERRORS = [
         "%kvbench: -r: expected a whole number or auto, got '1.5' (see %kvbench? for the options)",
     ),
     ("--fast", PROMPT, "%kvbench: unrecognized arguments: --fast (see %kvbench? for the options)"),
+    (
+        "--repat 3",
+        PROMPT,
+        "%kvbench: unrecognized arguments: --repat (did you mean --repeat? see %kvbench? for the options)",
+    ),
     ("-v 'x", PROMPT, "%kvbench: cannot split the arguments: No closing quotation: quote the prompt, or use a cell"),
     (
         "-n 2000",
@@ -171,6 +176,10 @@ KVLOAD_ERRORS = [
     ("tiny --revision main", "tiny is built locally and has no --revision: drop it"),
     ("tiny --gguf-file model.gguf", "tiny is built locally and has no --gguf-file: drop it"),
     ("tiny --bogus", "%kvload: unrecognized arguments: --bogus (see %kvload? for the options)"),
+    (
+        "tiny --dtpye float32",
+        "%kvload: unrecognized arguments: --dtpye float32 (did you mean --dtype? see %kvload? for the options)",
+    ),
 ]
 
 

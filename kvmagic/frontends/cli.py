@@ -29,6 +29,7 @@ from kvmagic.frontends.options import (
     defaults,
     flag,
     load_kwargs,
+    meant,
     word_optional,
 )
 from kvmagic.frontends.split_rank import join_ranks, refuse, report_result
@@ -53,7 +54,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake is one line on stderr rather than the usage block."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{_SAID}{fitted(f'{one_line(message)} (see {self.prog} --help)', _SAID)}\n")
+        said = f"{one_line(message)} ({meant(message, self)}see {self.prog} --help)"
+        self.exit(2, f"{_SAID}{fitted(said, _SAID)}\n")
 
 
 _ABOUT = """Time greedy generation of a prompt with the KV cache off and on, as %%kvbench does in a notebook, and

@@ -31,6 +31,7 @@ from kvmagic.frontends.options import (
     configurable,
     flag,
     load_kwargs,
+    meant,
     resolved,
     word_optional,
 )
@@ -118,7 +119,11 @@ def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
     except UsageError as error:
         said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
         quoted = _quoted(func.parser, words) if prompt_last else None
-        fix = f"a prompt holding a flag must be quoted: %{name} {quoted}" if quoted else f"see %{name}? for the options"
+        fix = (
+            f"a prompt holding a flag must be quoted: %{name} {quoted}"
+            if quoted
+            else f"{meant(str(error), func.parser)}see %{name}? for the options"
+        )
         raise UsageError(f"%{name}: {said} ({fix})") from None
 
 

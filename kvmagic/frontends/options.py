@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import dataclasses
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,6 +44,7 @@ __all__ = [
     "defaults",
     "flag",
     "load_kwargs",
+    "meant",
     "resolved",
     "word_optional",
 ]
@@ -278,6 +280,21 @@ def flag(name: str, host: Host) -> str:
 def word_optional(host: Host) -> set[str]:
     """The flags whose word may be left out (``--frontier`` or ``--frontier check``), as ``host`` spells them."""
     return {flag for o in BENCH_OPTIONS if o.nargs == "?" and host in o.hosts for flag in o.spelling(host)}
+
+
+def meant(message: str, parser: argparse.ArgumentParser) -> str:
+    """The flag of ``parser`` that a word argparse's ``message`` calls unrecognized was likely meant to be
+    (``--repeat`` for ``--repat``), as "did you mean ...?"; empty when it names none close to one."""
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    flags = [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
+    for word in message.removeprefix("unrecognized arguments:").split():
+        close = (
+            difflib.get_close_matches(word.partition("=")[0], flags, n=1, cutoff=0.8) if word.startswith("--") else []
+        )
+        if close:
+            return f"did you mean {close[0]}? "
+    return ""
 
 
 def resolved(args: argparse.Namespace, configured: Mapping[str, Any], name: str) -> Any:
