@@ -26,6 +26,14 @@ def test_configurations_keep_the_order_prompt_new_batch() -> None:
     assert configurations([8], [4, 16]) == [(8, 4, 1), (8, 16, 1)]
 
 
+def test_a_record_without_a_batch_is_of_one_sequence() -> None:
+    from types import SimpleNamespace
+
+    assert Config.of({"prompt_tokens": 8, "new_tokens": 4}) == Config(8, 4, 1)
+    assert Config.of(SimpleNamespace(prompt_tokens=8, new_tokens=4)) == Config(8, 4, 1)
+    assert Config.of(SimpleNamespace(prompt_tokens=8, new_tokens=4, batch=3)) == Config(8, 4, 3)
+
+
 def test_the_batch_takes_the_length_grammar_and_refuses_zero() -> None:
     assert BenchSpec(batch="1-4*2").batch == (1, 2, 4)
     assert BenchSpec(batch=2).batch == (2,)

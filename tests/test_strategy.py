@@ -55,6 +55,7 @@ def test_bits_say_how_it_runs_not_which_strategy_it_is() -> None:
     [
         ("quantized", "'quantized' needs a backend: write quantized:quanto or quantized:hqq or quantized:fp8"),
         ("quantized:int3", "unknown quantization backend in 'quantized:int3': use one of quanto, hqq, fp8"),
+        ("quantized:hqq:4", "unknown quantization backend in 'quantized:hqq:4': use one of quanto, hqq, fp8"),
         ("stat ic", "unknown cache strategy 'stat ic'"),
         ("press:knorm:0.25-0.5+0.25", "'press:knorm:0.25-0.5\\+0.25' is a sweep of ratios: name one ratio"),
     ],
