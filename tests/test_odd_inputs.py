@@ -11,7 +11,7 @@ import pytest
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 
-from .conftest import PROMPT, raises_usage
+from .conftest import PROMPT, raises_usage, said
 from .model_state import snapshot
 
 CORES = os.cpu_count() or 1
@@ -62,6 +62,26 @@ def test_the_command_calls_an_invisible_prompt_empty_before_loading_a_model(caps
 
     assert main(["-m", "no/such-model", "-n", "2", "\u200b\ufeff"]) == 2
     assert "the prompt is empty: give the text to generate from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("options", "prompt", "message"),
+    [
+        (["--cache", "off,dynamc"], PROMPT, "unknown cache strategy 'dynamc': did you mean dynamic? use off, "),
+        (["--cache", "off,dynamic", "--kv-bits", "3"], PROMPT, "--kv-bits is the width of a quanto or hqq cache"),
+        (["--cache", "off,dynamic", "--compile"], PROMPT, "--compile compiles a static cache: add static to --cache"),
+        (["--prefix", "marked"], "no line of three dashes", "--prefix marked needs a line --- between the shared"),
+    ],
+)
+def test_what_the_request_alone_refuses_is_refused_before_a_model_loads(
+    shell, capsys, options: list[str], prompt: str, message: str
+) -> None:
+    from kvmagic.frontends.cli import main
+
+    assert main(["-m", "no/such-model", "-n", "2", *options, prompt]) == 2  # a load would say the Hub is unreachable
+    assert said(capsys.readouterr().err).startswith(f"kvbench: error: {message}")
+    with raises_usage("^" + re.escape(message)):
+        shell.run_cell_magic("kvbench", f"-m no/such-model -n 2 {' '.join(options)}", prompt)
 
 
 class _Raising:

@@ -66,7 +66,12 @@ def test_kv_bits_without_a_comparison_suggests_a_backend_that_takes_that_width(b
     assert flags(error) == f"--kv-bits is the width of a quantized cache: add e.g. --cache off,quantized:{backend}"
     if bits in sum(KV_BITS.values(), ()):
         assert bits in KV_BITS[backend]
-    assert BenchSpec(kv_bits=bits, cache="off,quantized:" + backend).kv_bits == bits
+        assert BenchSpec(kv_bits=bits, cache="off,quantized:" + backend).kv_bits == bits
+    else:  # no backend takes it: refused once the cache is named too, before any model loads
+        widths = ", ".join(map(str, KV_BITS[backend]))
+        assert flags(refusal(kv_bits=bits, cache="off,quantized:" + backend)) == (
+            f"--kv-bits {bits} is not a width {backend} takes: use one of {widths}"
+        )
 
 
 def test_compile_without_a_comparison_asks_for_a_static_cache() -> None:

@@ -10,6 +10,7 @@ import torch
 import transformers
 
 from kvmagic import run_benchmark
+from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import DYNAMIC, OFF, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, strategies
@@ -46,7 +47,7 @@ def test_names_put_off_first_once_and_keep_the_users_order() -> None:
         (" , ", "cache needs at least one strategy"),
         ("quantized", "'quantized' needs a backend: write quantized:quanto"),
         ("quantized:int3", "unknown quantization backend in 'quantized:int3'"),
-        ("dynamc", "unknown cache strategy 'dynamc': use off, dynamic, static"),
+        ("dynamc", r"unknown cache strategy 'dynamc': did you mean dynamic\? use off, dynamic, static"),
     ],
 )
 def test_mistyped_names_say_what_to_write(text: str, message: str) -> None:
@@ -140,9 +141,9 @@ def test_compile_adds_a_static_twin_that_says_why_it_is_not_compiled_on_cpu(tiny
         (["off", "quantized:fp8"], {"kv_bits": 4}, "kv_bits is the width of a quanto or hqq cache"),
     ],
 )
-def test_options_that_cannot_apply_say_so(tiny, names: list[str], kwargs: dict, message: str) -> None:
-    with pytest.raises(KVMagicError, match="^" + message):
-        setups(tiny, parse_list(names), **kwargs)
+def test_options_that_cannot_apply_say_so(names: list[str], kwargs: dict, message: str) -> None:
+    with pytest.raises(KVMagicError, match="^" + message):  # from the request alone: before any model loads
+        BenchSpec(cache=names, **kwargs)
 
 
 @pytest.mark.parametrize(

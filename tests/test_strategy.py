@@ -69,8 +69,8 @@ def test_an_unknown_strategy_lists_every_spelling() -> None:
     with pytest.raises(KVMagicError) as caught:
         parse("stat ic")
     assert str(caught.value) == (
-        "unknown cache strategy 'stat ic': use off, dynamic, static, offloaded, offloaded_static, quantized:quanto, "
-        "quantized:hqq, quantized:fp8, press:METHOD:RATIO"
+        "unknown cache strategy 'stat ic': did you mean static? use off, dynamic, static, offloaded, offloaded_static, "
+        "quantized:quanto, quantized:hqq, quantized:fp8, press:METHOD:RATIO"
     )
 
 

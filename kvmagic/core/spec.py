@@ -137,6 +137,12 @@ def _check_across(spec: BenchSpec) -> None:
                            "kv_bits", "cache")  # fmt: skip
     if spec.cache is None and spec.compile:
         raise KVMagicError("{compile} compiles a static cache: add e.g. {cache} off,static", "compile", "cache")
+    if spec.cache is not None and spec.kv_bits is not None:
+        _check_bits(spec.cache, spec.kv_bits)
+    if spec.cache is not None and spec.compile and not any(s.static and not s.compiled for s in spec.cache):
+        raise KVMagicError(
+            "{compile} compiles a static cache: add static to {cache} (e.g. off,dynamic,static)", "compile", "cache"
+        )
     for name, given, word in (("predict", spec.predict, ""), ("repeat", spec.repeat == "auto", " auto")):
         if spec.cache is not None and given:
             raise KVMagicError(
@@ -155,6 +161,22 @@ def _check_across(spec: BenchSpec) -> None:
             "prompt_tokens",
             "chat",
         )
+
+
+def _check_bits(strategies: Sequence[Strategy], kv_bits: int) -> None:
+    chosen = [s for s in strategies if s.quantized and BACKENDS[s.backend].widths]
+    for strategy in chosen:
+        allowed = BACKENDS[strategy.backend].widths
+        if kv_bits not in allowed:
+            raise KVMagicError(
+                f"{{kv_bits}} {kv_bits} is not a width {strategy.backend} takes: use one of "
+                f"{', '.join(map(str, allowed))}",
+                "kv_bits",
+            )
+    if not chosen:
+        takes = [b.name for b in BACKENDS.values() if b.widths]
+        raise KVMagicError(f"{{kv_bits}} is the width of a {' or '.join(takes)} cache: add quantized:{takes[0]} to "
+                           "{cache}", "kv_bits", "cache")  # fmt: skip
 
 
 def _check_prefix(spec: BenchSpec) -> None:

@@ -11,6 +11,7 @@ for tables and files. Whether the installed libraries can run a strategy is aske
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -21,7 +22,7 @@ from kvmagic.errors import KVMagicError
 
 __all__ = [
     "BACKENDS", "DYNAMIC", "FULL_CACHE", "KNOWN", "OFF", "PAIR", "REFERENCE", "Backend", "Strategy", "choices", "parse",
-    "parse_list",
+    "parse_list", "unknown",
 ]  # fmt: skip
 
 COMPILE_SUFFIX = "+compile"
@@ -205,8 +206,15 @@ def _read(text: str) -> Sequence[Strategy]:
     if name in NAMED:
         return [Strategy(name, compiled=compiled, warm=warm)]
     if not _IMPLEMENTATION.match(name):
-        raise KVMagicError(f"unknown cache strategy {text!r}: use {choices()}")
+        raise unknown(text)
     return [Strategy("implementation", implementation=name, compiled=compiled, warm=warm)]
+
+
+def unknown(text: str) -> KVMagicError:
+    """The refusal of a spelling that names no strategy, the likely one first (``dynamc``: dynamic)."""
+    close = difflib.get_close_matches(text, KNOWN, n=1)
+    meant = f"did you mean {close[0]}? " if close else ""
+    return KVMagicError(f"unknown cache strategy {text!r}: {meant}use {choices()}")
 
 
 def choices() -> str:

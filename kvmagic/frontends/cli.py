@@ -26,6 +26,7 @@ from kvmagic.frontends.options import (
     LOAD_OPTIONS,
     add_arguments,
     bench_spec,
+    check_before_loading,
     defaults,
     flag,
     load_kwargs,
@@ -200,6 +201,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     prompt = read_prompt(args, stdin)
     baseline = read_baseline(args)
     spec = bench_spec(args, configured)
+    check_before_loading(spec, prompt)
     if len(names) > 1:
         result: Any = _side_by_side(args, names, kwargs, prompt.strip(), spec)
     else:

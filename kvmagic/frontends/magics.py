@@ -28,6 +28,7 @@ from kvmagic.frontends.options import (
     LOAD_OPTIONS,
     Option,
     bench_spec,
+    check_before_loading,
     configurable,
     flag,
     load_kwargs,
@@ -332,16 +333,13 @@ class KVMagics(Magics):
         """The model %kvload loaded, measured here; the models -m names, each loaded, measured and released in turn
         (one model's result as its own); or a split model, on the ranks of a torchrun launch, once what needs no
         model has been checked here."""
-        from kvmagic.core.spec import MARKED
         from kvmagic.runner.benchmark import run_benchmark
         from kvmagic.runner.models_run import run_models
 
+        check_before_loading(spec, prompt)
         if args.tp is not None:
             from kvmagic.frontends.split_launch import launch_cell
-            from kvmagic.runner.prompt import marked_parts
 
-            if spec.prefix == MARKED:
-                marked_parts(prompt)
             return launch_cell(args, prompt, spec, self.loaded, self.loaded_with, configured)
         if names:
             load = {key: configured[key] for key in ("dtype", "device_map", "attn_implementation")}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvmagic.core.lengths import LENGTH_FORMS
-from kvmagic.core.spec import FRONTIER_MODES, BenchSpec, check_field
+from kvmagic.core.spec import FRONTIER_MODES, MARKED, BenchSpec, check_field
 from kvmagic.core.strategy import BACKENDS, KNOWN
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.values import (
@@ -40,6 +40,7 @@ __all__ = [
     "Option",
     "add_arguments",
     "bench_spec",
+    "check_before_loading",
     "configurable",
     "defaults",
     "flag",
@@ -280,6 +281,18 @@ def flag(name: str, host: Host) -> str:
 def word_optional(host: Host) -> set[str]:
     """The flags whose word may be left out (``--frontier`` or ``--frontier check``), as ``host`` spells them."""
     return {flag for o in BENCH_OPTIONS if o.nargs == "?" and host in o.hosts for flag in o.spelling(host)}
+
+
+def check_before_loading(spec: BenchSpec, prompt: str) -> None:
+    """Refuse what the request and the prompt alone show, before any model loads (a typo then costs no load):
+    a strategy this transformers or kvpress does not know, a marked prefix without its line ``---``."""
+    from kvmagic.measure.strategies import checked
+    from kvmagic.runner.prompt import marked_parts
+
+    if spec.cache is not None:
+        checked(spec.cache)
+    if spec.prefix == MARKED:
+        marked_parts(prompt)
 
 
 def meant(message: str, parser: argparse.ArgumentParser) -> str:

@@ -44,10 +44,11 @@ def check_split_request(request: BenchSpec | argparse.Namespace, *, device_map: 
 
 def bench_words(spec: BenchSpec) -> list[str]:
     """The command's options that ask for exactly ``spec``, every field spelled out but the text ``quality_text``
-    holds (the command reads it from a file)."""
+    holds (the command reads it from a file) and, without ``-r auto``, the targets only it reads (refused alone)."""
     words: list[str] = []
+    left = {"quality_text"} | (set() if spec.repeat == "auto" else {"ci_target", "auto_cap"})
     for option in BENCH_OPTIONS:
-        if "cli" not in option.hosts or option.dest not in {*BenchSpec.__dataclass_fields__} - {"quality_text"}:
+        if "cli" not in option.hosts or option.dest not in {*BenchSpec.__dataclass_fields__} - left:
             continue
         words += _spelled(option.spelling("cli")[0], option.action, getattr(spec, option.dest))
     return words

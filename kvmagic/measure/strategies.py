@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.strategy import BACKENDS, PAIR, REFERENCE, STATIC, Backend, Strategy, choices
+from kvmagic.core.strategy import BACKENDS, PAIR, REFERENCE, STATIC, Backend, Strategy, choices, unknown
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
 from kvmagic.measure.capabilities import cache_keyword, static_cache_state, transformers_version
@@ -116,7 +116,7 @@ def checked(strategies: Sequence[Strategy]) -> list[Strategy]:
     for strategy in strategies:
         implementation = strategy.implementation
         if implementation and implementation not in capabilities.cache_implementations():
-            raise KVMagicError(f"unknown cache strategy {str(strategy)!r}: use {choices()}")
+            raise unknown(str(strategy))
         method = strategy.press.method if strategy.press is not None else None
         if known and method is not None and method not in known:
             built = [name for name, cls in known.items() if not press.method_reason(cls)]
@@ -135,16 +135,9 @@ def setups(
     """Resolve each strategy for this model and the installed transformers; ``compile`` adds a compiled
     twin of each static cache named (``static+compile``) beside the plain one, ``prefix`` a warm twin
     of each strategy that caches (``dynamic+prefix``), after all of them."""
-    if kv_bits is not None:
-        _check_bits(strategies, kv_bits)
     wanted = list(strategies)
-    if compile:
-        plain = [s for s in wanted if s.static and not s.compiled]
-        if not plain:
-            raise KVMagicError(
-                "{compile} compiles a static cache: add static to {cache} (e.g. off,dynamic,static)", "compile", "cache"
-            )
-        wanted += [s.twin(compiled=True) for s in plain]
+    if compile:  # BenchSpec has checked that a plain static cache is named, and that kv_bits fits a strategy
+        wanted += [s.twin(compiled=True) for s in wanted if s.static and not s.compiled]
     found = [resolve(loaded, s, kv_bits=kv_bits) for s in dict.fromkeys(wanted)]
     return found + [warm_twin(s) for s in found if s.caches] if prefix else found
 
@@ -270,22 +263,6 @@ def _compile_config() -> Any:
     from transformers import CompileConfig
 
     return CompileConfig()
-
-
-def _check_bits(strategies: Sequence[Strategy], kv_bits: int) -> None:
-    chosen = [s for s in strategies if s.quantized and BACKENDS[s.backend].widths]
-    for strategy in chosen:
-        allowed = BACKENDS[strategy.backend].widths
-        if kv_bits not in allowed:
-            raise KVMagicError(
-                f"{{kv_bits}} {kv_bits} is not a width {strategy.backend} takes: use one of "
-                f"{', '.join(map(str, allowed))}",
-                "kv_bits",
-            )
-    if not chosen:
-        takes = [b.name for b in BACKENDS.values() if b.widths]
-        raise KVMagicError(f"{{kv_bits}} is the width of a {' or '.join(takes)} cache: add quantized:{takes[0]} to "
-                           "{cache}", "kv_bits", "cache")  # fmt: skip
 
 
 def _layer_types(loaded: LoadedModel) -> list[str]:
