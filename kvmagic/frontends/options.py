@@ -193,8 +193,8 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "on a shared machine, 1 steadies the timings.", "threads", type=at_least_one, configurable=True,
            examples=("1",)),
     Option(("--fail-on",), "With --compare, exit with status 1 when a row moved past SPEC and the comparison calls "
-           "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%%; "
-           "comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",),
+           "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%% "
+           "(with --cache or --prefix, a row per strategy: speedup, seconds:+10%%); comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",),
            examples=("speedup:-50%",)),
     Option(("--cache",), f"Compare KV-cache strategies instead, one row each against off: {', '.join(KNOWN)}, "
            "press:METHOD:RATIO (a kvpress method dropping that share of the prompt's positions, e.g. "
