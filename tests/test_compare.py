@@ -213,3 +213,24 @@ def test_every_unmatched_configuration_is_named_once_in_one_note():
         "no saved row to compare with for 8+32 tokens, 8+48 tokens",
         "saved rows not measured now: 8+64 tokens, 8+128 tokens",
     ]
+
+
+def test_a_plot_saved_with_the_baseline_is_no_difference(shell, tmp_path, monkeypatch):
+    """--plot turns on steps: one hooked run after the timed rounds, which a later run without it timed alike."""
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: None)
+    base = tmp_path / "base.json"
+    shell.run_cell_magic("kvbench", f"-n 2,3 -w 0 -r 2 -q --plot --save {base}", PROMPT)
+    assert BenchmarkResult.read_json(base).spec.steps
+    compared = shell.run_cell_magic("kvbench", f"-n 2,3 -w 0 -r 2 -o --compare {base}", PROMPT)
+    assert compared.notes() == compared.result.notes()  # nothing of the comparison's own
+    assert compare(compared.baseline, compared.result).differences() == []  # nor the other way round
+
+
+def test_settings_that_add_only_untimed_runs_are_no_difference():
+    from kvmagic.core.spec import BenchSpec
+
+    was, now = _result(_measurement([(2.0, 1.0)] * 2)), _result(_measurement([(2.0, 1.0)] * 2))
+    was.spec, now.spec = BenchSpec(cache="off,static"), BenchSpec(cache="off,static", quality=False, steps=True)
+    assert compare(now, was).differences() == []
+    now.spec = BenchSpec(cache="off,static", quality_text="a text", steps=True, warmup_tokens=1)
+    assert compare(now, was).differences() == ["warmup_tokens: 4 saved, 1 now"]  # a timed setting still is one

@@ -5,8 +5,9 @@ two runs' per-round speed-ups (each round's reference time over the strategy's) 
 5%, so that with no change it fires one time in twenty at most (see
 :func:`kvmagic.core.intervals.significant_change`); a run with one round says nothing about its own
 noise, and then the question has no answer (None) rather than a made-up one. Whatever setup
-both runs record is compared, and every difference is reported: a baseline measured on another
-device or dtype is still shown, but not silently.
+both runs record is compared, and every difference that could change the timed rounds is reported: a
+baseline measured on another device or dtype is still shown, but not silently (a setting that adds
+only untimed runs, such as ``--plot``'s hooked one, is no difference).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ __all__ = ["Comparison", "compare"]
 
 # Facts about the run itself rather than about what it measured.
 _RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
+# Settings that add only untimed runs, after a configuration's timed rounds: the hooked run of ``steps`` (which
+# ``--plot`` turns on) and the teacher-forced one that reads ``quality``. The rounds a comparison compares are
+# the same with them or without.
+_UNTIMED = frozenset({"steps", "quality"})
+_NO_DIFFERENCE = _RUN_ONLY | _UNTIMED
 
 
 @dataclass
@@ -72,15 +78,15 @@ class Comparison:
         if self.result.model != self.baseline.model:
             found.append(f"model: {self.baseline.model!r} saved, {self.result.model!r} now")
         now, was = self.result.setup(), self.baseline.setup()
-        for key in sorted((now.keys() & was.keys()) - _RUN_ONLY):
+        for key in sorted((now.keys() & was.keys()) - _NO_DIFFERENCE):
             if now[key] != was[key]:
                 if key == "prompt_sha256":
                     found.append("the prompt differs (its SHA-256 does not match)")
                 else:
                     found.append(f"{key}: {_show(was[key])} saved, {_show(now[key])} now")
-        for key in sorted((was.keys() - now.keys()) - _RUN_ONLY):
+        for key in sorted((was.keys() - now.keys()) - _NO_DIFFERENCE):
             found.append(f"{key}: {_show(was[key])} saved, not recorded now")
-        for key in sorted((now.keys() - was.keys()) - _RUN_ONLY):
+        for key in sorted((now.keys() - was.keys()) - _NO_DIFFERENCE):
             found.append(f"{key}: not recorded in the saved run, {_show(now[key])} now")
         return found
 
