@@ -137,8 +137,8 @@ def injected(monkeypatch, tmp_path):
     base = tmp_path / "base.json"
     _result(_measurement(BASE)).save(base)
 
-    def run(pairs: list[tuple[float, float]], *spec: str) -> int:
-        now["result"] = _result(_measurement(pairs))
+    def run(pairs: list[tuple[float, float]] | BenchmarkResult, *spec: str) -> int:
+        now["result"] = pairs if isinstance(pairs, BenchmarkResult) else _result(_measurement(pairs))
         return cli.main(["-m", "tiny", "--compare", str(base), *spec, "prompt"])
 
     return run
@@ -161,7 +161,17 @@ def test_single_rounds_cannot_be_judged(injected, capsys):
     assert injected(SLOWER_CACHE[:1], "--fail-on", "speedup:-5%") == 2
     err = said(capsys.readouterr().err)
     assert err.splitlines()[-1] == (
-        "kvbench: error: --fail-on cannot judge every row: time both runs with more rounds (-r) and the same -n and -p"
+        "kvbench: error: --fail-on cannot judge a change timed in one round: time both runs with -r 2 or more"
+    )
+    assert injected(SLOWER_CACHE[:1], "-q", "--fail-on", "speedup:-5%") == 2
+    assert capsys.readouterr().err.splitlines() == [err.splitlines()[-1]]  # one line, nothing that repeats it
+
+
+def test_a_run_that_matches_no_saved_row_says_to_time_what_the_saved_one_did(injected, capsys):
+    """-n 32 against a baseline timed at -n 16: no row to judge, which more rounds would not change."""
+    assert injected(_result(_measurement(SAME, new_tokens=32)), "-q", "--fail-on", "speedup:-10%") == 2
+    assert capsys.readouterr().err == (
+        "kvbench: error: --fail-on matches no saved row: give the saved run's prompt, -n, -p, -b and --cache\n"
     )
 
 
@@ -228,6 +238,7 @@ def test_a_metric_a_row_lacks_is_undecided_and_the_others_are_still_judged():
              "significant": True}]  # fmt: skip
     verdict = judge(rows, saved, (Threshold("cached_s", 0.1), Threshold("speedup", -0.05)))
     assert verdict.undecided == ["8+16 tokens, static: no cached_s to judge"]
+    assert verdict.fix == "cannot judge cached_s, which this run's rows lack: judge speedup"
     assert verdict.failed == ["8+16 tokens, static: speedup 2 -> 1.6 (-20.0%, past speedup:-5%) and significant"]
     nothing = judge(rows, {}, (Threshold("speedup", -0.05),))
     assert nothing.failed == [] and nothing.undecided == [
