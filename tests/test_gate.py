@@ -175,6 +175,25 @@ def test_a_run_that_matches_no_saved_row_says_to_time_what_the_saved_one_did(inj
     )
 
 
+def test_a_metric_the_saved_rows_lack_is_one_line_not_a_traceback(injected, capsys):
+    """A comparison of strategies has seconds and no cached_s; the plain run the other way round."""
+    from kvmagic.core.spec import BenchSpec
+
+    from .records import timed
+
+    found = [timed((8, 16), "off", [u for u, _ in BASE]), timed((8, 16), "dynamic", [c for _, c in BASE])]
+    strategies = BenchmarkResult("tiny", found, spec=BenchSpec(cache="off,dynamic"))
+    assert injected(strategies, "-q", "--cache", "off,dynamic", "--fail-on", "seconds:+10%") == 2
+    assert capsys.readouterr().err == (
+        "kvbench: error: --fail-on cannot judge seconds, which the saved run's rows lack: judge speedup\n"
+    )
+    assert injected(strategies, "-q", "--cache", "off,dynamic", "--fail-on", "speedup:-10%") == 0  # both have it
+    plain = _result(_measurement(BASE))
+    assert gate(compare(plain, strategies), parse_fail_on("cached_s:+10%")).fix == (
+        "cannot judge cached_s, which the saved run's rows lack: judge speedup"
+    )
+
+
 MISUSE = [
     (["--fail-on", "speedup:-5%"], "--fail-on judges a change against a saved run: add --compare BASE.json"),
     (["--compare", "b.json", "--fail-on", "speedup<5%"], f"cannot read --fail-on 'speedup<5%': write {fail_on_form()}"),

@@ -98,9 +98,9 @@ def judge(
     """Judge each of ``rows`` (a comparison's, with its ``significant``) against its saved row.
 
     ``saved`` maps (configuration, strategy) to the saved run's row; rows without one are not judged,
-    and when no row has one there is nothing to judge, which is not a pass. A metric a row does not have
-    (a comparison of strategies has no ``cached_s``) cannot be judged there. The verdict's ``fix`` says, per
-    cause, what would let the gate judge.
+    and when no row has one there is nothing to judge, which is not a pass. A metric a row or its saved row
+    does not have (a comparison of strategies has no ``cached_s``, the plain run no ``seconds``) cannot be
+    judged there. The verdict's ``fix`` says, per cause, what would let the gate judge.
     """
     verdict = GateVerdict()
     fixes: dict[str, None] = {}  # each cause's fix once, in the order found
@@ -112,9 +112,10 @@ def judge(
         fixes["matches no saved row: give the saved run's prompt, -n, -p, -b and --cache"] = None
     for row, was in matched:
         for threshold in thresholds:
-            if threshold.metric not in row:
-                verdict.undecided.append(f"{Config.of(row)}, {row.get('strategy')}: no {threshold.metric} to judge")
-                fixes[f"cannot judge {threshold.metric}, which this run's rows lack: judge speedup"] = None
+            if threshold.metric not in row or threshold.metric not in was:
+                verdict.undecided.append(f"{Config.of(row)}{_strategy(row)}: no {threshold.metric} to judge")
+                whose = "this run's" if threshold.metric not in row else "the saved run's"
+                fixes[f"cannot judge {threshold.metric}, which {whose} rows lack: judge speedup"] = None
                 continue
             now_value, was_value = row[threshold.metric], was[threshold.metric]
             if not threshold.crossed(now_value, was_value):
