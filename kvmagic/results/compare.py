@@ -13,6 +13,7 @@ only untimed runs, such as ``--plot``'s hooked one, is no difference).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,21 +85,30 @@ class Comparison:
                     found.append("the prompt differs (its SHA-256 does not match)")
                 else:
                     found.append(f"{key}: {_show(was[key])} saved, {_show(now[key])} now")
-        for key in sorted((was.keys() - now.keys()) - _NO_DIFFERENCE):
+        # A setting one run records as None (kv_bits, unchosen) and the other has no use for is set alike in both.
+        unset = {
+            k
+            for k in self.result.spec.recorded().keys() | self.baseline.spec.recorded().keys()
+            if now.get(k) is None and was.get(k) is None
+        }
+        for key in sorted((was.keys() - now.keys()) - _NO_DIFFERENCE - unset):
             found.append(f"{key}: {_show(was[key])} saved, not recorded now")
-        for key in sorted((now.keys() - was.keys()) - _NO_DIFFERENCE):
+        for key in sorted((now.keys() - was.keys()) - _NO_DIFFERENCE - unset):
             found.append(f"{key}: not recorded in the saved run, {_show(now[key])} now")
         return found
 
     def notes(self) -> list[str]:
         notes = list(self.result.notes())
         notes += [f"differs from the saved run: {d}" for d in self.differences()]
-        rows = self.rows()
-        unmatched = [str(Config.of(row)) for row in rows if _key(row) not in self.saved_rows()]
+        rows, saved = self.rows(), self.saved_rows()
+        # Strategies are named where either run compared them; two plain runs' rows differ only in configuration.
+        named = not (self.result.plain and self.baseline.plain)
+        held = _held(saved.values())
+        unmatched = [_name(key, named) for key in map(_key, rows) if key not in held]
         if unmatched:
             notes.append(f"no saved row to compare with for {', '.join(dict.fromkeys(unmatched))}")
-        measured = {_key(row) for row in rows}
-        missing = [str(key[0]) for key in self.saved_rows() if key not in measured]
+        measured = _held(rows)
+        missing = [_name(key, named) for key in saved if key not in measured]
         if missing:
             notes.append(f"saved rows not measured now: {', '.join(dict.fromkeys(missing))}")
         if self.baseline.partial:
@@ -144,3 +154,16 @@ def _pair(result: BenchmarkResult, config: Config, strategy: Strategy) -> Pair |
 def _key(row: dict[str, Any]) -> tuple[Config, Strategy]:
     """A table row's configuration and strategy (the plain run's row is its cached side's)."""
     return Config.of(row), Strategy.of(row.get("strategy", PAIR[1]))
+
+
+def _held(rows: Iterable[dict[str, Any]]) -> set[tuple[Config, Strategy]]:
+    """What a run's rows measured: each row's strategy, and the reference too where a plain run's row holds it as
+    its uncached side (the plain run is ``off,dynamic`` shown as one row)."""
+    return {_key(row) for row in rows} | {(Config.of(row), REFERENCE) for row in rows if "strategy" not in row}
+
+
+def _name(key: tuple[Config, Strategy], named: bool) -> str:
+    """A row as a note names it: ``static at 12+8 tokens``, or its configuration alone where no run compared
+    strategies."""
+    config, strategy = key
+    return f"{strategy} at {config}" if named else str(config)
