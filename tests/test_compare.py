@@ -165,8 +165,8 @@ def test_a_comparison_of_strategies_matches_each_strategy_and_leaves_the_referen
                             strategies=["off", "static"])  # fmt: skip
     quantized = [r for r in compare(now, fewer).rows() if str(r["strategy"]) == "quantized:quanto"]
     assert math.isnan(quantized[0]["speedup_was"]) and quantized[0]["significant"] is None
-    assert compare(now, fewer).notes()[-1] == "no saved row to compare with for 8+16 tokens"
-    assert compare(fewer, now).notes()[-1] == "saved rows not measured now: 8+16 tokens"  # once, for two rows
+    assert compare(now, fewer).notes()[-1] == "no saved row to compare with for quantized:quanto at 8+16 tokens"
+    assert compare(fewer, now).notes()[-1] == "saved rows not measured now: quantized:quanto at 8+16 tokens"
 
 
 def test_facts_of_the_run_itself_are_no_difference_and_numbers_are_shown_as_written():
@@ -213,3 +213,65 @@ def test_every_unmatched_configuration_is_named_once_in_one_note():
         "no saved row to compare with for 8+32 tokens, 8+48 tokens",
         "saved rows not measured now: 8+64 tokens, 8+128 tokens",
     ]
+
+
+def test_a_plot_saved_with_the_baseline_is_no_difference(shell, tmp_path, monkeypatch):
+    """--plot turns on steps: one hooked run after the timed rounds, which a later run without it timed alike."""
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: None)
+    base = tmp_path / "base.json"
+    shell.run_cell_magic("kvbench", f"-n 2,3 -w 0 -r 2 -q --plot --save {base}", PROMPT)
+    assert BenchmarkResult.read_json(base).spec.steps
+    compared = shell.run_cell_magic("kvbench", f"-n 2,3 -w 0 -r 2 -o --compare {base}", PROMPT)
+    assert compared.notes() == compared.result.notes()  # nothing of the comparison's own
+    assert compare(compared.baseline, compared.result).differences() == []  # nor the other way round
+
+
+def test_settings_that_add_only_untimed_runs_are_no_difference():
+    from kvmagic.core.spec import BenchSpec
+
+    was, now = _result(_measurement([(2.0, 1.0)] * 2)), _result(_measurement([(2.0, 1.0)] * 2))
+    was.spec, now.spec = BenchSpec(cache="off,static"), BenchSpec(cache="off,static", quality=False, steps=True)
+    assert compare(now, was).differences() == []
+    now.spec = BenchSpec(cache="off,static", quality_text="a text", steps=True, warmup_tokens=1)
+    assert compare(now, was).differences() == ["warmup_tokens: 4 saved, 1 now"]  # a timed setting still is one
+
+
+def test_the_plain_run_and_off_dynamic_measured_the_same_rows(shell, tmp_path):
+    """The plain run is off,dynamic shown as one row: either against the other, the comparison adds nothing."""
+    plain, pair = tmp_path / "plain.json", tmp_path / "pair.json"
+    shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 -q --save {plain}", PROMPT)
+    shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 -q --cache off,dynamic --save {pair}", PROMPT)
+    for line in (f"--cache off,dynamic --compare {plain}", f"--compare {pair}"):
+        compared = shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 -o {line}", PROMPT)
+        assert compared.notes() == compared.result.notes(), line  # no unmatched row, no difference
+        assert compared.to_dataframe()["speedup_was"].notna().sum() == 1  # its dynamic row, against the saved one
+
+
+def test_unmatched_rows_name_their_strategy_beside_a_comparison_of_strategies():
+    from kvmagic.core.spec import BenchSpec
+
+    from .records import timed
+
+    def strategies(*names: str) -> BenchmarkResult:
+        found = [timed((8, 16), name, [2.0, 2.2]) for name in names]
+        return BenchmarkResult("tiny", found, spec=BenchSpec(cache=",".join(names)), strategies=list(names))
+
+    plain = _result(_measurement([(2.0, 1.0)] * 2))
+    assert compare(plain, strategies("off", "static")).notes()[-2:] == [
+        "no saved row to compare with for dynamic at 8+16 tokens",
+        "saved rows not measured now: static at 8+16 tokens",  # not off: the plain row holds it
+    ]
+    assert compare(strategies("off", "dynamic", "static"), plain).notes()[-1] == (
+        "no saved row to compare with for static at 8+16 tokens"  # not off: the saved plain row holds it
+    )
+
+
+def test_a_setting_unset_on_one_side_and_absent_on_the_other_is_no_difference():
+    from kvmagic.core.spec import BenchSpec
+
+    plain, pair = _result(_measurement([(2.0, 1.0)] * 2)), _result(_measurement([(2.0, 1.0)] * 2))
+    pair.spec = BenchSpec(cache="off,dynamic")
+    assert pair.setup()["kv_bits"] is None and "kv_bits" not in plain.setup()
+    assert compare(plain, pair).differences() == [] and compare(pair, plain).differences() == []
+    pair.spec = BenchSpec(cache="off,quantized:quanto", kv_bits=2)
+    assert compare(plain, pair).differences() == ["kv_bits: 2 saved, not recorded now"]  # a width chosen is one

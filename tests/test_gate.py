@@ -137,8 +137,8 @@ def injected(monkeypatch, tmp_path):
     base = tmp_path / "base.json"
     _result(_measurement(BASE)).save(base)
 
-    def run(pairs: list[tuple[float, float]], *spec: str) -> int:
-        now["result"] = _result(_measurement(pairs))
+    def run(pairs: list[tuple[float, float]] | BenchmarkResult, *spec: str) -> int:
+        now["result"] = pairs if isinstance(pairs, BenchmarkResult) else _result(_measurement(pairs))
         return cli.main(["-m", "tiny", "--compare", str(base), *spec, "prompt"])
 
     return run
@@ -161,7 +161,36 @@ def test_single_rounds_cannot_be_judged(injected, capsys):
     assert injected(SLOWER_CACHE[:1], "--fail-on", "speedup:-5%") == 2
     err = said(capsys.readouterr().err)
     assert err.splitlines()[-1] == (
-        "kvbench: error: --fail-on cannot judge every row: time both runs with more rounds (-r) and the same -n and -p"
+        "kvbench: error: --fail-on cannot judge a change timed in one round: time both runs with -r 2 or more"
+    )
+    assert injected(SLOWER_CACHE[:1], "-q", "--fail-on", "speedup:-5%") == 2
+    assert capsys.readouterr().err.splitlines() == [err.splitlines()[-1]]  # one line, nothing that repeats it
+
+
+def test_a_run_that_matches_no_saved_row_says_to_time_what_the_saved_one_did(injected, capsys):
+    """-n 32 against a baseline timed at -n 16: no row to judge, which more rounds would not change."""
+    assert injected(_result(_measurement(SAME, new_tokens=32)), "-q", "--fail-on", "speedup:-10%") == 2
+    assert capsys.readouterr().err == (
+        "kvbench: error: --fail-on matches no saved row: give the saved run's prompt, -n, -p, -b and --cache\n"
+    )
+
+
+def test_a_metric_the_saved_rows_lack_is_one_line_not_a_traceback(injected, capsys):
+    """A comparison of strategies has seconds and no cached_s; the plain run the other way round."""
+    from kvmagic.core.spec import BenchSpec
+
+    from .records import timed
+
+    found = [timed((8, 16), "off", [u for u, _ in BASE]), timed((8, 16), "dynamic", [c for _, c in BASE])]
+    strategies = BenchmarkResult("tiny", found, spec=BenchSpec(cache="off,dynamic"))
+    assert injected(strategies, "-q", "--cache", "off,dynamic", "--fail-on", "seconds:+10%") == 2
+    assert capsys.readouterr().err == (
+        "kvbench: error: --fail-on cannot judge seconds, which the saved run's rows lack: judge speedup\n"
+    )
+    assert injected(strategies, "-q", "--cache", "off,dynamic", "--fail-on", "speedup:-10%") == 0  # both have it
+    plain = _result(_measurement(BASE))
+    assert gate(compare(plain, strategies), parse_fail_on("cached_s:+10%")).fix == (
+        "cannot judge cached_s, which the saved run's rows lack: judge speedup"
     )
 
 
@@ -228,6 +257,7 @@ def test_a_metric_a_row_lacks_is_undecided_and_the_others_are_still_judged():
              "significant": True}]  # fmt: skip
     verdict = judge(rows, saved, (Threshold("cached_s", 0.1), Threshold("speedup", -0.05)))
     assert verdict.undecided == ["8+16 tokens, static: no cached_s to judge"]
+    assert verdict.fix == "cannot judge cached_s, which this run's rows lack: judge speedup"
     assert verdict.failed == ["8+16 tokens, static: speedup 2 -> 1.6 (-20.0%, past speedup:-5%) and significant"]
     nothing = judge(rows, {}, (Threshold("speedup", -0.05),))
     assert nothing.failed == [] and nothing.undecided == [

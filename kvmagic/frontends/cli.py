@@ -255,13 +255,12 @@ def _gate(comparison: Comparison, thresholds: tuple[Threshold, ...]) -> int:
     verdict = gate(comparison, thresholds)
     for line in verdict.failed:
         print(f"{PROG}: regression: {line}", file=sys.stderr)
-    for line in verdict.undecided:
-        print(f"{PROG}: cannot judge: {line}", file=sys.stderr)
-    if verdict.failed:
+    if verdict.failed:  # the rows it could not judge beside them, as the status is already a failure
+        for line in verdict.undecided:
+            print(f"{PROG}: cannot judge: {line}", file=sys.stderr)
         return 1
-    if verdict.undecided:
-        said = "--fail-on cannot judge every row: time both runs with more rounds (-r) and the same -n and -p"
-        print(f"{_SAID}{fitted(said, _SAID)}", file=sys.stderr)
+    if verdict.undecided:  # one line: why it cannot judge, and what would let it
+        print(f"{_SAID}{fitted(f'--fail-on {verdict.fix}', _SAID)}", file=sys.stderr)
         return 2
     return 0
 

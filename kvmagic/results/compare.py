@@ -5,13 +5,15 @@ two runs' per-round speed-ups (each round's reference time over the strategy's) 
 5%, so that with no change it fires one time in twenty at most (see
 :func:`kvmagic.core.intervals.significant_change`); a run with one round says nothing about its own
 noise, and then the question has no answer (None) rather than a made-up one. Whatever setup
-both runs record is compared, and every difference is reported: a baseline measured on another
-device or dtype is still shown, but not silently.
+both runs record is compared, and every difference that could change the timed rounds is reported: a
+baseline measured on another device or dtype is still shown, but not silently (a setting that adds
+only untimed runs, such as ``--plot``'s hooked one, is no difference).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,11 @@ __all__ = ["Comparison", "compare"]
 
 # Facts about the run itself rather than about what it measured.
 _RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
+# Settings that add only untimed runs, after a configuration's timed rounds: the hooked run of ``steps`` (which
+# ``--plot`` turns on) and the teacher-forced one that reads ``quality``. The rounds a comparison compares are
+# the same with them or without.
+_UNTIMED = frozenset({"steps", "quality"})
+_NO_DIFFERENCE = _RUN_ONLY | _UNTIMED
 
 
 @dataclass
@@ -72,27 +79,36 @@ class Comparison:
         if self.result.model != self.baseline.model:
             found.append(f"model: {self.baseline.model!r} saved, {self.result.model!r} now")
         now, was = self.result.setup(), self.baseline.setup()
-        for key in sorted((now.keys() & was.keys()) - _RUN_ONLY):
+        for key in sorted((now.keys() & was.keys()) - _NO_DIFFERENCE):
             if now[key] != was[key]:
                 if key == "prompt_sha256":
                     found.append("the prompt differs (its SHA-256 does not match)")
                 else:
                     found.append(f"{key}: {_show(was[key])} saved, {_show(now[key])} now")
-        for key in sorted((was.keys() - now.keys()) - _RUN_ONLY):
+        # A setting one run records as None (kv_bits, unchosen) and the other has no use for is set alike in both.
+        unset = {
+            k
+            for k in self.result.spec.recorded().keys() | self.baseline.spec.recorded().keys()
+            if now.get(k) is None and was.get(k) is None
+        }
+        for key in sorted((was.keys() - now.keys()) - _NO_DIFFERENCE - unset):
             found.append(f"{key}: {_show(was[key])} saved, not recorded now")
-        for key in sorted((now.keys() - was.keys()) - _RUN_ONLY):
+        for key in sorted((now.keys() - was.keys()) - _NO_DIFFERENCE - unset):
             found.append(f"{key}: not recorded in the saved run, {_show(now[key])} now")
         return found
 
     def notes(self) -> list[str]:
         notes = list(self.result.notes())
         notes += [f"differs from the saved run: {d}" for d in self.differences()]
-        rows = self.rows()
-        unmatched = [str(Config.of(row)) for row in rows if _key(row) not in self.saved_rows()]
+        rows, saved = self.rows(), self.saved_rows()
+        # Strategies are named where either run compared them; two plain runs' rows differ only in configuration.
+        named = not (self.result.plain and self.baseline.plain)
+        held = _held(saved.values())
+        unmatched = [_name(key, named) for key in map(_key, rows) if key not in held]
         if unmatched:
             notes.append(f"no saved row to compare with for {', '.join(dict.fromkeys(unmatched))}")
-        measured = {_key(row) for row in rows}
-        missing = [str(key[0]) for key in self.saved_rows() if key not in measured]
+        measured = _held(rows)
+        missing = [_name(key, named) for key in saved if key not in measured]
         if missing:
             notes.append(f"saved rows not measured now: {', '.join(dict.fromkeys(missing))}")
         if self.baseline.partial:
@@ -138,3 +154,16 @@ def _pair(result: BenchmarkResult, config: Config, strategy: Strategy) -> Pair |
 def _key(row: dict[str, Any]) -> tuple[Config, Strategy]:
     """A table row's configuration and strategy (the plain run's row is its cached side's)."""
     return Config.of(row), Strategy.of(row.get("strategy", PAIR[1]))
+
+
+def _held(rows: Iterable[dict[str, Any]]) -> set[tuple[Config, Strategy]]:
+    """What a run's rows measured: each row's strategy, and the reference too where a plain run's row holds it as
+    its uncached side (the plain run is ``off,dynamic`` shown as one row)."""
+    return {_key(row) for row in rows} | {(Config.of(row), REFERENCE) for row in rows if "strategy" not in row}
+
+
+def _name(key: tuple[Config, Strategy], named: bool) -> str:
+    """A row as a note names it: ``static at 12+8 tokens``, or its configuration alone where no run compared
+    strategies."""
+    config, strategy = key
+    return f"{strategy} at {config}" if named else str(config)

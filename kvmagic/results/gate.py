@@ -3,12 +3,14 @@
 A row fails a threshold when its value moved past the threshold against the saved run *and* the
 comparison calls the row's change significant (its ``significant`` column, which judges the row as a
 whole): a move inside the runs' noise never fails a build.
-Where a row moved past a threshold but the comparison has no verdict (too few rounds), the gate
-cannot answer and says so rather than guess either way.
+Where a row moved past a threshold but the comparison has no verdict (a run timed a single round), where no
+row matches a saved one, or where a row lacks the metric, the gate cannot answer and says so, with what would
+let it, rather than guess either way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,10 +77,12 @@ def fail_on_form(strategies: bool = False) -> str:
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """What the gate found: the rows that failed, and the rows it could not judge, each as one line."""
+    """What the gate found: the rows that failed, and the rows it could not judge, each as one line; ``fix``
+    says, in one line that follows ``--fail-on``, why it could not judge them and what would let it."""
 
     failed: list[str] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)
+    fix: str = ""
 
     @property
     def passed(self) -> bool:
@@ -94,19 +98,24 @@ def judge(
     """Judge each of ``rows`` (a comparison's, with its ``significant``) against its saved row.
 
     ``saved`` maps (configuration, strategy) to the saved run's row; rows without one are not judged,
-    and when no row has one there is nothing to judge, which is not a pass. A metric a row does not have
-    (a comparison of strategies has no ``cached_s``) cannot be judged there.
+    and when no row has one there is nothing to judge, which is not a pass. A metric a row or its saved row
+    does not have (a comparison of strategies has no ``cached_s``, the plain run no ``seconds``) cannot be
+    judged there. The verdict's ``fix`` says, per cause, what would let the gate judge.
     """
     verdict = GateVerdict()
+    fixes: dict[str, None] = {}  # each cause's fix once, in the order found
     matched = [(row, saved[key]) for row in rows if (key := _key(row)) in saved]
     if not matched:
         verdict.undecided.append(
             "no row matches a saved row (the same prompt_tokens, new_tokens, batch and strategy): nothing to judge"
         )
+        fixes["matches no saved row: give the saved run's prompt, -n, -p, -b and --cache"] = None
     for row, was in matched:
         for threshold in thresholds:
-            if threshold.metric not in row:
-                verdict.undecided.append(f"{Config.of(row)}, {row.get('strategy')}: no {threshold.metric} to judge")
+            if threshold.metric not in row or threshold.metric not in was:
+                verdict.undecided.append(f"{Config.of(row)}{_strategy(row)}: no {threshold.metric} to judge")
+                whose = "this run's" if threshold.metric not in row else "the saved run's"
+                fixes[f"cannot judge {threshold.metric}, which {whose} rows lack: judge speedup"] = None
                 continue
             now_value, was_value = row[threshold.metric], was[threshold.metric]
             if not threshold.crossed(now_value, was_value):
@@ -117,9 +126,10 @@ def judge(
             )
             if row["significant"] is None:
                 verdict.undecided.append(f"{line}, but the comparison has no verdict on whether that is noise")
+                fixes["cannot judge a change timed in one round: time both runs with -r 2 or more"] = None
             elif row["significant"]:
                 verdict.failed.append(f"{line} and significant")
-    return verdict
+    return dataclasses.replace(verdict, fix="; ".join(fixes))
 
 
 def gate(comparison: Comparison, thresholds: Sequence[Threshold]) -> GateVerdict:
