@@ -117,7 +117,7 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
     )
     assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)." in text
     assert "fitted at 24, 40, 72 tokens, checked at 136 (the fits were -9.3% to +55.6% off its rows)" in text
-    assert "dynamic overtakes off from 25 tokens (time ratio at 136: predicted 0.347, measured 0.3, +15.6%)" in text
+    assert "dynamic overtakes off from 25 tokens (time ratio at 136: predicted 0.347, measured 0.300, +15.6%)" in text
     wrong_way = "dynamic overtakes static from 44 tokens (time ratio at 136: predicted 0.689, measured 1.02, -32.6%"
     assert wrong_way + ", so static was the faster there)" in text
     assert "no other crossover up to 136 tokens. --frontier adds how long a context each holds" in text

@@ -98,7 +98,7 @@ def test_a_warm_twin_is_set_against_its_cold_self_and_a_cold_row_reused_nothing(
     assert prefix_notes(result) == [
         (
             "prefix: the prompt's first 48 tokens reused: each warm run starts from a copy of their cache, built once, "
-            "untimed; dynamic+prefix reached its first token in 0.05 s against 0.2 s cold (4x faster), the whole run "
+            "untimed; dynamic+prefix reached its first token in 0.05 s against 0.2 s cold (4.00x faster), the whole run "
             "1.25x faster, with the same tokens"
         )
     ]
@@ -113,9 +113,11 @@ def test_a_warm_twin_slower_untimed_or_with_other_tokens_says_so_per_configurati
     )
     notes = prefix_notes(result)
     assert len(notes) == 2 and notes[1].startswith("32+8 tokens: the prompt's first 48 tokens reused")
-    assert notes[1].endswith("0 s against 0.2 s cold (not timed), the whole run 1x faster, with other tokens than cold")
+    assert notes[1].endswith(
+        "0 s against 0.2 s cold (not timed), the whole run 1.00x faster, with other tokens than cold"
+    )
     slower = prefix_notes(_warm(1.6, 0.1))[0]
-    assert "(2x faster), the whole run 1.6x slower, with the same tokens" in slower
+    assert "(2.00x faster), the whole run 1.60x slower, with the same tokens" in slower
 
 
 def test_two_warm_twins_at_one_configuration_are_said_one_after_the_other() -> None:
@@ -125,8 +127,8 @@ def test_two_warm_twins_at_one_configuration_are_said_one_after_the_other() -> N
     result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
                              facts=RunFacts(prefix_tokens=48))  # fmt: skip
     assert prefix_notes(result)[0].endswith(
-        "the whole run 2x faster, with the same tokens; offloaded+prefix reached its first token in 0.2 s against "
-        "0.2 s cold (1x faster), the whole run 3x faster, with the same tokens"
+        "the whole run 2.00x faster, with the same tokens; offloaded+prefix reached its first token in 0.2 s against "
+        "0.2 s cold (1.00x faster), the whole run 3.00x faster, with the same tokens"
     )
 
 
@@ -221,3 +223,10 @@ def test_the_limits_note_reads_the_longest_context_against_the_hardware() -> Non
     result.limits = [_limits((64, 8, 1), 0.25)]  # the longest configuration has no bound: the longest that has
     (note,) = limits_notes(result)
     assert note.startswith(f"limits ({hardware.describe()}), at 64+8 tokens:") and "a quantized cache would" in note
+
+
+def test_the_prefix_note_spells_its_seconds_and_ratios_as_the_table_does() -> None:
+    """The table writes seconds to 4 significant digits and ratios to 3: 0.005103 s, not 0.0051 s; 0.2 / 0.005103
+    = 39.19 as 39.2x."""
+    note = prefix_notes(_warm(0.8, 0.005103))[0]
+    assert "reached its first token in 0.005103 s against 0.2 s cold (39.2x faster), the whole run 1.25x faster" in note

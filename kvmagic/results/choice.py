@@ -23,6 +23,7 @@ from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial, lowest
 from kvmagic.core.pareto import Point, beats, on_frontier
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
+from kvmagic.results.columns import cell
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
@@ -242,7 +243,7 @@ def paragraph(found: Choice) -> str:
 
 
 def _quality(point: Point) -> str:
-    return "quality not read" if point.kl_nats is None else f"KL {point.kl_nats:.2g}"
+    return "quality not read" if point.kl_nats is None else f"KL {cell('kl_nats')(point.kl_nats)}"
 
 
 def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
@@ -260,8 +261,8 @@ def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
 
 
 def _times(ratio: float) -> str:
-    """A ratio to 3 significant digits, trailing zeros kept (1.00x, 1.20x, 12.0x), as the table writes a speed-up."""
-    return f"{ratio:#.3g}".rstrip(".") + "x"
+    """A ratio as the table writes a speed-up (1.00x, 1.20x, 12.0x)."""
+    return cell("speedup")(ratio) + "x"
 
 
 def _held(mine: float | None, theirs: float | None) -> str:
@@ -271,7 +272,7 @@ def _held(mine: float | None, theirs: float | None) -> str:
     if mine == 0:
         return "holds no cache"
     if not theirs:
-        return f"holds {mine / 2**20:.4g} MiB of KV"
+        return f"holds {cell('kv_cache_mib')(mine / 2**20)} MiB of KV"
     if mine == theirs:
         return "holds as much KV"
     times = _times(max(mine, theirs) / min(mine, theirs))
@@ -292,7 +293,7 @@ def _crossing_text(found: Choice) -> str:
     )
     crossings = [
         f"{c.overtaker} overtakes {c.overtaken} from {c.context} tokens (time ratio at {held_out}: predicted "
-        f"{c.predicted_ratio:.3g}, measured {c.measured_ratio:.3g}, {c.error:+.1%}"
+        f"{cell('speedup')(c.predicted_ratio)}, measured {cell('speedup')(c.measured_ratio)}, {c.error:+.1%}"
         + ("" if c.agrees else f", so {c.overtaken} was the faster there")
         + ")"
         for c in found.crossovers

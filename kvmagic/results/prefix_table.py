@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.results.columns import cell
+
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
     from kvmagic.results.benchmark_record import BenchmarkRecord
@@ -67,8 +69,9 @@ def _saved(result: BenchmarkRecord, m: Measurement) -> str:
     assert cold is not None
     values = prefix_values(result, m)
     same = "the same tokens" if values["same_as_cold"] else "other tokens than cold"
+    seconds = cell("ttft_s")
     return (
-        f"{m.strategy} reached its first token in {m.ttft_s:.3g} s against {cold.ttft_s:.3g} s cold "
+        f"{m.strategy} reached its first token in {seconds(m.ttft_s)} s against {seconds(cold.ttft_s)} s cold "
         f"({_ratio(values['warm_ttft_speedup'])}), the whole run {_ratio(values['warm_speedup'])}, with {same}"
     )
 
@@ -78,5 +81,5 @@ def _ratio(speedup: float) -> str:
     if math.isnan(speedup):
         return "not timed"
     if speedup < 1:
-        return f"{1 / speedup:.3g}x slower"
-    return f"{speedup:.3g}x faster"
+        return f"{cell('warm_speedup')(1 / speedup)}x slower"
+    return f"{cell('warm_speedup')(speedup)}x faster"
