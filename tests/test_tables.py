@@ -114,7 +114,7 @@ def test_a_warm_twin_slower_untimed_or_with_other_tokens_says_so_per_configurati
     notes = prefix_notes(result)
     assert len(notes) == 2 and notes[1].startswith("32+8 tokens: the prompt's first 48 tokens reused")
     assert notes[1].endswith(
-        "0 s against 0.2 s cold (not timed), the whole run 1.00x faster, with other tokens than cold"
+        "0 s against 0.2 s cold (not timed), the whole run 1.00x: about as fast, with other tokens than cold"
     )
     slower = prefix_notes(_warm(1.6, 0.1))[0]
     assert "(2.00x faster), the whole run 1.60x slower, with the same tokens" in slower
@@ -128,7 +128,7 @@ def test_two_warm_twins_at_one_configuration_are_said_one_after_the_other() -> N
                              facts=RunFacts(prefix_tokens=48))  # fmt: skip
     assert prefix_notes(result)[0].endswith(
         "the whole run 2.00x faster, with the same tokens; offloaded+prefix reached its first token in 0.2 s against "
-        "0.2 s cold (1.00x faster), the whole run 3.00x faster, with the same tokens"
+        "0.2 s cold (1.00x: about as fast), the whole run 3.00x faster, with the same tokens"
     )
 
 
@@ -230,3 +230,21 @@ def test_the_prefix_note_spells_its_seconds_and_ratios_as_the_table_does() -> No
     = 39.19 as 39.2x."""
     note = prefix_notes(_warm(0.8, 0.005103))[0]
     assert "reached its first token in 0.005103 s against 0.2 s cold (39.2x faster), the whole run 1.25x faster" in note
+
+
+def test_a_warm_twin_within_rounding_or_noise_of_its_cold_self_is_about_as_fast() -> None:
+    """0.998x reads 1.00x either way up, so neither faster nor slower; nor is 1.05x whose pairs' 95% interval
+    holds 1 (their warm-over-cold ratios 1.25, 1.05, 0.833)."""
+    rounded = prefix_notes(_warm(1.002, 0.2))[0]
+    assert rounded.endswith("(1.00x: about as fast), the whole run 0.998x: about as fast, with the same tokens")
+    names = ["off", "dynamic", "dynamic+prefix"]
+    rows = [timed((64, 8), "off", [2.0] * 3, ttft_s=0.5), timed((64, 8), "dynamic", [1.0] * 3, ttft_s=0.2),
+            timed((64, 8), "dynamic+prefix", [0.8, 0.95, 1.2], ttft_s=0.1)]  # fmt: skip
+    noisy = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
+                            facts=RunFacts(prefix_tokens=48))  # fmt: skip
+    assert (
+        "(2.00x faster), the whole run 1.05x: about as fast (its 95% interval [0.622, 1.71] holds 1), with"
+        in (prefix_notes(noisy)[0])
+    )
+    noisy.measurements[-1] = timed((64, 8), "dynamic+prefix", [0.5, 0.55, 0.6], ttft_s=0.1)  # [1.45, 2.29]
+    assert "(2.00x faster), the whole run 1.82x faster, with" in prefix_notes(noisy)[0]
