@@ -20,7 +20,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial, lowest
-from kvmagic.core.pareto import Point, beats, on_frontier
+from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.columns import cell
@@ -35,6 +35,9 @@ __all__ = ["MIN_LENGTHS", "MIN_STRATEGIES", "Choice", "Crossover", "Fit", "choic
 
 MIN_STRATEGIES = 3  # rows at one configuration before a choice has something to say (off and two more)
 MIN_LENGTHS = 4  # three to fit a line (fit_polynomial holds one out to pick a degree), one held out to check it
+# Each figure of a Point, in order, in the words for a row that lost on it, tied on it, or whose figure is unknown.
+_FIGURES = (("slower", "speed", ""), ("more KV bytes", "KV bytes", "KV bytes not counted"),
+            ("lower quality", "quality", "quality not read"))  # fmt: skip
 
 
 def _point(m: Measurement) -> Point:
@@ -235,11 +238,24 @@ def paragraph(found: Choice) -> str:
         )
     sentences = [lead]
     if found.beaten_by:
-        beaten = ", ".join(f"{s} (by {by})" for s, by in found.beaten_by.items())
-        read = any(p.kl_nats is not None for p in points.values())
-        figures = "speed, KV bytes and quality" if read else "speed and KV bytes"  # quality unread: --prefix
-        sentences.append(f"beaten on {figures} at once: {beaten}")
+        sentences.append("off the frontier: " + ", ".join(_beaten(found, s, by) for s, by in found.beaten_by.items()))
     return ". ".join(s[0].upper() + s[1:] for s in [*sentences, _crossing_text(found), _reach_text(found)]) + "."
+
+
+def _beaten(found: Choice, strategy: Strategy, by: Strategy) -> str:
+    """What a row off the frontier lost to the row that beats it, and on which figures the two tie."""
+    lost: list[str] = []
+    tied: list[str] = []
+    unknown: list[str] = []
+    for (worse, figure, unread), edge in zip(_FIGURES, better(found.points[by], found.points[strategy])):
+        if edge is None:
+            unknown.append(unread)
+        elif edge:
+            lost.append(worse)
+        else:
+            tied.append(figure)
+    said = [*lost, *([f"as good on {' and '.join(tied)}"] if tied else []), *unknown]
+    return f"{strategy} (beaten by {by}: {', '.join(said)})"
 
 
 def _quality(point: Point) -> str:
