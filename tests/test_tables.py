@@ -248,3 +248,24 @@ def test_a_warm_twin_within_rounding_or_noise_of_its_cold_self_is_about_as_fast(
     )
     noisy.measurements[-1] = timed((64, 8), "dynamic+prefix", [0.5, 0.55, 0.6], ttft_s=0.1)  # [1.45, 2.29]
     assert "(2.00x faster), the whole run 1.82x faster, with" in prefix_notes(noisy)[0]
+
+
+def test_the_limits_speed_up_is_not_a_ceiling_on_the_measured_one() -> None:
+    """At 16+64 both limits hold 0.8 s uncached and 0.2 s cached: 4.00x; measured 3.2 / 0.4 = 8.00x, above it,
+    since the cached run reaches 0.2 / 0.4 = 50% of its limit and the uncached 0.8 / 3.2 = 25%: 4 x 50 / 25 = 8."""
+    rows = pair((64, 8), [1.6], [0.4]) + pair((16, 64), [3.2], [0.4])
+    result = BenchmarkResult("tiny", rows, hardware=Hardware(1e11, 1e13, "cpu (x)"), limits=[_limits((16, 64, 1))])
+    (note,) = limits_notes(result)
+    assert note.endswith(
+        "; with each at its limit, the speed-up would be 4.00x (limit_speedup), a ratio of two least times, not a "
+        "ceiling: the measured 8.00x is that times cached's share of its limit over uncached's (50% / 25%)"
+    )
+    assert "allow" not in note.split("; ")[-1]
+    names = ["off", "dynamic", "static"]
+    compared = BenchmarkResult("tiny", [*rows[2:], timed((16, 64), "static", [0.5])], hardware=result.hardware,
+                               limits=result.limits, spec=BenchSpec(cache=tuple(names)), strategies=names)  # fmt: skip
+    (note,) = limits_notes(compared)  # each row's of_limit says its share: no measured speed-up to set beside it
+    assert note.endswith(
+        "; with each at its limit, the speed-up would be 4.00x, a ratio of two least times, not a ceiling on the "
+        "measured one"
+    )

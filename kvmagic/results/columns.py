@@ -74,7 +74,8 @@ MEANINGS: dict[str, str] = {
     "uncached_of_limit": "`--limits`: the limit's seconds / the measured seconds, cache off (1 = at the device's "
     "limit)",
     "cached_of_limit": "`--limits`: the limit's seconds / the measured seconds, cache on",
-    "limit_speedup": "`--limits`: the speed-up the two limits allow",
+    "limit_speedup": "`--limits`: the speed-up with each strategy at its limit, uncached limit's seconds / cached's; "
+    "not a ceiling on the measured `speedup`, which is it x `cached_of_limit` / `uncached_of_limit`",
     "ranks": "`--tp`: the ranks (processes, one per device) the model was split over by tensor parallelism",
     "kv_rank_mib": "`--tp`: the KV cache the fullest rank held (the cached run's, or the row's strategy's; "
     "`kv_cache_mib` is every rank's together); each rank holds its share of the KV heads",
