@@ -103,3 +103,13 @@ def test_a_longer_prompt_with_as_many_new_tokens_is_more_work() -> None:
         f"uncached took 1 s at 164+16 tokens, less than 2 s at 82+16 tokens with less work: {LOAD}; "
         "close other work and rerun, or use --threads 1"
     )
+
+
+def test_the_out_of_order_note_spells_its_seconds_as_the_table_does() -> None:
+    """The table writes seconds to 4 significant digits: 5.912 s there is 5.912 s in the note, not 5.91."""
+    from kvmagic.results.shown import shown_table
+
+    measured = [*pair((82, 16), [8.934], [1.0]), *pair((82, 64), [5.912], [2.0])]
+    assert shown_table(BenchmarkResult("m", measured).to_dataframe())[0]["uncached_s"].tolist() == ["8.934", "5.912"]
+    (note,) = _notes(measured)[1:]
+    assert note.startswith("uncached took 5.912 s at 82+64 tokens, less than 8.934 s at 82+16 tokens with less work")

@@ -7,7 +7,7 @@ import pytest
 
 from kvmagic.core.costmodel import Polynomial, crossing
 from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
-from kvmagic.core.pareto import Point, beats, on_frontier
+from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import REFERENCE
@@ -54,6 +54,9 @@ def test_a_row_is_beaten_only_by_one_no_worse_on_every_figure_and_better_on_one(
         Point(1.0, 1011, 0.0), Point(3.57, 1000, 0.0)
     )
     assert not beats(Point(1.0, 1000, 0.0), Point(1.0, 1009, 0.0))  # a tie on every figure beats nothing
+    # what a beaten row lost, figure by figure: time alone; 8 bytes of 1008 are a tie; an unknown figure is None
+    assert better(Point(1.0, 1008, 0.0), Point(3.57, 1000, 0.0)) == (True, False, False)
+    assert better(Point(1.0, 0, 0.0), Point(2.0, None, 0.01)) == (True, None, True)
 
 
 def test_an_unknown_figure_is_not_guessed() -> None:
@@ -115,9 +118,9 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
         "off at 3.41x its time holds no cache, KL 0; quantized:fp8 at 1.14x its time holds 4.00x less KV, KL 0.002"
         in text
     )
-    assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)." in text
+    assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes and quality)." in text
     assert "fitted at 24, 40, 72 tokens, checked at 136 (the fits were -9.3% to +55.6% off its rows)" in text
-    assert "dynamic overtakes off from 25 tokens (time ratio at 136: predicted 0.347, measured 0.3, +15.6%)" in text
+    assert "dynamic overtakes off from 25 tokens (time ratio at 136: predicted 0.347, measured 0.300, +15.6%)" in text
     wrong_way = "dynamic overtakes static from 44 tokens (time ratio at 136: predicted 0.689, measured 1.02, -32.6%"
     assert wrong_way + ", so static was the faster there)" in text
     assert "no other crossover up to 136 tokens. --frontier adds how long a context each holds" in text
@@ -162,8 +165,10 @@ def test_without_quality_a_row_leaves_the_frontier_only_on_speed_and_bytes() -> 
     found = choice(_sweep(quality=False))
     assert found.frontier == ["off", "static", "quantized:fp8"] and found.beaten_by == {"dynamic": "static"}
     assert "quantized:fp8 at 1.14x its time holds 4.00x less KV, quality not read" in str(found)
-    assert "Beaten on speed and KV bytes at once: dynamic (by static)" in str(found)
-    assert "Beaten on speed, KV bytes and quality at once: dynamic (by static)" in str(choice(_sweep()))
+    assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes, quality not read)" in str(found)
+    assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes and quality)" in str(
+        choice(_sweep())
+    )
 
 
 def test_too_few_lengths_or_no_held_out_row_say_so_instead_of_a_crossover() -> None:
@@ -196,7 +201,10 @@ def test_bytes_a_hair_apart_tie_and_beside_a_cacheless_fastest_are_said_in_mib()
     rows = [timed((64, 8), "off", [1.0], kv_bytes=0), timed((64, 8), "dynamic", [0.5], kv_bytes=2**20),
             timed((64, 8), "static", [0.4], kv_bytes=2**20 + 16)]  # fmt: skip
     result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names)
-    assert "Beaten on speed and KV bytes at once: dynamic (by static)" in str(result.choice())  # quality unread
+    # static's 16 bytes more tie with dynamic's; quality unread
+    assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes, quality not read)" in str(
+        result.choice()
+    )
     exact = Quality(8, 1.0, 0.0, 1.0)
     result.measurements = [timed((64, 8), "off", [0.3], kv_bytes=0)] + [
         timed(m.config, m.strategy, m.seconds, kv_bytes=m.kv_bytes, quality=exact) for m in rows[1:]
@@ -311,7 +319,10 @@ def test_the_crossovers_are_said_one_after_another() -> None:
 def test_each_row_beaten_is_named_with_what_beat_it() -> None:
     found = _at((64, 8), {"off": (1.0, 0, None), "dynamic": (0.5, 1000, None), "static": (0.4, 1000, None),
                           "offloaded": (0.6, 1000, None)}).choice()  # fmt: skip
-    assert "Beaten on speed and KV bytes at once: dynamic (by static), offloaded (by dynamic)." in str(found)
+    assert (
+        "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes, quality not read), offloaded "
+        "(beaten by dynamic: slower, as good on KV bytes, quality not read)."
+    ) in str(found)
 
 
 def test_what_each_row_on_the_frontier_holds_against_the_fastest() -> None:
@@ -369,3 +380,28 @@ def test_two_fits_that_fall_are_both_named() -> None:
         "off its rows): no strategy overtakes another up to 136 tokens; the fit of off, dynamic falls to no time or "
         "less within that range, so it predicts no crossover." in str(found)
     )
+
+
+def test_a_beaten_row_is_said_to_lose_only_on_what_it_loses() -> None:
+    """dynamic beats each: static only on speed (1004 bytes tie with 1000), offloaded only on bytes, quanto only on
+    KL, fp8 on all three; the words name the figures lost and call the rest a tie."""
+    found = _at((64, 8), {"off": (2.0, 0, 0.0), "dynamic": (0.5, 1000, 0.0), "static": (0.6, 1004, 0.0),
+                          "offloaded": (0.5, 2000, 0.0), "quantized:quanto": (0.5, 1000, 0.01),
+                          "quantized:fp8": (0.7, 2000, 0.02)}).choice()  # fmt: skip
+    assert found.beaten_by == dict.fromkeys(["static", "offloaded", "quantized:quanto", "quantized:fp8"], "dynamic")
+    assert (
+        "Off the frontier: static (beaten by dynamic: slower, as good on KV bytes and quality), offloaded (beaten by "
+        "dynamic: more KV bytes, as good on speed and quality), quantized:quanto (beaten by dynamic: lower quality, as "
+        "good on speed and KV bytes), quantized:fp8 (beaten by dynamic: slower, more KV bytes, lower quality)."
+    ) in str(found)
+    assert "at once" not in str(found)
+
+
+def test_a_figure_not_read_is_said_so_beside_what_the_row_lost() -> None:
+    """off holds no cache and lost nothing: it beats a slower row whose bytes were not counted, on speed alone."""
+    found = _at((64, 8), {"off": (0.4, 0, 0.0), "dynamic": (0.5, None, 0.0), "static": (0.6, 1000, 0.0)}).choice()
+    assert found.beaten_by == {"dynamic": "off", "static": "off"}
+    assert (
+        "Off the frontier: dynamic (beaten by off: slower, as good on quality, KV bytes not counted), static (beaten "
+        "by off: slower, more KV bytes, as good on quality)."
+    ) in str(found)

@@ -60,13 +60,13 @@ def test_every_strategy_row_shows_its_interval_and_the_notes_the_plain_row_gets(
     assert " 0.500 [0.500, 0.500] " in lines[4]
     notes = result.notes()
     assert any(note.startswith("static: the 95% interval [") and "holds 1" in note for note in notes)
-    assert "quantized:quanto: slower than off: its 95% interval [0.5, 0.5] lies below 1" in notes
+    assert "quantized:quanto: slower than off: its 95% interval [0.500, 0.500] lies below 1" in notes
     assert not any(note.startswith("dynamic:") for note in notes)
 
 
 def test_a_plain_cached_run_slower_than_uncached_says_so() -> None:
     result = BenchmarkResult("m", rounds(CONFIG, [(1.0, 2.0), (1.1, 2.2), (0.9, 1.8)]))
-    assert "cached: slower than uncached: its 95% interval [0.5, 0.5] lies below 1" in result.notes()
+    assert "cached: slower than uncached: its 95% interval [0.500, 0.500] lies below 1" in result.notes()
 
 
 def _error_bars(axis: object) -> list[tuple[float, float]]:

@@ -96,13 +96,13 @@ def test_the_note_says_what_limits_each_condition_and_the_share_each_run_is_at()
         "cached decode is memory-bound (weights are 80% of each step's bytes): a smaller dtype would help most, "
         "or a larger batch that shares each read of the weights; uncached is compute-bound from 2 tokens on "
         "(every step of this run); cached runs at 50% of what memory bandwidth allows and uncached runs at 50% "
-        "of what matrix throughput allows; the limits allow a speed-up of 2.1x"
+        "of what matrix throughput allows"
     )
     kv_heavy = ModelShape(**{**SHAPE.__dict__, "kv_heads": 64, "windows": ()})
     assert "a quantized cache would help most" in limits_note(limits_for(kv_heavy, HARDWARE, 64, 2))
     batched = limits_note(limits_for(SHAPE, HARDWARE, 1, 3, batch=100))
     assert batched.startswith("cached decode is compute-bound at batch 100")
-    assert "uncached is compute-bound from 2 tokens on;" in limits_note(limits_for(SHAPE, HARDWARE, 1, 3))
+    assert limits_note(limits_for(SHAPE, HARDWARE, 1, 3)).endswith("; uncached is compute-bound from 2 tokens on")
 
 
 def test_the_hardware_describes_itself() -> None:
@@ -168,10 +168,10 @@ def test_the_note_of_a_machine_whose_arithmetic_never_bounds_and_of_one_measured
     assert limits_note(limits, cached_s=6.576) == (
         "cached decode is memory-bound (weights are 80% of each step's bytes): a smaller dtype would help most, "
         "or a larger batch that shares each read of the weights; uncached stays memory-bound at every length; "
-        "cached runs at 50% of what memory bandwidth allows; the limits allow a speed-up of 1.1x"
+        "cached runs at 50% of what memory bandwidth allows"
     )
     only_uncached = limits_note(limits_for(SHAPE, HARDWARE, 4, 3), uncached_s=9.416 * 4)
-    assert "; uncached runs at 25% of what matrix throughput allows; " in only_uncached
+    assert only_uncached.endswith("; uncached runs at 25% of what matrix throughput allows")
     assert "cached runs at" not in only_uncached.replace("uncached runs at", "")
 
 

@@ -98,7 +98,7 @@ def test_a_warm_twin_slower_than_its_cold_self_is_called_slower(warm) -> None:
         for m in result.measurements
     ]  # fmt: skip
     (note,) = [n for n in dataclasses.replace(result, measurements=slowed).notes() if n.startswith("prefix: ")]
-    assert "(2.5x slower), the whole run 1.25x slower" in note and "faster" not in note
+    assert "(2.50x slower), the whole run 1.25x slower" in note and "faster" not in note
 
 
 def test_only_a_cache_that_grows_and_copies_gets_a_warm_twin(tiny, monkeypatch) -> None:

@@ -350,12 +350,15 @@ def _notes_of(*configs: tuple[tuple[int, int], list[float], list[float]], repeat
 
 
 def test_an_interval_that_is_exactly_1_holds_1_and_one_exactly_at_the_speedup_leaves_it_inside() -> None:
-    """Runs that agree pair by pair give an interval of one point: [1, 1] holds 1; [2, 2] holds the speed-up 2."""
-    holds = "cached: the 95% interval [1, 1] holds 1, so these runs cannot tell whether it is faster than uncached"
+    """Runs that agree pair by pair give an interval of one point: [1.00, 1.00] holds 1; [2.00, 2.00] holds the
+    speed-up 2."""
+    holds = (
+        "cached: the 95% interval [1.00, 1.00] holds 1, so these runs cannot tell whether it is faster than uncached"
+    )
     assert _notes_of(((16, 64), [1.0] * 3, [1.0] * 3)) == [f"{holds}: raise -r for more pairs"]
     assert _notes_of(((16, 64), [2.0] * 3, [1.0] * 3)) == _notes_of(((16, 64), [1.5] * 3, [1.0] * 3)) == []
     assert _notes_of(((16, 64), [1.0] * 3, [2.0] * 3)) == [
-        "cached: slower than uncached: its 95% interval [0.5, 0.5] lies below 1"
+        "cached: slower than uncached: its 95% interval [0.500, 0.500] lies below 1"
     ]
     assert _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), ((16, 128), [2.0] * 3, [1.0] * 3)) == [
         f"16+64 tokens {holds}: raise -r for more pairs"
@@ -367,8 +370,8 @@ def test_auto_says_which_stop_came_first_and_advises_each_way_found() -> None:
     disagree widely (the cap came first): more pairs come from a higher cap or a lower target, in that order."""
     notes = _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), ((16, 128), [1.0, 2.0, 1.0, 2.0], [1.5] * 4), repeat="auto")
     assert notes[0] == (
-        "-r auto: 16+64 tokens took 3 pairs; 95% interval 1-1x spans ±0.0% around the median pair's 1x: within the ±5% "
-        "target"
+        "-r auto: 16+64 tokens took 3 pairs; 95% interval [1.00, 1.00] spans ±0.0% around the median pair's 1.00x: "
+        "within the ±5% target"
     )
     assert notes[1].startswith("-r auto: 16+128 tokens took 4 pairs; 95% interval ")
     assert notes[1].endswith(": the 60 s cap (--auto-cap) came first")
@@ -532,3 +535,23 @@ def test_a_batchs_cache_tokens_are_each_sequences_positions() -> None:
 
     held = timed((100, 4, 2), "dynamic", [0.1], kv_bytes=2 * 78 * 16)
     assert strategy_row(held.config, held.strategy, held, None, sizes=KVSizes(16, (None,)))["cache_tokens"] == 78
+
+
+def test_a_note_spells_a_speedup_and_its_interval_as_the_table_does() -> None:
+    """The table writes ratios to 3 digits with their trailing zeros: [0.509, 2.00] in its cell is [0.509, 2.00]
+    in the note under it, not [0.509, 2]; -r auto's and a slower strategy's notes say theirs the same way."""
+    from kvmagic.results.result import BenchmarkResult
+    from kvmagic.results.shown import INTERVAL_HEADER, shown_table
+
+    from .records import rounds
+
+    result = BenchmarkResult("m", rounds((8, 4), [(1.0, 0.75), (1.0, 1.0), (1.0, 1.3)]))
+    assert shown_table(result.to_dataframe())[0][INTERVAL_HEADER].tolist() == ["1.00 [0.509, 2.00]"]
+    assert result.notes()[0].startswith("cached: the 95% interval [0.509, 2.00] holds 1, so these runs cannot tell")
+    assert _notes_of(((16, 64), [1.0] * 3, [2.0] * 3)) == [
+        "cached: slower than uncached: its 95% interval [0.500, 0.500] lies below 1"
+    ]
+    assert _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), repeat="auto")[0] == (
+        "-r auto: 16+64 tokens took 3 pairs; 95% interval [1.00, 1.00] spans ±0.0% around the median pair's 1.00x: "
+        "within the ±5% target"
+    )

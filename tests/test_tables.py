@@ -98,7 +98,7 @@ def test_a_warm_twin_is_set_against_its_cold_self_and_a_cold_row_reused_nothing(
     assert prefix_notes(result) == [
         (
             "prefix: the prompt's first 48 tokens reused: each warm run starts from a copy of their cache, built once, "
-            "untimed; dynamic+prefix reached its first token in 0.05 s against 0.2 s cold (4x faster), the whole run "
+            "untimed; dynamic+prefix reached its first token in 0.05 s against 0.2 s cold (4.00x faster), the whole run "
             "1.25x faster, with the same tokens"
         )
     ]
@@ -113,9 +113,11 @@ def test_a_warm_twin_slower_untimed_or_with_other_tokens_says_so_per_configurati
     )
     notes = prefix_notes(result)
     assert len(notes) == 2 and notes[1].startswith("32+8 tokens: the prompt's first 48 tokens reused")
-    assert notes[1].endswith("0 s against 0.2 s cold (not timed), the whole run 1x faster, with other tokens than cold")
+    assert notes[1].endswith(
+        "0 s against 0.2 s cold (not timed), the whole run 1.00x: about as fast, with other tokens than cold"
+    )
     slower = prefix_notes(_warm(1.6, 0.1))[0]
-    assert "(2x faster), the whole run 1.6x slower, with the same tokens" in slower
+    assert "(2.00x faster), the whole run 1.60x slower, with the same tokens" in slower
 
 
 def test_two_warm_twins_at_one_configuration_are_said_one_after_the_other() -> None:
@@ -125,8 +127,8 @@ def test_two_warm_twins_at_one_configuration_are_said_one_after_the_other() -> N
     result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
                              facts=RunFacts(prefix_tokens=48))  # fmt: skip
     assert prefix_notes(result)[0].endswith(
-        "the whole run 2x faster, with the same tokens; offloaded+prefix reached its first token in 0.2 s against "
-        "0.2 s cold (1x faster), the whole run 3x faster, with the same tokens"
+        "the whole run 2.00x faster, with the same tokens; offloaded+prefix reached its first token in 0.2 s against "
+        "0.2 s cold (1.00x: about as fast), the whole run 3.00x faster, with the same tokens"
     )
 
 
@@ -221,3 +223,49 @@ def test_the_limits_note_reads_the_longest_context_against_the_hardware() -> Non
     result.limits = [_limits((64, 8, 1), 0.25)]  # the longest configuration has no bound: the longest that has
     (note,) = limits_notes(result)
     assert note.startswith(f"limits ({hardware.describe()}), at 64+8 tokens:") and "a quantized cache would" in note
+
+
+def test_the_prefix_note_spells_its_seconds_and_ratios_as_the_table_does() -> None:
+    """The table writes seconds to 4 significant digits and ratios to 3: 0.005103 s, not 0.0051 s; 0.2 / 0.005103
+    = 39.19 as 39.2x."""
+    note = prefix_notes(_warm(0.8, 0.005103))[0]
+    assert "reached its first token in 0.005103 s against 0.2 s cold (39.2x faster), the whole run 1.25x faster" in note
+
+
+def test_a_warm_twin_within_rounding_or_noise_of_its_cold_self_is_about_as_fast() -> None:
+    """0.998x reads 1.00x either way up, so neither faster nor slower; nor is 1.05x whose pairs' 95% interval
+    holds 1 (their warm-over-cold ratios 1.25, 1.05, 0.833)."""
+    rounded = prefix_notes(_warm(1.002, 0.2))[0]
+    assert rounded.endswith("(1.00x: about as fast), the whole run 0.998x: about as fast, with the same tokens")
+    names = ["off", "dynamic", "dynamic+prefix"]
+    rows = [timed((64, 8), "off", [2.0] * 3, ttft_s=0.5), timed((64, 8), "dynamic", [1.0] * 3, ttft_s=0.2),
+            timed((64, 8), "dynamic+prefix", [0.8, 0.95, 1.2], ttft_s=0.1)]  # fmt: skip
+    noisy = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
+                            facts=RunFacts(prefix_tokens=48))  # fmt: skip
+    assert (
+        "(2.00x faster), the whole run 1.05x: about as fast (its 95% interval [0.622, 1.71] holds 1), with"
+        in (prefix_notes(noisy)[0])
+    )
+    noisy.measurements[-1] = timed((64, 8), "dynamic+prefix", [0.5, 0.55, 0.6], ttft_s=0.1)  # [1.45, 2.29]
+    assert "(2.00x faster), the whole run 1.82x faster, with" in prefix_notes(noisy)[0]
+
+
+def test_the_limits_speed_up_is_not_a_ceiling_on_the_measured_one() -> None:
+    """At 16+64 both limits hold 0.8 s uncached and 0.2 s cached: 4.00x; measured 3.2 / 0.4 = 8.00x, above it,
+    since the cached run reaches 0.2 / 0.4 = 50% of its limit and the uncached 0.8 / 3.2 = 25%: 4 x 50 / 25 = 8."""
+    rows = pair((64, 8), [1.6], [0.4]) + pair((16, 64), [3.2], [0.4])
+    result = BenchmarkResult("tiny", rows, hardware=Hardware(1e11, 1e13, "cpu (x)"), limits=[_limits((16, 64, 1))])
+    (note,) = limits_notes(result)
+    assert note.endswith(
+        "; with each at its limit, the speed-up would be 4.00x (limit_speedup), a ratio of two least times, not a "
+        "ceiling: the measured 8.00x is that times cached's share of its limit over uncached's (50% / 25%)"
+    )
+    assert "allow" not in note.split("; ")[-1]
+    names = ["off", "dynamic", "static"]
+    compared = BenchmarkResult("tiny", [*rows[2:], timed((16, 64), "static", [0.5])], hardware=result.hardware,
+                               limits=result.limits, spec=BenchSpec(cache=tuple(names)), strategies=names)  # fmt: skip
+    (note,) = limits_notes(compared)  # each row's of_limit says its share: no measured speed-up to set beside it
+    assert note.endswith(
+        "; with each at its limit, the speed-up would be 4.00x, a ratio of two least times, not a ceiling on the "
+        "measured one"
+    )

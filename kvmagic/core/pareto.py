@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["BYTES_TIE", "Point", "beats", "on_frontier"]
+__all__ = ["BYTES_TIE", "Point", "beats", "better", "on_frontier"]
 
 BYTES_TIE = 0.01  # a share of the larger: KV bytes this close are the same cache
 
@@ -54,6 +54,15 @@ def beats(a: Point, b: Point) -> bool:
     figures = list(zip(a.figures(), b.figures(), _BEST, _TIES))
     return all(_no_worse(mine, theirs, best, tie) for mine, theirs, best, tie in figures) and any(
         _better(mine, theirs, tie) for mine, theirs, _, tie in figures
+    )
+
+
+def better(a: Point, b: Point) -> tuple[bool | None, ...]:
+    """For each figure, whether ``a`` is better than ``b`` there (ties as :func:`beats` counts them); None where
+    either lacks it. Where ``a`` beats ``b``, False is a tie: what the beaten row did not lose."""
+    return tuple(
+        None if mine is None or theirs is None else _better(mine, theirs, tie)
+        for mine, theirs, tie in zip(a.figures(), b.figures(), _TIES)
     )
 
 

@@ -227,8 +227,8 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true",
            examples=("",)),
     Option(("--limits",), "Probe the device's copy bandwidth and matrix throughput first (once per session) and add "
-           "each strategy's limit (the most tok/s the device allows), the share of it measured, the speed-up the "
-           "limits allow, and which of the two governs.", "limits", action="store_true", examples=("",)),
+           "each strategy's limit (the most tok/s the device allows), the share of it measured, the speed-up with "
+           "both at their limits, and which of the two governs.", "limits", action="store_true", examples=("",)),
     Option(("--frontier",), "After measuring, predict for each strategy the longest context and the largest batch "
            "that fit in the memory free on the model's device; --frontier check also runs one cached generate at "
            "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?",

@@ -12,6 +12,7 @@ import statistics
 from itertools import combinations
 from typing import TYPE_CHECKING
 
+from kvmagic.results.columns import cell
 from kvmagic.results.measurement import MIN_REPEAT_FOR_SPREAD
 
 if TYPE_CHECKING:
@@ -45,13 +46,13 @@ def _no_interval(result: BenchmarkRecord) -> list[str]:
 def _out_of_order(result: BenchmarkRecord) -> list[str]:
     """A strategy that took less time for more work (as long a prompt and as many new tokens, or more, in the
     same batch): one line per strategy, naming the first such pair of configurations."""
-    found = []
+    found, seconds = [], cell("seconds")
     for name, measured in _by_strategy(result).items():
         for less, more in combinations(sorted(measured, key=lambda m: m.config), 2):
             if _more_work(more, less) and less.median_s >= JITTER_S and more.median_s < OUT_OF_ORDER * less.median_s:
                 found.append(
-                    f"{name} took {more.median_s:.3g} s at {more.config}, less than {less.median_s:.3g} s at "
-                    f"{less.config} with less work: {LOAD}; close other work and rerun, or use --threads 1"
+                    f"{name} took {seconds(more.median_s)} s at {more.config}, less than {seconds(less.median_s)} s "
+                    f"at {less.config} with less work: {LOAD}; close other work and rerun, or use --threads 1"
                 )
                 break
     return found

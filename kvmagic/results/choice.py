@@ -20,9 +20,10 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial, lowest
-from kvmagic.core.pareto import Point, beats, on_frontier
+from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
+from kvmagic.results.columns import cell
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
@@ -34,6 +35,9 @@ __all__ = ["MIN_LENGTHS", "MIN_STRATEGIES", "Choice", "Crossover", "Fit", "choic
 
 MIN_STRATEGIES = 3  # rows at one configuration before a choice has something to say (off and two more)
 MIN_LENGTHS = 4  # three to fit a line (fit_polynomial holds one out to pick a degree), one held out to check it
+# Each figure of a Point, in order, in the words for a row that lost on it, tied on it, or whose figure is unknown.
+_FIGURES = (("slower", "speed", ""), ("more KV bytes", "KV bytes", "KV bytes not counted"),
+            ("lower quality", "quality", "quality not read"))  # fmt: skip
 
 
 def _point(m: Measurement) -> Point:
@@ -234,15 +238,28 @@ def paragraph(found: Choice) -> str:
         )
     sentences = [lead]
     if found.beaten_by:
-        beaten = ", ".join(f"{s} (by {by})" for s, by in found.beaten_by.items())
-        read = any(p.kl_nats is not None for p in points.values())
-        figures = "speed, KV bytes and quality" if read else "speed and KV bytes"  # quality unread: --prefix
-        sentences.append(f"beaten on {figures} at once: {beaten}")
+        sentences.append("off the frontier: " + ", ".join(_beaten(found, s, by) for s, by in found.beaten_by.items()))
     return ". ".join(s[0].upper() + s[1:] for s in [*sentences, _crossing_text(found), _reach_text(found)]) + "."
 
 
+def _beaten(found: Choice, strategy: Strategy, by: Strategy) -> str:
+    """What a row off the frontier lost to the row that beats it, and on which figures the two tie."""
+    lost: list[str] = []
+    tied: list[str] = []
+    unknown: list[str] = []
+    for (worse, figure, unread), edge in zip(_FIGURES, better(found.points[by], found.points[strategy])):
+        if edge is None:
+            unknown.append(unread)
+        elif edge:
+            lost.append(worse)
+        else:
+            tied.append(figure)
+    said = [*lost, *([f"as good on {' and '.join(tied)}"] if tied else []), *unknown]
+    return f"{strategy} (beaten by {by}: {', '.join(said)})"
+
+
 def _quality(point: Point) -> str:
-    return "quality not read" if point.kl_nats is None else f"KL {point.kl_nats:.2g}"
+    return "quality not read" if point.kl_nats is None else f"KL {cell('kl_nats')(point.kl_nats)}"
 
 
 def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
@@ -260,8 +277,8 @@ def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
 
 
 def _times(ratio: float) -> str:
-    """A ratio to 3 significant digits, trailing zeros kept (1.00x, 1.20x, 12.0x), as the table writes a speed-up."""
-    return f"{ratio:#.3g}".rstrip(".") + "x"
+    """A ratio as the table writes a speed-up (1.00x, 1.20x, 12.0x)."""
+    return cell("speedup")(ratio) + "x"
 
 
 def _held(mine: float | None, theirs: float | None) -> str:
@@ -271,7 +288,7 @@ def _held(mine: float | None, theirs: float | None) -> str:
     if mine == 0:
         return "holds no cache"
     if not theirs:
-        return f"holds {mine / 2**20:.4g} MiB of KV"
+        return f"holds {cell('kv_cache_mib')(mine / 2**20)} MiB of KV"
     if mine == theirs:
         return "holds as much KV"
     times = _times(max(mine, theirs) / min(mine, theirs))
@@ -292,7 +309,7 @@ def _crossing_text(found: Choice) -> str:
     )
     crossings = [
         f"{c.overtaker} overtakes {c.overtaken} from {c.context} tokens (time ratio at {held_out}: predicted "
-        f"{c.predicted_ratio:.3g}, measured {c.measured_ratio:.3g}, {c.error:+.1%}"
+        f"{cell('speedup')(c.predicted_ratio)}, measured {cell('speedup')(c.measured_ratio)}, {c.error:+.1%}"
         + ("" if c.agrees else f", so {c.overtaken} was the faster there")
         + ")"
         for c in found.crossovers

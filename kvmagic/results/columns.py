@@ -8,13 +8,16 @@ docs/columns.md. A column no table registers here fails the test that keeps the 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kvmagic.core.strategy import DYNAMIC, OFF, Strategy
 
 __all__ = [
     "ADDITIONS", "FRONTIER_MEANINGS", "MEANINGS", "PAIR_VIEW", "REGISTRY", "ROW_COLUMNS", "SHAPE_MEANINGS", "Addition",
-    "Column", "added", "column",
+    "Column", "added", "cell", "column", "interval", "missing",
 ]  # fmt: skip
 
 _PEAK = (
@@ -71,7 +74,8 @@ MEANINGS: dict[str, str] = {
     "uncached_of_limit": "`--limits`: the limit's seconds / the measured seconds, cache off (1 = at the device's "
     "limit)",
     "cached_of_limit": "`--limits`: the limit's seconds / the measured seconds, cache on",
-    "limit_speedup": "`--limits`: the speed-up the two limits allow",
+    "limit_speedup": "`--limits`: the speed-up with each strategy at its limit, uncached limit's seconds / cached's; "
+    "not a ceiling on the measured `speedup`, which is it x `cached_of_limit` / `uncached_of_limit`",
     "ranks": "`--tp`: the ranks (processes, one per device) the model was split over by tensor parallelism",
     "kv_rank_mib": "`--tp`: the KV cache the fullest rank held (the cached run's, or the row's strategy's; "
     "`kv_cache_mib` is every rank's together); each rank holds its share of the KV heads",
@@ -293,3 +297,40 @@ REGISTRY: dict[str, Column] = {
 def column(name: str) -> Column:
     """The registered column ``name``; one a table shows without registering it has no meaning, unit or form."""
     return REGISTRY.get(name) or Column(name, "")
+
+
+def missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _figure(value: Any) -> str:
+    """4 significant digits, without an exponent for large numbers; a missing value is blank."""
+    if missing(value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+    return str(value)
+
+
+def _ratio(value: float) -> str:
+    """3 significant digits, trailing zeros kept so a column of ratios lines up (1.50, 15.3, 123)."""
+    if missing(value):
+        return ""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:#.3g}".rstrip(".")
+
+
+def _change(value: float) -> str:
+    return "" if missing(value) else f"{value:+.1%}"
+
+
+def cell(name: str) -> Callable[[Any], str]:
+    """How column ``name``'s values read in every table kvmagic shows and in the notes under it, by the form the
+    column registry gives it: a change as a signed percentage, a speed-up (or its interval's ends) to 3 digits, any
+    other number to 4, a missing value blank."""
+    return {"change": _change, "speedup": _ratio}.get(column(name).form, _figure)
+
+
+def interval(name: str, low: float, high: float) -> str:
+    """An interval of column ``name``'s figure as the table writes it beside the figure (``[3.10, 3.90]``); blank
+    where either end is missing."""
+    return "" if missing(low) or missing(high) else f"[{cell(name)(low)}, {cell(name)(high)}]"

@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from kvmagic.core.limits import Limits, limits_note
-from kvmagic.results.columns import added
+from kvmagic.results.columns import added, cell
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
@@ -64,4 +64,19 @@ def limits_notes(result: BenchmarkRecord) -> list[str]:
     pair = result.only_pair(config)
     # A cache comparison's rows say each strategy's share of its bound (of_limit); the note, what governs.
     note = limits_note(limits) if pair is None else limits_note(limits, pair.reference.median_s, pair.other.median_s)
-    return [f"limits ({result.hardware.describe()}), at {config}: {note}"]
+    speedup = f"; {_speedup(limits, pair)}" if math.isfinite(limits.speedup) else ""  # a saved file's may be gone
+    return [f"limits ({result.hardware.describe()}), at {config}: {note}{speedup}"]
+
+
+def _speedup(limits: Limits, pair: Pair | None) -> str:
+    """The speed-up with each strategy at its limit, and the measured one beside it where there is one: a ratio of
+    two least times bounds neither, so a run further from its limit than the other moves the measured one past it."""
+    said = f"with each at its limit, the speed-up would be {cell('limit_speedup')(limits.speedup)}x"
+    if pair is None:
+        return f"{said}, a ratio of two least times, not a ceiling on the measured one"
+    cached, uncached = limits.cached.reached(pair.other.median_s), limits.uncached.reached(pair.reference.median_s)
+    return (
+        f"{said} (limit_speedup), a ratio of two least times, not a ceiling: the measured "
+        f"{cell('speedup')(pair.speedup)}x is that times cached's share of its limit over uncached's "
+        f"({cached:.0%} / {uncached:.0%})"
+    )

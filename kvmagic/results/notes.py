@@ -10,6 +10,7 @@ from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE
 from kvmagic.results.caution import caution_notes
 from kvmagic.results.choice import choice_notes
+from kvmagic.results.columns import cell, interval
 from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes
@@ -115,12 +116,13 @@ def _ppl_notes(result: BenchmarkRecord) -> list[str]:
         if q is None or q.ppl_interval is None or q.ppl_ratio == 1:
             continue
         (low, high), name = q.ppl_interval, str(m.strategy) + (f" at {m.config}" if len(result.configs) > 1 else "")
-        interval = f"rough 95% interval [{low:.3g}, {high:.3g}] over its {q.steps} steps"
+        rough = f"rough 95% interval {interval('ppl_ratio', low, high)} over its {q.steps} steps"
+        ratio = cell("ppl_ratio")
         if low <= 1 <= high:
-            found.append(f"{name}: ppl_ratio {q.ppl_ratio:.3g} is within noise ({interval} holds 1): neither "
+            found.append(f"{name}: ppl_ratio {ratio(q.ppl_ratio)} is within noise ({rough} holds 1): neither "
                          f"better nor worse than {FULL_CACHE}'s")  # fmt: skip
         elif q.ppl_ratio < 1:
-            found.append(f"{name}: ppl_ratio {q.ppl_ratio:.3g} ({interval}): surer of these tokens than "
+            found.append(f"{name}: ppl_ratio {ratio(q.ppl_ratio)} ({rough}): surer of these tokens than "
                          f"{FULL_CACHE}, not closer to its predictions (kl_nats says how far they moved)")  # fmt: skip
     return found
 
@@ -171,19 +173,19 @@ def _interval_notes(result: BenchmarkRecord) -> list[str]:
             low, high = pair.interval if pair is not None else (math.nan, math.nan)
             name = f"{config} " if len(result.configs) > 1 else ""
             name += result.shown_name(strategy)
-            interval = f"95% interval [{low:.3g}, {high:.3g}]"
+            ends, ratio = f"95% interval {interval('speedup', low, high)}", cell("speedup")
             if low <= 1 <= high:
                 found.append(
-                    f"{name}: the {interval} holds 1, so these runs cannot tell whether it is faster than "
+                    f"{name}: the {ends} holds 1, so these runs cannot tell whether it is faster than "
                     f"{result.shown_name(REFERENCE)}: {more_pairs(result)} for more pairs"
                 )
                 continue
             if high < 1:
-                found.append(f"{name}: slower than {result.shown_name(REFERENCE)}: its {interval} lies below 1")
+                found.append(f"{name}: slower than {result.shown_name(REFERENCE)}: its {ends} lies below 1")
             if pair is not None and math.isfinite(low) and not low <= pair.speedup <= high:
                 found.append(
-                    f"{name}: the speed-up {pair.speedup:.3g} (a ratio of median times) lies outside its {interval}, "
-                    f"drawn from each pair's own ratio (median {_reach(pair)[0]:.3g}): the machine's speed changed "
+                    f"{name}: the speed-up {ratio(pair.speedup)} (a ratio of median times) lies outside its {ends}, "
+                    f"drawn from each pair's own ratio (median {ratio(_reach(pair)[0])}): the machine's speed changed "
                     "between pairs, which a pair's own ratio cancels, so read the interval"
                 )
     return found
@@ -203,8 +205,8 @@ def _auto_repeat_notes(result: BenchmarkRecord) -> list[str]:
             else f"the {spec.auto_cap:g} s cap (--auto-cap) came first"
         )
         found.append(
-            f"-r auto: {pair.config} took {len(pair.rounds)} pairs; 95% interval "
-            f"{low:.3g}-{high:.3g}x spans ±{width:.1%} around the median pair's {middle:.3g}x: {verdict}"
+            f"-r auto: {pair.config} took {len(pair.rounds)} pairs; 95% interval {interval('speedup', low, high)} "
+            f"spans ±{width:.1%} around the median pair's {cell('speedup')(middle)}x: {verdict}"
         )
     return found
 

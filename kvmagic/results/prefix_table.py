@@ -10,6 +10,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.results.columns import cell, interval
+from kvmagic.results.measurement import Pair
+
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
     from kvmagic.results.benchmark_record import BenchmarkRecord
@@ -67,16 +70,24 @@ def _saved(result: BenchmarkRecord, m: Measurement) -> str:
     assert cold is not None
     values = prefix_values(result, m)
     same = "the same tokens" if values["same_as_cold"] else "other tokens than cold"
+    seconds = cell("ttft_s")
+    rounds = Pair(cold, m, sequential=result.spec.repeat == "auto")  # the same rounds: the cold run as reference
     return (
-        f"{m.strategy} reached its first token in {m.ttft_s:.3g} s against {cold.ttft_s:.3g} s cold "
-        f"({_ratio(values['warm_ttft_speedup'])}), the whole run {_ratio(values['warm_speedup'])}, with {same}"
+        f"{m.strategy} reached its first token in {seconds(m.ttft_s)} s against {seconds(cold.ttft_s)} s cold "
+        f"({_ratio(values['warm_ttft_speedup'])}), the whole run {_ratio(values['warm_speedup'], rounds.interval)}, "
+        f"with {same}"
     )
 
 
-def _ratio(speedup: float) -> str:
-    """A warm-over-cold ratio in words: below 1 the warm run was the slower one, and says so."""
-    if math.isnan(speedup):
+def _ratio(speedup: float, spread: tuple[float, float] = (math.nan, math.nan)) -> str:
+    """A warm-over-cold ratio in words: below 1 the warm run was the slower one, and says so; one that reads 1.00x
+    either way up, or whose pairs' 95% interval holds 1, is neither faster nor slower."""
+    if not speedup > 0:
         return "not timed"
-    if speedup < 1:
-        return f"{1 / speedup:.3g}x slower"
-    return f"{speedup:.3g}x faster"
+    ratio = cell("warm_speedup")
+    low, high = spread
+    if low <= 1 <= high:
+        return f"{ratio(speedup)}x: about as fast (its 95% interval {interval('warm_speedup', low, high)} holds 1)"
+    if ratio(max(speedup, 1 / speedup)) == ratio(1.0):
+        return f"{ratio(speedup)}x: about as fast"
+    return f"{ratio(1 / speedup)}x slower" if speedup < 1 else f"{ratio(speedup)}x faster"

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.results.choice import MIN_STRATEGIES
-from kvmagic.results.columns import column
+from kvmagic.results.columns import cell, interval, missing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,45 +62,14 @@ _WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
 _IDENTIFYING = ("model", "prompt_tokens", "new_tokens", "batch", "strategy")
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _figure(value: Any) -> str:
-    """4 significant digits, without an exponent for large numbers; a missing value is blank."""
-    if _missing(value):
-        return ""
-    if isinstance(value, float):
-        return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
-    return str(value)
-
-
-def _ratio(value: float) -> str:
-    """3 significant digits, trailing zeros kept so a column of ratios lines up (1.50, 15.3, 123)."""
-    if _missing(value):
-        return ""
-    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:#.3g}".rstrip(".")
-
-
-def _change(value: float) -> str:
-    return "" if _missing(value) else f"{value:+.1%}"
-
-
-def cell(name: str) -> Callable[[Any], str]:
-    """How column ``name``'s values read in every table kvmagic shows, by the form the column registry gives it: a
-    change as a signed percentage, a speed-up (or its interval's ends) to 3 digits, any other number to 4, a
-    missing value blank."""
-    return {"change": _change, "speedup": _ratio}.get(column(name).form, _figure)
-
-
 def _speedups(frame: pd.DataFrame) -> list[str]:
     """The speed-up, followed by its interval where both ends are known: ``3.47 [3.10, 3.90]``."""
     low = frame.get("speedup_ci_low", [math.nan] * len(frame))
     high = frame.get("speedup_ci_high", [math.nan] * len(frame))
     cells = []
     for value, lo, hi in zip(frame["speedup"], low, high):
-        interval = "" if _missing(lo) or _missing(hi) else f" [{_ratio(lo)}, {_ratio(hi)}]"
-        cells.append(_ratio(value) + interval if not _missing(value) else "")
+        ends = interval("speedup", lo, hi)
+        cells.append(cell("speedup")(value) + (f" {ends}" if ends else "") if not missing(value) else "")
     return cells
 
 
@@ -136,7 +105,7 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                 cells[name] = marks
         elif name == "speedup":
             speedups = _speedups(frame)
-            cells[INTERVAL_HEADER if any("[" in cell for cell in speedups) else name] = speedups
+            cells[INTERVAL_HEADER if any("[" in text for text in speedups) else name] = speedups
         elif _left_out(frame, name):
             continue
         elif name == "model" and name in frame.columns:
@@ -165,7 +134,7 @@ def _left_out(frame: pd.DataFrame, name: str) -> bool:
         return not _batched(frame)
     if name == "pareto":
         return not _compared(frame)
-    return name in _WHERE_READ and all(_missing(value) for value in frame.get(name, ()))
+    return name in _WHERE_READ and all(missing(value) for value in frame.get(name, ()))
 
 
 def _compared(frame: pd.DataFrame) -> bool:
@@ -173,13 +142,13 @@ def _compared(frame: pd.DataFrame) -> bool:
     frontier worth marking."""
     if "pareto" not in frame.columns:
         return False
-    ran = frame[[not _missing(value) for value in frame["pareto"]]]
+    ran = frame[[not missing(value) for value in frame["pareto"]]]
     keys = [name for name in ("model", "prompt_tokens", "new_tokens", "batch") if name in ran.columns]
     return not ran.empty and int(ran.groupby(keys).size().max()) >= MIN_STRATEGIES
 
 
 def _batched(frame: pd.DataFrame) -> bool:
-    return "batch" in frame.columns and any(not _missing(b) and b > 1 for b in frame["batch"])
+    return "batch" in frame.columns and any(not missing(b) and b > 1 for b in frame["batch"])
 
 
 def _lines(cells: pd.DataFrame) -> list[str]:
@@ -212,7 +181,7 @@ def _width(cells: pd.DataFrame) -> int:
 def _lossy(frame: pd.DataFrame) -> bool:
     """Some strategy's predictions left the full cache's (a lossless one scores exactly 1 and 0)."""
     agreement, kl = frame.get("top1_agreement", ()), frame.get("kl_nats", ())
-    return any(value < 1 for value in agreement if not _missing(value)) or any(value > 0 for value in kl)
+    return any(value < 1 for value in agreement if not missing(value)) or any(value > 0 for value in kl)
 
 
 def _filled(text: str, width: int, indent: str) -> str:

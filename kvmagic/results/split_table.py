@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.results.columns import added
+from kvmagic.results.columns import added, cell
 
 if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
@@ -65,12 +65,12 @@ def split_notes(result: BenchmarkRecord) -> list[str]:
     if pairs:
         pair = max(pairs, key=lambda p: (p.config.prompt_tokens + p.config.new_tokens, p.config.batch))
         values = split_values(pair)
-        total = (pair.other.kv_bytes or 0) / MIB
+        total, ms, mib = (pair.other.kv_bytes or 0) / MIB, cell("comm_ms"), cell("kv_rank_mib")
         found.append(
             f"{pair.config}: collectives took {values['uncached_comm_share']:.0%} of an uncached run "
-            f"({values['uncached_comm_ms']:.3g} ms per step) and {values['cached_comm_share']:.0%} of a cached one "
-            f"({values['cached_comm_ms']:.3g} ms per step); the KV cache is {values['kv_rank_mib']:.4g} MiB per rank, "
-            f"{total:.4g} MiB in all"
+            f"({ms(values['uncached_comm_ms'])} ms per step) and {values['cached_comm_share']:.0%} of a cached one "
+            f"({ms(values['cached_comm_ms'])} ms per step); the KV cache is {mib(values['kv_rank_mib'])} MiB per "
+            f"rank, {mib(total)} MiB in all"
         )
     for m in result.measurements:
         if m.ranks is not None and not m.ranks.agree:
