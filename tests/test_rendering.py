@@ -234,6 +234,24 @@ def test_times_vary_past_a_tenth_of_the_median_not_at_it() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("metadata", "steadier"),
+    [({"device": "cpu", "threads": 2}, True), ({"device": "cpu", "threads": 1}, False),
+     ({"device": "cuda:0 (NVIDIA H200)", "threads": 16}, False), ({}, False)],
+)  # fmt: skip
+def test_times_that_vary_on_a_cpu_with_threads_suggest_one_thread(metadata: dict, steadier: bool) -> None:
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.results.result import BenchmarkResult
+
+    from .records import timed
+
+    rows = [timed((16, 64), s, [t * (i + 1) for t in (2.0, 2.5, 3.0)]) for i, s in enumerate(("off", "dynamic"))]
+    result = BenchmarkResult("m", rows, spec=BenchSpec(repeat=3), strategies=["off", "dynamic"], metadata=metadata)
+    advice = "close other work, use --threads 1, or raise -r" if steadier else "close other work or raise -r"
+    said = f"warning: times vary (IQR over 10% of the median) for uncached 20%, cached 20%: {advice} for more pairs"
+    assert _said(result, "warning: times vary") == [f"{said} before trusting the speed-up"]
+
+
 def test_a_cell_says_which_sequence_of_a_batch_differed_counting_from_one() -> None:
     from kvmagic.results.report import short_mismatch
 

@@ -194,8 +194,8 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            examples=("1",)),
     Option(("--fail-on",), "With --compare, exit with status 1 when a row moved past SPEC and the comparison calls "
            "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%% "
-           "(with --cache or --prefix, a row per strategy: speedup, seconds:+10%%); comma-separated or repeated.", "fail_on", action="append", metavar="SPEC", hosts=("cli",),
-           examples=("speedup:-50%",)),
+           "(with --cache or --prefix, a row per strategy: speedup, seconds:+10%%); comma-separated or repeated.",
+           "fail_on", action="append", metavar="SPEC", hosts=("cli",), examples=("speedup:-50%",)),
     Option(("--cache",), f"Compare KV-cache strategies instead, one row each against off: {', '.join(KNOWN)}, "
            "press:METHOD:RATIO (a kvpress method dropping that share of the prompt's positions, e.g. "
            "press:snapkv:0.5; a sweep press:snapkv:0.25-0.75+0.25), or any other cache_implementation the "

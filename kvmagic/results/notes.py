@@ -73,7 +73,9 @@ def _spread_warning(result: BenchmarkRecord) -> list[str]:
     sweep = len(result.configs) > 1
     which = "; ".join(", ".join(names) + (f" at {config}" if sweep else "") for config, names in noisy.items())
     speedups = "speed-up" if len(result.strategies) == 2 and not sweep else "speed-ups"
-    advice = f"close other work or {more_pairs(result)} for more pairs before trusting the {speedups}"
+    shared = str(result.metadata.get("device", "")).startswith("cpu") and result.metadata.get("threads", 1) > 1
+    steadier = ", use --threads 1," if shared else ""  # threads that wait on other work's stall every step
+    advice = f"close other work{steadier} or {more_pairs(result)} for more pairs before trusting the {speedups}"
     return [f"warning: times vary (IQR over {stats.SPREAD_WARNING:.0%} of the median) for {which}: {advice}"]
 
 
