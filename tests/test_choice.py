@@ -405,3 +405,28 @@ def test_a_figure_not_read_is_said_so_beside_what_the_row_lost() -> None:
         "Off the frontier: dynamic (beaten by off: slower, as good on quality, KV bytes not counted), static (beaten "
         "by off: slower, more KV bytes, as good on quality)."
     ) in str(found)
+
+
+def _rounds(times: dict[str, list[float]]) -> BenchmarkResult:
+    """Rows at 64+8 tokens from their rounds (round i of each ran side by side), bytes and KL alike but off's."""
+    rows = [timed((64, 8), name, seconds, kv_bytes=0 if name == "off" else 1000, quality=Quality(8, 1.0, 0.0, 1.0))
+            for name, seconds in times.items()]  # fmt: skip
+    return BenchmarkResult(model="tiny", measurements=rows, spec=BenchSpec(cache=tuple(times), repeat=5),
+                           strategies=list(times))  # fmt: skip
+
+
+def test_a_row_whose_time_the_rounds_cannot_tell_from_the_fastest_is_said_to_be_within_noise() -> None:
+    """static's per-round ratios to dynamic (1.2, 0.9, 1.1, 0.95, 1.05) straddle 1, so their 95% interval (here
+    the lowest and highest of 5 pairs) holds it: the rounds cannot say which is faster. off is 4x slower every
+    round: apart."""
+    dynamic = [0.50, 0.50, 0.50, 0.50, 0.50]
+    found = _rounds({"off": [2.0] * 5, "dynamic": dynamic, "static": [0.60, 0.45, 0.55, 0.475, 0.525]}).choice()
+    assert found.close == {frozenset(("dynamic", "static"))}
+    said = str(found)
+    assert said.startswith("At 64+8 tokens: dynamic is fastest (4.00x off's speed, KL 0), though static is within "
+                           "noise of its time; ")  # fmt: skip
+    assert "static (beaten by dynamic: slower within noise, as good on KV bytes and quality)" in said
+    apart = _rounds({"off": [2.0] * 5, "dynamic": dynamic, "static": [0.60, 0.55, 0.65, 0.575, 0.625]}).choice()
+    assert apart.close == frozenset() and "noise" not in str(apart)
+    one = _rounds({"off": [2.0], "dynamic": [0.5], "static": [0.5001]}).choice()  # one round: no interval, no word
+    assert one.close == frozenset() and "noise" not in str(one)

@@ -11,6 +11,9 @@ another as the context grows, how long a context each holds, and a paragraph tha
   or, with ``--frontier``, to the shorter of the two strategies' reach. Each crossover is shown beside the check:
   the two strategies' time ratio at the held-out length, predicted and measured.
 - The reach: ``--frontier``'s longest context per strategy in the memory free, with its check where one ran.
+- Noise: two rows whose times the rounds cannot tell apart (the 95% interval of their per-round time ratio, as
+  the table's speed-up interval is taken, holds 1) are said to be within noise of each other, where one is
+  called fastest or slower than the other.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial, lowest
+from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
@@ -107,6 +111,7 @@ class Choice:
     unfitted: str  # why there are no fits, or which strategy has none; empty where every one has
     reach: Frontier | None
     falling: tuple[Strategy, ...] = ()  # whose fit falls to no time or less where it was searched: no crossover
+    close: frozenset[frozenset[Strategy]] = frozenset()  # pairs of rows whose times are within noise of each other
 
     @property
     def frontier(self) -> list[Strategy]:
@@ -143,7 +148,17 @@ def choice(result: BenchmarkRecord) -> Choice:
     }
     fits, unfitted = _fits(result, config)
     crossovers, searched, falling = _crossovers(fits, result.frontier)
-    return Choice(config, points, beaten_by, fits, crossovers, searched, unfitted, result.frontier, falling)
+    close = frozenset(frozenset((a.strategy, b.strategy)) for a, b in combinations(rows, 2) if _within_noise(a, b))
+    return Choice(config, points, beaten_by, fits, crossovers, searched, unfitted, result.frontier, falling, close)
+
+
+def _within_noise(a: Measurement, b: Measurement) -> bool:
+    """Whether the rounds cannot tell the two rows' times apart: the 95% interval of their per-round ratio (the
+    rounds ran side by side) holds 1. False where there is no interval (one round) or nothing to pair."""
+    if len(a.seconds) != len(b.seconds) or min((*a.seconds, *b.seconds), default=0.0) <= 0:
+        return False
+    interval = speedup_interval(a.seconds, b.seconds)
+    return interval is not None and interval[0] <= 1 <= interval[1]
 
 
 def choice_notes(result: BenchmarkRecord) -> list[str]:
@@ -231,6 +246,9 @@ def paragraph(found: Choice) -> str:
     off = points.get(REFERENCE)
     if off is not None and fastest != REFERENCE:
         lead += f" ({_times(off.seconds / points[fastest].seconds)} off's speed, {_quality(points[fastest])})"
+    ties = [str(s) for s in points if frozenset((s, fastest)) in found.close]
+    if ties:
+        lead += f", though {', '.join(ties)} {'is' if len(ties) == 1 else 'are'} within noise of its time"
     others = [s for s in found.frontier if s != fastest]
     if others:
         lead += "; on the trade-off frontier beside it (pareto in the table), " + "; ".join(
@@ -251,7 +269,9 @@ def _beaten(found: Choice, strategy: Strategy, by: Strategy) -> str:
         if edge is None:
             unknown.append(unread)
         elif edge:
-            lost.append(worse)
+            lost.append(
+                f"{worse} within noise" if worse == "slower" and frozenset((strategy, by)) in found.close else worse
+            )
         else:
             tied.append(figure)
     said = [*lost, *([f"as good on {' and '.join(tied)}"] if tied else []), *unknown]
