@@ -122,6 +122,22 @@ BENCH_ERRORS = [
     ),
     ("--fast", PROMPT, "%kvbench: unrecognized arguments: --fast (see %kvbench? for the options)"),
     (
+        "--format=csv",
+        PROMPT,
+        (
+            "%kvbench: --format is the command's (kvbench), not %kvbench's: in a notebook, -o returns the result: "
+            ".to_csv(), .to_markdown() or .to_json()"
+        ),
+    ),
+    (
+        "--fail-on speedup:-5%",
+        PROMPT,
+        (
+            "%kvbench: --fail-on is the command's (kvbench), not %kvbench's: in a notebook, --compare PATH shows "
+            "each change and whether it is significant"
+        ),
+    ),
+    (
         "--repat 3",
         PROMPT,
         "%kvbench: unrecognized arguments: --repat (did you mean --repeat? see %kvbench? for the options)",

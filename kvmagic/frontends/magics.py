@@ -52,6 +52,12 @@ if TYPE_CHECKING:
 __all__ = ["Interrupted", "KVMagics", "cell_prompt", "parse_line", "split_line"]
 
 _CONFIGURABLE = configurable()
+# The command's own flags, which %%kvbench lacks: what a notebook does instead.
+_COMMAND_ONLY = {
+    "--fail-on": "in a notebook, --compare PATH shows each change and whether it is significant",
+    "--format": "in a notebook, -o returns the result: .to_csv(), .to_markdown() or .to_json()",
+    "--prompt-file": "in a notebook, the cell's body is the prompt",
+}
 _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
 
 
@@ -120,12 +126,18 @@ def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
     except UsageError as error:
         said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
         quoted = _quoted(func.parser, words) if prompt_last else None
-        fix = (
-            f"a prompt holding a flag must be quoted: %{name} {quoted}"
-            if quoted
-            else f"{meant(str(error), func.parser)}see %{name}? for the options"
-        )
-        raise UsageError(f"%{name}: {said} ({fix})") from None
+        unknown = [word.partition("=")[0] for word in said.partition("unrecognized arguments:")[2].split()]
+        command = next((flag for flag in _COMMAND_ONLY if flag in unknown), None)
+        if command is not None:
+            message = f"%{name}: {command} is the command's (kvbench), not %{name}'s: {_COMMAND_ONLY[command]}"
+        else:
+            fix = (
+                f"a prompt holding a flag must be quoted: %{name} {quoted}"
+                if quoted
+                else f"{meant(str(error), func.parser)}see %{name}? for the options"
+            )
+            message = f"%{name}: {said} ({fix})"
+        raise UsageError(message) from None
 
 
 def _quoted(parser: Any, words: Sequence[str]) -> str | None:
