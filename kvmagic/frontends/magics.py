@@ -174,7 +174,7 @@ def _show(figure: SweepFigure) -> None:
     """Show a figure inline as PNG, whatever matplotlib backend the kernel has (or none)."""
     from IPython.display import display
 
-    text = "<figure: in a terminal, save it with `result.plot().savefig('sweep.png')` on a result from -o or -v>"
+    text = "<figure: in a terminal, save it in the next cell with `_.plot().savefig('sweep.png')`>"
     display({"image/png": figure._repr_png_(), "text/plain": text}, raw=True)
 
 
