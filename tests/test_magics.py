@@ -37,6 +37,20 @@ def test_the_cells_value_in_underscore_carries_its_result(shell):
     assert table.result.measurement("off").generated_ids == table.result.measurement("dynamic").generated_ids
 
 
+def test_a_figure_in_a_terminal_says_how_to_save_it_and_that_way_works(shell, monkeypatch, tmp_path):
+    """Where no PNG shows (a terminal), the figure's text says to save it from ``_`` in the next cell."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda bundle, raw: shown.append(bundle))
+    shell.run_cell(f"%%kvbench -n 2 -w 0 --plot\n{PROMPT}")
+    assert [bundle["text/plain"] for bundle in shown] == [
+        "<figure: in a terminal, save it in the next cell with `_.plot().savefig('sweep.png')`>"
+    ]
+    shell.user_ns["_"].plot().savefig(tmp_path / "sweep.png")
+    assert (tmp_path / "sweep.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_output_var_and_quiet(shell, capsys):
     result = bench(shell, "-n 3 -o -v saved")
     assert isinstance(result, BenchmarkResult)
