@@ -84,6 +84,14 @@ def test_repeat_auto_can_be_the_default(shell):
     assert fixed.spec.repeat == 2
 
 
+def test_a_settings_help_reads_as_typed_not_as_argparse_escapes_it():
+    from kvmagic.frontends.magics import KVMagics
+
+    helps = {name: trait.help for name, trait in KVMagics.class_traits(config=True).items()}
+    assert "(and %%kvbench -m)" in helps["model"]
+    assert not [name for name, text in helps.items() if "%%%%" in text or "%%config" in text or "%%kvload" in text]
+
+
 def test_help_names_the_config_setting(shell):
     doc = shell.find_magic("kvbench", "cell").__doc__
     for name in ("new_tokens", "warmup_tokens", "repeat", "chat", "expand", "max_seconds"):

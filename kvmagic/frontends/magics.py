@@ -68,7 +68,7 @@ def _trait(name: str) -> TraitType[Any, Any]:
         kind = _TRAITS[type(option.default)]
     else:  # no default of its own (torch's threads): the kind its parser reads
         kind = Integer if option.type in (whole_number, at_least_one) else Unicode
-    described = f"{option.help} ({'/'.join(option.flags)})"
+    described = f"{option.help.replace('%%', '%')} ({'/'.join(option.flags)})"  # argparse's escaping undone
     if option.words:  # a number or one of these words: -r 3 or -r auto
         either: TraitType[Any, Any] = Union([kind(), Enum(option.words)], default_value=option.default, help=described)
         return either.tag(config=True)
