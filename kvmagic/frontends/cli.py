@@ -63,8 +63,9 @@ _ABOUT = """Time greedy generation of a prompt with the KV cache off and on, as 
 check that both generate the same tokens. The model loads as %kvload loads it: -m names a Hugging Face Hub
 id, a local directory, or tiny (built in, works offline).
 
-The table and its notes go to stdout, the model's summary and the progress to stderr; with --format csv or json
-the notes go to stderr too, so the output can be piped. Exit status: 0; 1 when --fail-on finds a regression; 2 on a mistake, said in one line."""
+The table and its notes go to stdout, the model's summary and the progress to stderr; with --format csv or
+json the notes go to stderr too, so the output can be piped. Exit status: 0; 1 when --fail-on finds a
+regression; 2 on a mistake, said in one line."""
 _EXAMPLES = """kvbench -m tiny -n 16 'The KV cache'
 echo 'The KV cache' | kvbench -m tiny -n 16,64 --format csv
 kvbench -m tiny -r 3 --save before.json 'The KV cache'
