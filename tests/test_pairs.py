@@ -4,10 +4,11 @@ names both options and says what to do instead. Never a traceback; the command e
 The cases come from the option table: each option's ``examples`` are the values a case gives it, so a
 new option is covered without editing this file. ``KVMAGIC_PAIRS=all`` runs every pair (one CI leg);
 otherwise a sample fixed by :data:`SEED` runs, with the pairs that once failed. A pair refused for a reason
-one of its options has alone is judged by that option's own refusal. Runs stay short on tiny: the settings
-in :data:`SHORT` apply wherever a case does not set them. ``%%kvbench --tp N`` starts torchrun (seconds per
-start), so a case whose launch is the command an earlier case already ran (the options the kernel alone acts on:
--o, -v, --save, --compare, ...) gets a copy of that command's result instead of starting it again.
+one of its options has alone is judged by that option's own refusal, which must name it. Runs stay short on
+tiny: the settings in :data:`SHORT` apply wherever a case does not set them (``--auto-cap`` only beside the
+``-r auto`` it is for). ``%%kvbench --tp N`` starts torchrun (seconds per start), so a case whose launch is the
+command an earlier case already ran (the options the kernel alone acts on: -o, -v, --save, --compare, ...) gets
+a copy of that command's result instead of starting it again.
 """
 
 from __future__ import annotations
@@ -224,6 +225,8 @@ def command_args(case: Case) -> list[str]:
     """The case's options after the short settings it does not set itself, the prompt last (as a user types it)."""
     options = {option.dest: option for option in (*LOAD_OPTIONS, *BENCH_OPTIONS)}
     given = {option.dest for option, _ in case.chosen}
+    if case.value("repeat") != "auto":  # --auto-cap is refused without the -r auto it is for
+        given.add("auto_cap")
     short = [w for dest, text in SHORT.items() if dest not in given for w in (options[dest].spelling("cli")[0], text)]
     return [*short, *case.args(), PROMPT]
 
@@ -269,7 +272,9 @@ def check_refusal(case: Case, message: str, alone: Callable[[Case], str | None])
     assert "\n" not in message and FIXES.search(message), f"{case}: says no fix: {message}"
     if len(case.chosen) > 1:
         singles = [Case(case.host, (chosen,)) for chosen in case.chosen]
-        if any(_alone(single, alone) == message for single in singles):
+        single = next((single for single in singles if _alone(single, alone) == message), None)
+        if single is not None:
+            check_refusal(single, message, alone)  # and alone, it is refused for a reason that names it
             return "refused as one of its options alone"
     if case.value("max_seconds") is None and names(message, BUDGET, case.host):
         return "refused by the short settings' budget"
