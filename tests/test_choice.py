@@ -428,5 +428,8 @@ def test_a_row_whose_time_the_rounds_cannot_tell_from_the_fastest_is_said_to_be_
     assert "static (beaten by dynamic: slower within noise, as good on KV bytes and quality)" in said
     apart = _rounds({"off": [2.0] * 5, "dynamic": dynamic, "static": [0.60, 0.55, 0.65, 0.575, 0.625]}).choice()
     assert apart.close == frozenset() and "noise" not in str(apart)
+    three = _rounds({"off": [0.5, 0.5, 0.5], "dynamic": [0.5] * 3, "static": [0.45, 0.55, 0.5]}).choice()
+    assert str(three).startswith("At 64+8 tokens: off is fastest, though dynamic and static are within noise of its "
+                                 "time. ")  # fmt: skip
     one = _rounds({"off": [2.0], "dynamic": [0.5], "static": [0.5001]}).choice()  # one round: no interval, no word
     assert one.close == frozenset() and "noise" not in str(one)

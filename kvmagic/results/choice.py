@@ -248,7 +248,8 @@ def paragraph(found: Choice) -> str:
         lead += f" ({_times(off.seconds / points[fastest].seconds)} off's speed, {_quality(points[fastest])})"
     ties = [str(s) for s in points if frozenset((s, fastest)) in found.close]
     if ties:
-        lead += f", though {', '.join(ties)} {'is' if len(ties) == 1 else 'are'} within noise of its time"
+        named = ties[0] if len(ties) == 1 else f"{', '.join(ties[:-1])} and {ties[-1]}"
+        lead += f", though {named} {'is' if len(ties) == 1 else 'are'} within noise of its time"
     others = [s for s in found.frontier if s != fastest]
     if others:
         lead += "; on the trade-off frontier beside it (pareto in the table), " + "; ".join(
