@@ -95,9 +95,13 @@ def test_without_kvpress_the_probe_names_the_extra(tiny, without_kvpress) -> Non
     assert capabilities.press_reason() == MISSING
     assert parse_names("press:no_such_method:0.5") == ["off", "press:no_such_method:0.5"]  # cannot be listed here
     assert resolve(tiny, "press:snapkv:0.5").reason == MISSING
-    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, cache="off,press:snapkv:0.5")
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, cache="off,dynamic,press:snapkv:0.5")
     row = result.to_dataframe().set_index("strategy").loc["press:snapkv:0.5"]
     assert row["note"] == MISSING and math.isnan(row["seconds"])
+    with pytest.raises(
+        KVMagicError, match=f"^nothing to set against off here: press:snapkv:0.5 {re.escape(MISSING)}; "
+    ):
+        run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, cache="off,press:snapkv:0.5")  # nothing to show
 
 
 def test_a_kvpress_that_fails_under_this_transformers_says_what_it_asks_for(tiny, monkeypatch) -> None:
@@ -243,7 +247,7 @@ def test_a_press_gets_a_warm_twin_that_says_why_it_cannot_run(tiny, monkeypatch)
 
 
 def test_without_kvpress_a_press_twin_still_says_a_prefix_is_never_compressed(tiny, without_kvpress) -> None:
-    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4, cache="press:knorm:0.5",
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4, cache="dynamic,press:knorm:0.5",
                            quality=False)  # fmt: skip
     assert result.skipped == {"press:knorm:0.5": MISSING, "press:knorm:0.5+prefix": NO_PREFILL}
 

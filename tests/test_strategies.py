@@ -72,6 +72,18 @@ def test_offloaded_caches_need_a_gpu(tiny, name: str) -> None:
     assert resolve(tiny, name).reason.startswith("needs a GPU (CUDA or XPU)")
 
 
+@pytest.mark.skipif(ON_GPU, reason="the reason shows only without a GPU")
+def test_a_comparison_in_which_only_off_can_run_is_refused_not_shown_empty(tiny) -> None:
+    with pytest.raises(KVMagicError) as caught:
+        run_benchmark(tiny, PROMPT, new_tokens=2, cache="off,offloaded,offloaded_static")
+    assert str(caught.value) == (
+        "nothing to set against off here: offloaded needs a GPU (CUDA or XPU): it offloads the cache from the "
+        "accelerator to CPU memory; add a strategy that runs here to cache, e.g. dynamic"
+    )
+    shown = run_benchmark(tiny, PROMPT, new_tokens=2, cache="off,dynamic,offloaded")  # one runs: the table says why
+    assert shown.measurement("dynamic").seconds and "offloaded" in shown.skipped
+
+
 def test_fp8_runs_where_the_quantized_cache_takes_it(tiny) -> None:
     fp8 = resolve(tiny, "quantized:fp8")
     if FP8:

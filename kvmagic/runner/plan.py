@@ -19,8 +19,8 @@ from kvmagic.core.budget import (
 )  # fmt: skip
 from kvmagic.core.config import Config
 from kvmagic.core.lengths import configurations
-from kvmagic.core.strategy import PAIR
-from kvmagic.errors import clipped
+from kvmagic.core.strategy import PAIR, REFERENCE
+from kvmagic.errors import KVMagicError, clipped
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.guards import is_out_of_memory
 from kvmagic.measure.memory import kv_sizes
@@ -123,8 +123,18 @@ def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
         if forced is not None:
             check_positions(loaded, prompt_tokens, len(forced), "quality_text", stretched=stretched)
     skipped = {s.strategy: s.reason for s in chosen if s.reason}
+    _check_something_runs(chosen)
     judge = Judge(forced) if spec.judged else None
     return Plan(loaded, spec, inputs, natural_tokens, configs, chosen, skipped, judge, prefix_tokens)
+
+
+def _check_something_runs(chosen: list[Setup]) -> None:
+    """Refuse a comparison in which nothing but the reference can run here: its table would hold no measurement."""
+    others = [s for s in chosen if s.strategy != REFERENCE]
+    if others and all(s.reason for s in others):
+        first = others[0]
+        raise KVMagicError(f"nothing to set against {REFERENCE} here: {first.strategy} {first.reason}; add a strategy "
+                           "that runs here to {cache}, e.g. dynamic", "cache")  # fmt: skip
 
 
 def plan_budget(plan: Plan) -> Budget:
