@@ -184,3 +184,22 @@ def test_the_tables_plot_passes_its_columns_on_to_pandas_by_position_or_by_name(
     for axes in (table.plot("new_tokens", "speedup"), table.plot(x="new_tokens", y="speedup")):
         assert axes.get_xlabel() == "new_tokens" and [line.get_label() for line in axes.get_lines()] == ["speedup"]
         plt.close("all")
+
+
+def test_wide_html_gives_a_strategy_that_could_not_run_a_footnote_as_the_text_does():
+    """A reason in the `note` column would stretch the wide HTML table's last column: a mark points to it below."""
+    from kvmagic.core.spec import BenchSpec
+
+    from .records import timed
+
+    names = ["off", "dynamic", "offloaded"]
+    rows = [timed((8, 4), name, [0.2 if name == "off" else 0.1] * 3) for name in names[:2]]
+    reason = "needs a GPU (CUDA or XPU): it offloads the cache from the accelerator to CPU memory"
+    result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names), repeat=3), strategies=names,
+                             skipped={"offloaded": reason})  # fmt: skip
+    frame = result.to_dataframe()
+    page = to_html(frame, {}, ["a note"], wide=True)
+    cells = re.findall(r"<td id=\"T_\w+_row2_col\d+\" class=\"[^\"]*\" >([^<]*)</td>", page)
+    assert cells[-1] == "[1]" and reason not in "".join(cells)
+    assert page.index("</table>") < page.index(f"<p>[1] {reason}</p>") < page.index("<p>a note</p>")
+    assert f"[1] {reason}" in " ".join(wide_text(frame, ["a note"]).split())

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from kvmagic.results.shown import INTERVAL_HEADER, cell, shown_table, shown_text, wide_text
+from kvmagic.results.shown import INTERVAL_HEADER, shown_table, shown_text, wide_cells, wide_text
 
 __all__ = ["StyledTable", "TablePlot", "styled_table", "to_html"]
 
@@ -55,10 +55,8 @@ def _caption(metadata: Mapping[str, Any]) -> str:
 
 def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False) -> str:
     """The shown table (every column if ``wide``) styled, the metadata in a collapsed caption, then the notes."""
-    shown, footnotes = (frame, []) if wide else shown_table(frame)
+    shown, footnotes = wide_cells(frame) if wide else shown_table(frame)
     styler = shown.style.hide(axis="index").set_caption(_caption(metadata))
-    if wide:  # the short table's cells are text already
-        styler = styler.format({name: cell(name) for name in shown.columns})
     bold = [c for c in ("speedup", INTERVAL_HEADER) if c in shown.columns]
     if bold:
         styler = styler.set_properties(subset=bold, **{"font-weight": "bold"})

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERVAL_HEADER", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "cell", "short_name", "shown_table",
-    "shown_text", "wide_text", "wrapped_notes",
+    "shown_text", "wide_cells", "wide_text", "wrapped_notes",
 ]  # fmt: skip
 
 WIDTH = 100  # the terminal width the shown table is made to fit
@@ -201,10 +201,9 @@ def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDT
     return "\n".join([*_lines(cells), *wrapped, *wrapped_notes(notes, width)])
 
 
-def wide_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
-    """Every column of ``frame``, written as the shown table writes its cells, in blocks of columns that each fit
-    ``width`` (a blank line between them), each led by the columns that say which row it is; a ``note`` as a
-    footnote mark; then the footnotes and ``notes``, wrapped to ``width``."""
+def wide_cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Every column of ``frame`` written as the shown table writes its cells, a ``note`` as a footnote mark; and
+    the footnotes (``--wide``, in text and in HTML)."""
     import pandas as pd
 
     texts: dict[str, list[str]] = {}
@@ -214,7 +213,14 @@ def wide_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH
             texts[name], footnotes = _numbered([_text(note)] for note in frame[name])
         else:
             texts[name] = [cell(name)(value) for value in frame[name]]
-    cells = pd.DataFrame(texts, index=frame.index, columns=frame.columns, dtype=object)
+    return pd.DataFrame(texts, index=frame.index, columns=frame.columns, dtype=object), footnotes
+
+
+def wide_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
+    """Every column of ``frame`` (:func:`wide_cells`), in blocks of columns that each fit ``width`` (a blank line
+    between them), each led by the columns that say which row it is; then the footnotes and ``notes``, wrapped to
+    ``width``."""
+    cells, footnotes = wide_cells(frame)
     leading = [n for n in _IDENTIFYING if n in frame.columns and (n != "batch" or _batched(frame))]
     lines: list[str] = []
     for block in _blocks(cells, leading, width):
