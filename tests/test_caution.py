@@ -16,7 +16,7 @@ def _notes(measurements, **spec) -> list[str]:
 
 def test_one_pair_says_it_has_no_interval_and_how_to_get_one() -> None:
     assert _notes(pair((16, 64), [2.0], [1.0])) == [
-        "one pair: no interval (on a busy machine another run's may differ widely); -r 3 gives one"
+        "one pair: no interval (on a busy machine, a rerun may differ widely); -r 3 gives one"
     ]
     assert _notes(pair((16, 64), [2.0, 2.1], [1.0, 1.1]), repeat=2)[0].startswith("2 pairs: no interval")
 

@@ -115,7 +115,7 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
     assert result.notes()[-2] == text  # after the table's notes, before the one on too few pairs
     assert text.startswith("At 128+8 tokens: static is fastest (3.41x off's speed, KL 0); on the trade-off frontier")
     assert (
-        "off at 3.41x its time holds no cache, KL 0; quantized:fp8 at 1.14x its time holds 4.00x less KV, KL 0.002"
+        "off takes 3.41x as long and holds no cache, KL 0; quantized:fp8 takes 1.14x as long and holds 4.00x less KV, KL 0.002"
         in text
     )
     assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes and quality)." in text
@@ -147,8 +147,10 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
     assert found.searched == (24, 1200)  # the longest pair's range: off's 2048 against fp8's 1200
     text = str(found)
     assert "no other crossover within each pair's shorter reach (up to 1200 tokens)." in text
-    assert "quantized:fp8 at 1.14x its time holds 2.40x more context (1200 tokens), KL 0.002" in text  # 1200 / 500
-    assert "off at 3.41x its time holds no cache, KL 0" in text  # it holds no cache: its reach is not a trade
+    assert (
+        "quantized:fp8 takes 1.14x as long and holds 2.40x more context (1200 tokens), KL 0.002" in text
+    )  # 1200 / 500
+    assert "off takes 3.41x as long and holds no cache, KL 0" in text  # it holds no cache: its reach is not a trade
     assert text.endswith(
         "In the 3 MiB free, the longest context each holds, in tokens: dynamic 300, static 500, quantized:fp8 1200; off "
         "reaches the model's 2048 positions before memory; a run there took tensors of dynamic +2.0% against the "
@@ -164,8 +166,10 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
 def test_without_quality_a_row_leaves_the_frontier_only_on_speed_and_bytes() -> None:
     found = choice(_sweep(quality=False))
     assert found.frontier == ["off", "static", "quantized:fp8"] and found.beaten_by == {"dynamic": "static"}
-    assert "quantized:fp8 at 1.14x its time holds 4.00x less KV, quality not read" in str(found)
-    assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes, quality not read)" in str(found)
+    said = str(found)  # quality read for no row: said once, up front, not after every row
+    assert said.startswith("At 128+8 tokens: static is fastest (3.41x off's speed, no row's quality read); ")
+    assert "quantized:fp8 takes 1.14x as long and holds 4.00x less KV. " in said and "KL" not in said
+    assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes)" in said
     assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes and quality)" in str(
         choice(_sweep())
     )
@@ -202,9 +206,7 @@ def test_bytes_a_hair_apart_tie_and_beside_a_cacheless_fastest_are_said_in_mib()
             timed((64, 8), "static", [0.4], kv_bytes=2**20 + 16)]  # fmt: skip
     result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names)
     # static's 16 bytes more tie with dynamic's; quality unread
-    assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes, quality not read)" in str(
-        result.choice()
-    )
+    assert "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes)." in str(result.choice())
     exact = Quality(8, 1.0, 0.0, 1.0)
     result.measurements = [timed((64, 8), "off", [0.3], kv_bytes=0)] + [
         timed(m.config, m.strategy, m.seconds, kv_bytes=m.kv_bytes, quality=exact) for m in rows[1:]
@@ -213,7 +215,7 @@ def test_bytes_a_hair_apart_tie_and_beside_a_cacheless_fastest_are_said_in_mib()
     assert text.startswith(
         "At 64+8 tokens: off is fastest; on the trade-off frontier beside it (pareto in the table), "
     )
-    assert "static at 1.33x its time holds 1 MiB of KV, KL 0" in text
+    assert "static takes 1.33x as long and holds 1 MiB of KV, KL 0" in text
 
 
 def test_rows_of_several_models_are_counted_per_model() -> None:
@@ -320,8 +322,8 @@ def test_each_row_beaten_is_named_with_what_beat_it() -> None:
     found = _at((64, 8), {"off": (1.0, 0, None), "dynamic": (0.5, 1000, None), "static": (0.4, 1000, None),
                           "offloaded": (0.6, 1000, None)}).choice()  # fmt: skip
     assert (
-        "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes, quality not read), offloaded "
-        "(beaten by dynamic: slower, as good on KV bytes, quality not read)."
+        "Off the frontier: dynamic (beaten by static: slower, as good on KV bytes), offloaded (beaten by dynamic: "
+        "slower, as good on KV bytes)."
     ) in str(found)
 
 
@@ -330,15 +332,15 @@ def test_what_each_row_on_the_frontier_holds_against_the_fastest() -> None:
                           "static": (0.6, 1004, 0.0)}).choice()  # fmt: skip
     assert str(found).startswith(
         "At 64+8 tokens: quantized:fp8 is fastest (5.00x off's speed, KL 0.002); on the trade-off frontier beside it "
-        "(pareto in the table), off at 5.00x its time holds no cache, KL 0; dynamic at 1.25x its time holds 4.00x "
-        "more KV, KL 0; static at 1.50x its time holds 4 bytes more KV, KL 0. "  # 1004 / 1000 would read 1.00x
+        "(pareto in the table), off takes 5.00x as long and holds no cache, KL 0; dynamic takes 1.25x as long and holds 4.00x "
+        "more KV, KL 0; static takes 1.50x as long and holds 4 bytes more KV, KL 0. "  # 1004 / 1000 would read 1.00x
     )
     same = _at((64, 8), {"off": (60.0, 0, 0.0), "quantized:fp8": (0.4, 1000, 0.002), "offloaded": (0.8, 1000, 0.0),
                          "dynamic": (0.5, None, 0.0)}).choice()  # fmt: skip
     assert str(same).startswith(
         "At 64+8 tokens: quantized:fp8 is fastest (150x off's speed, KL 0.002); on the trade-off frontier beside it "
-        "(pareto in the table), off at 150x its time holds no cache, KL 0; offloaded at 2.00x its time holds as much "
-        "KV, KL 0; dynamic at 1.25x its time its KV not counted, KL 0. "
+        "(pareto in the table), off takes 150x as long and holds no cache, KL 0; offloaded takes 2.00x as long and holds as much "
+        "KV, KL 0; dynamic takes 1.25x as long, its KV not counted, KL 0. "
     )
 
 
@@ -348,11 +350,11 @@ def test_a_reach_is_compared_only_where_both_strategies_have_one() -> None:
     result = _at((64, 8), figures)
     result.frontier = Frontier([_row("dynamic", 1000), _row("quantized:fp8", 500)], [], 2**30, {})
     text = str(result.choice())
-    assert "quantized:fp8 at 1.20x its time holds 2.00x less context (500 tokens), KL 0.002" in text
-    assert "static at 1.10x its time holds 2.00x less KV, KL 0.001" in text  # no reach of its own: its bytes
-    assert "off at 2.00x its time holds no cache, KL 0" in text
+    assert "quantized:fp8 takes 1.20x as long and holds 2.00x less context (500 tokens), KL 0.002" in text
+    assert "static takes 1.10x as long and holds 2.00x less KV, KL 0.001" in text  # no reach of its own: its bytes
+    assert "off takes 2.00x as long and holds no cache, KL 0" in text
     result.frontier = Frontier([_row("quantized:fp8", 500)], [], 2**30, {})  # the fastest's own reach unknown
-    assert "quantized:fp8 at 1.20x its time holds 4.00x less KV, KL 0.002" in str(result.choice())
+    assert "quantized:fp8 takes 1.20x as long and holds 4.00x less KV, KL 0.002" in str(result.choice())
 
 
 def test_the_reach_in_a_gib_names_every_strategy_the_positions_cap_and_every_check() -> None:

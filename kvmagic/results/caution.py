@@ -39,7 +39,7 @@ def _no_interval(result: BenchmarkRecord) -> list[str]:
     if fewest >= MIN_REPEAT_FOR_SPREAD:
         return []
     pairs = "one pair" if fewest == 1 else f"{fewest} pairs"
-    busy = "on a busy machine another run's may differ widely"
+    busy = "on a busy machine, a rerun may differ widely"
     return [f"{pairs}: no interval ({busy}); -r {MIN_REPEAT_FOR_SPREAD} gives one"]
 
 

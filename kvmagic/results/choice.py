@@ -119,6 +119,11 @@ class Choice:
         return [s for s in self.points if s not in self.beaten_by]
 
     @property
+    def quality_read(self) -> bool:
+        """Whether any row's quality was read: where none was, the paragraph says so once, not row by row."""
+        return any(point.kl_nats is not None for point in self.points.values())
+
+    @property
     def fastest(self) -> Strategy:
         return min(self.points, key=lambda s: self.points[s].seconds)
 
@@ -242,10 +247,16 @@ def paragraph(found: Choice) -> str:
     """The choice in words: what is fastest, what each other row on the trade-off frontier trades for it, what
     is beaten, where one strategy overtakes another (with each check) and how long a context each holds."""
     fastest, points = found.fastest, found.points
+    read = found.quality_read
     lead = f"at {found.config}: {fastest} is fastest"
     off = points.get(REFERENCE)
-    if off is not None and fastest != REFERENCE:
-        lead += f" ({_times(off.seconds / points[fastest].seconds)} off's speed, {_quality(points[fastest])})"
+    said = (
+        [f"{_times(off.seconds / points[fastest].seconds)} off's speed"]
+        if off is not None and fastest != REFERENCE
+        else []
+    )
+    said += [_quality(points[fastest]) if read else "no row's quality read"] if said or not read else []
+    lead += f" ({', '.join(said)})" if said else ""
     ties = [str(s) for s in points if frozenset((s, fastest)) in found.close]
     if ties:
         named = ties[0] if len(ties) == 1 else f"{', '.join(ties[:-1])} and {ties[-1]}"
@@ -268,7 +279,7 @@ def _beaten(found: Choice, strategy: Strategy, by: Strategy) -> str:
     unknown: list[str] = []
     for (worse, figure, unread), edge in zip(_FIGURES, better(found.points[by], found.points[strategy])):
         if edge is None:
-            unknown.append(unread)
+            unknown += [unread] if figure != "quality" or found.quality_read else []  # else said once, up front
         elif edge:
             lost.append(
                 f"{worse} within noise" if worse == "slower" and frozenset((strategy, by)) in found.close else worse
@@ -294,7 +305,9 @@ def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
         held = f"holds {_times(ratio)} {more} context ({mine_reach} tokens)"
     else:
         held = _held(mine.kv_bytes, theirs.kv_bytes)
-    return f"{strategy} at {_times(mine.seconds / theirs.seconds)} its time {held}, {_quality(mine)}"
+    joined = " and " if held.startswith("holds") else ", "
+    quality = f", {_quality(mine)}" if found.quality_read else ""
+    return f"{strategy} takes {_times(mine.seconds / theirs.seconds)} as long{joined}{held}{quality}"
 
 
 def _times(ratio: float) -> str:
