@@ -110,10 +110,10 @@ class Option:
         return kwargs
 
     def _default_help(self, host: Host) -> str:
+        where = f"%%config KVMagics.{self.dest}" if self.configurable and host == "magic" else ""
         if self.default is None or (self.default is False and not self.configurable):
-            return ""
-        where = f"; %%config KVMagics.{self.dest}" if self.configurable and host == "magic" else ""
-        return f" (default: {self.default}{where})"
+            return f" ({where})" if where else ""  # no default of its own to show (torch's threads)
+        return f" (default: {self.default}{'; ' + where if where else ''})"
 
     def check(self, value: Any) -> None:
         """Refuse ``value`` as this option's default: the request's own check, or the choices."""
