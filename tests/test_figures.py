@@ -5,6 +5,7 @@ measurements (no model needed)."""
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import matplotlib
 import pytest
@@ -405,7 +406,7 @@ def test_models_side_by_side_share_a_colour_per_model_and_a_style_per_strategy()
     assert [(axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) for axis in figure.axes] == [
         ("Time per generate (median)", "prompt + new tokens", "seconds"),
         ("Speed-up over the cache off", "prompt + new tokens", SPEEDUP_LABEL),
-        ("KV cache (dotted: predicted from the config)", "prompt + new tokens", "MiB"),
+        ("KV cache (dotted: predicted from the config, where it differs)", "prompt + new tokens", "MiB"),
     ]
     assert _suptitle(figure) == "Greedy generation, models side by side: a, b"
     assert {axis.get_subplotspec().get_gridspec().get_geometry() for axis in figure.axes} == {(1, 3)}  # side by side
@@ -440,6 +441,24 @@ def test_models_side_by_side_share_a_colour_per_model_and_a_style_per_strategy()
     assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
     single = _model("a", ((16, 8), (16, 16), (16, 32))).plot()  # a panel as wide as one of a single model's
     assert figure.get_size_inches()[0] / 3 == pytest.approx(single.get_size_inches()[0] / 2)
+
+
+def test_the_cache_panel_says_dotted_only_where_a_prediction_shows_beside_its_count() -> None:
+    def memory_title(*models: BenchmarkResult) -> str:
+        return ModelsResult(list(models)).plot().axes[2].get_title()
+
+    def counted(name: str, sizes: KVSizes | None = SIZES) -> BenchmarkResult:
+        """Its full cache held what the config predicts, byte for byte: the dotted line lies hidden under it."""
+        result = _model(name, ((8, 32), (16, 8)), sizes=sizes)
+        result.measurements = [replace(m, kv_bytes=SIZES.after(*m.config)) if m.strategy.caches else m
+                               for m in result.measurements]  # fmt: skip
+        return result
+
+    assert memory_title(counted("a"), counted("b")) == "KV cache (as predicted from the config)"
+    assert memory_title(counted("a"), _model("b", ((16, 8),), sizes=SIZES)) == (
+        "KV cache (dotted: predicted from the config, where it differs)"
+    )
+    assert memory_title(counted("a", sizes=None)) == "KV cache"  # nothing predicted, nothing dotted
 
 
 def test_models_side_by_side_name_each_batch_and_say_when_partial() -> None:
