@@ -353,19 +353,24 @@ def test_the_trade_off_rings_its_frontier_around_each_point_and_labels_each_rati
     assert all(text.anncoords == "offset points" for text in ratios) and all(0 < shift <= 10 for shift in offset)
 
 
-def test_lossless_strategies_are_a_sentence_in_the_middle_of_the_panel() -> None:
+def test_lossless_strategies_leave_the_figure_its_one_row_and_the_notes_say_why() -> None:
     lossless = Quality(16, 1.0, 0.0, 1.0)
     rows = [timed(CONFIG, name, [1.0 / (n + 1)], quality=lossless) for n, name in enumerate(NAMES[:3])]
-    figure = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(NAMES[:3])), strategies=NAMES[:3]).plot()
-    memory, speed = figure.axes[2], figure.axes[3]
-    (text,) = memory.texts
-    assert text.get_text() == (
-        "Quality (16+8 tokens): every strategy kept the full cache's predictions\n"
-        "(kl_nats 0, top1_agreement 1): no trade-off to draw"
-    )
-    assert text.get_position() == (0.5, 0.5) and text.get_transform() == memory.transAxes
-    assert (text.get_horizontalalignment(), text.get_verticalalignment()) == ("center", "center")
-    assert len(speed.texts) == 0 and not speed.axison
+    kept = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(NAMES[:3])), strategies=NAMES[:3])
+    unread = BenchmarkResult("m", [replace(m, quality=None) for m in rows], spec=kept.spec, strategies=NAMES[:3])
+    figure = kept.plot()
+    assert len(figure.axes) == 2 and all(axis.axison for axis in figure.axes)  # no blank row beneath
+    assert figure.get_size_inches().tolist() == unread.plot().get_size_inches().tolist()
+    said = [note for note in kept.notes() if "kept the full cache's predictions" in note]
+    assert said == [
+        (
+            "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps (--wide: every figure); every "
+            "strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure draws no trade-off"
+        )
+    ]
+    rows[2] = replace(rows[2], quality=Quality(16, 0.9375, 0.01, 1.02))  # one strategy lost a step: a trade-off
+    lost = BenchmarkResult("m", rows, spec=kept.spec, strategies=NAMES[:3])
+    assert len(lost.plot().axes) == 4 and not any("kept the full cache's" in note for note in lost.notes())
 
 
 def test_a_trade_off_beside_per_step_latency_leaves_the_spare_panel_blank() -> None:

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from kvmagic.core.config import Config
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
-from kvmagic.results.tradeoff import draw_tradeoff, judged_config
+from kvmagic.results.tradeoff import draw_tradeoff, traded_config
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -47,8 +47,8 @@ class SweepFigure(Figure):
 
 
 def plot_result(result: BenchmarkRecord) -> SweepFigure:
-    """Two panels (time, speed-up against length), three when per-step times exist; below them, where the
-    strategies' quality was read, the trade-off (:mod:`kvmagic.results.tradeoff`).
+    """Two panels (time, speed-up against length), three when per-step times exist; below them, where some
+    strategy lost any of the full cache's predictions, the trade-off (:mod:`kvmagic.results.tradeoff`).
 
     The x axis is the generated length when that varies (one line per prompt length), else the
     prompt length. When the batch varies, the batch is the x axis of the first two panels instead:
@@ -58,7 +58,7 @@ def plot_result(result: BenchmarkRecord) -> SweepFigure:
     if not configs:
         raise KVMagicError("nothing to plot: the benchmark finished no configuration")
     stepped = [c for c in configs if all(m.profile for m in result.measurements if m.config == c)]
-    judged = judged_config(result)
+    judged = traded_config(result)
     rows, columns = (2 if judged else 1), (3 if stepped else 2)
     figure = SweepFigure(figsize=(5.2 * columns, 4.2 * rows), layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False)
