@@ -154,9 +154,16 @@ def test_prompt_lengths_are_the_x_axis_of_both_panels_when_only_they_vary() -> N
 
 def test_each_group_of_a_two_way_sweep_has_its_intervals_at_its_own_lengths() -> None:
     result = _sweep(((8, 16), (8, 4), (32, 4), (32, 16)))
-    speedups = result.plot().axes[1]
+    times, speedups = result.plot().axes
     assert sorted(_legend(speedups)) == ["cached speed-up, prompt tokens 32", "cached speed-up, prompt tokens 8"]
     assert sorted(bar["x"] for bar in _error_bars(speedups)) == [4, 4, 16, 16]
+    for axis in (times, speedups):  # a strategy's colour and style at each prompt length; its markers filled or not
+        lines = {line.get_label(): line for line in axis.get_lines() if not line.get_label().startswith("_")}
+        for name in {label.split(",")[0] for label in lines}:
+            short, long = lines[f"{name}, prompt tokens 8"], lines[f"{name}, prompt tokens 32"]
+            assert _drawn(axis)[short.get_label()]["colour"] == _drawn(axis)[long.get_label()]["colour"]
+            assert (short.get_marker(), short.get_linestyle()) == (long.get_marker(), long.get_linestyle())
+            assert short.get_fillstyle() != long.get_fillstyle()
 
 
 def _bars(axis) -> list[tuple[float, float, tuple]]:
@@ -175,7 +182,8 @@ def test_one_configuration_is_a_bar_per_strategy_with_its_interval_over_its_own_
     time_bars, speedup_bars = _bars(times), _bars(speedups)
     assert [height for _, height, _ in time_bars] == [result.measurement(n).median_s for n in names]
     assert [height for _, height, _ in speedup_bars] == [result.pair(strategy=n).speedup for n in names[1:]]
-    assert {colour for *_, colour in speedup_bars}.isdisjoint({colour for *_, colour in time_bars})
+    assert [colour for *_, colour in time_bars] == [to_rgba(f"C{n}") for n in range(4)]  # a colour per strategy
+    assert [colour for *_, colour in speedup_bars] == [colour for *_, colour in time_bars[1:]]  # its own in both
     assert [t.get_text() for t in times.texts] == [f"{result.measurement(n).median_s:.3g} s" for n in names]
     speedup_texts = [f"{result.pair(strategy=n).speedup:.3g}x" for n in names[1:]]
     assert [t.get_text() for t in speedups.texts] == speedup_texts
@@ -229,6 +237,9 @@ def test_a_batch_sweep_draws_speedup_and_memory_against_the_batch_in_each_strate
     assert held["uncached peak"]["xy"] == ([1, 4], [2.0, 8.0]) and held["cached peak"]["xy"] == ([1, 4], [3.0, 12.0])
     assert held["cached KV cache"]["style"] == held["cached peak"]["style"] == drawn["cached speed-up"]["style"]
     assert held["uncached peak"]["style"] != held["cached peak"]["style"]
+    assert held["cached KV cache"]["colour"] == held["cached peak"]["colour"] == drawn["cached speed-up"]["colour"]
+    alpha = {line.get_label(): line.get_alpha() for line in memory.get_lines()}
+    assert alpha["cached KV cache"] is None and alpha["cached peak"] < 1  # the peak paler than the cache it holds
     assert _legend(speedups) == ["cached speed-up"] and _legend(memory) == list(held)
     _assert_line_at_one(speedups)
     assert _level_lines(memory) == []
@@ -371,6 +382,63 @@ def test_lossless_strategies_leave_the_figure_its_one_row_and_the_notes_say_why(
     rows[2] = replace(rows[2], quality=Quality(16, 0.9375, 0.01, 1.02))  # one strategy lost a step: a trade-off
     lost = BenchmarkResult("m", rows, spec=kept.spec, strategies=NAMES[:3])
     assert len(lost.plot().axes) == 4 and not any("kept the full cache's" in note for note in lost.notes())
+
+
+def _colours(figure, names) -> dict[str, set[tuple[int, tuple]]]:
+    """Each strategy's (panel, colour) over the figure: its lines as the legend names them (its speed-up, its KV
+    cache, its peak; at any length), its bars as the ticks name them, its trade-off point or its method's curve."""
+    found: dict[str, set[tuple[int, tuple]]] = {name: set() for name in names}
+    for index, axis in enumerate(figure.axes):
+        for label, line in _drawn(axis).items():
+            label = label.split(",")[0].removeprefix("full cache (").removesuffix(")")
+            for suffix in (" speed-up", " KV cache", " peak"):
+                label = label.removesuffix(suffix)
+            for name in names:
+                if name == label or name.startswith(f"{label}:"):  # press:snapkv's curve holds each of its ratios
+                    found[name].add((index, line["colour"]))
+        ticks = [tick.get_text() for tick in axis.get_xticklabels()]
+        for name, bar in zip(ticks, axis.patches) if axis.patches else ():
+            found[name].add((index, to_rgba(bar.get_facecolor())))
+    return found
+
+
+def _profiled(result: BenchmarkResult) -> BenchmarkResult:
+    result.measurements = [replace(m, profile=StepProfile((m.median_s / 8,) * 8, (), (), 0, 0)) for m in
+                           result.measurements]  # fmt: skip
+    return result
+
+
+def test_each_strategy_keeps_its_colour_in_every_panel() -> None:
+    """The speed-up panel has no bar or line for off: a strategy's colour is its own, not its place in what a panel
+    draws. The ratios of one press share the colour of their curve in the trade-off, and differ in line style."""
+    figure = _profiled(_judged_sweep()).plot()
+    found = _colours(figure, NAMES)
+    assert (
+        {name: sorted({index for index, _ in drawn}) for name, drawn in found.items()}
+        == {
+            "off": [0, 2],  # time, per-step; it holds no cache to trade and is the speed-ups' reference
+            **{name: [0, 1, 2, 3, 4] for name in NAMES[1:]},  # time, speed-up, per-step, both trade-off panels
+        }
+    )
+    colours = {name: {colour for _, colour in drawn} for name, drawn in found.items()}
+    assert all(len(drawn) == 1 for drawn in colours.values()), colours
+    assert colours["press:snapkv:0.5"] == colours["press:snapkv:0.25"]
+    assert (
+        len({colour for name in ("off", "dynamic", "press:snapkv:0.5", "quantized:fp8") for colour in colours[name]})
+        == 4
+    )
+    lines = [line for line in figure.axes[0].get_lines() if line.get_label().endswith("prompt tokens 16")]
+    assert len(lines) == len({(line.get_linestyle(), line.get_marker()) for line in lines}) == len(NAMES)  # told apart
+    steps = [line.get_linestyle() for line in figure.axes[2].get_lines()]
+    assert steps[2] != steps[3]  # the two ratios' steps too
+    names = ("off", "dynamic", "static", "quantized:quanto")
+    bars = _profiled(_comparison(names)).plot()  # a bar per strategy at one length, and per-step lines
+    found = _colours(bars, names)
+    assert {name: sorted({index for index, _ in drawn}) for name, drawn in found.items()} == {
+        "off": [0, 2],
+        **{name: [0, 1, 2] for name in names[1:]},
+    }
+    assert all(len({colour for _, colour in drawn}) == 1 for drawn in found.values())
 
 
 def test_a_trade_off_beside_per_step_latency_leaves_the_spare_panel_blank() -> None:

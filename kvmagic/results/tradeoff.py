@@ -7,6 +7,8 @@ marked, and a ring marks each point on the trade-off frontier (:func:`~kvmagic.r
 other row at once as fast, holding as little and losing as little). The y axis is ``kl_nats`` on a scale linear
 near 0 (the full cache scores exactly 0) and logarithmic above. Where every strategy kept the full cache's
 predictions (KL 0), there is no trade-off to draw: the figure has no such row, and the notes say why.
+
+Each strategy has one colour in every panel of a figure (:func:`colours`), its method's.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement
 
-__all__ = ["draw_tradeoff", "judged_config", "method", "traded_config"]
+__all__ = ["colours", "draw_tradeoff", "judged_config", "method", "traded_config"]
 
 MIB = 2**20
 LINEAR_BELOW = 1e-6  # the KL below which the scale is linear: rounding of a lossless strategy sits there
@@ -36,6 +38,13 @@ def method(strategy: Strategy) -> tuple[str, float | None]:
     is its own method, with no ratio."""
     press = strategy.press
     return (str(strategy), None) if press is None else (f"{PRESS}:{press.method}", press.ratio)
+
+
+def colours(result: BenchmarkRecord) -> dict[Strategy, str]:
+    """Each strategy's colour, the same in every panel: its method's, the methods taking matplotlib's cycle in the
+    order they come (the ratios of one press share their curve's colour; their line styles tell them apart)."""
+    methods = list(dict.fromkeys(method(s)[0] for s in result.strategies))
+    return {s: f"C{methods.index(method(s)[0]) % 10}" for s in result.strategies}
 
 
 def judged_config(result: BenchmarkRecord) -> Config | None:
@@ -59,6 +68,7 @@ def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkRecord, config: Co
     for m in result.measurements:
         if m.config == config and m.quality is not None and m.strategy.caches:  # off holds no cache to trade
             curves.setdefault(method(m.strategy)[0], []).append(m)
+    colour = colours(result)
     marks = pareto_marks(result)
     frontier = [m for found in curves.values() for m in found if marks.get((config, m.strategy))]
     for axis, figure, label in ((memory, _kv_mib, "KV cache (MiB)"), (speed, _tok_s, "decode tok/s")):
@@ -69,10 +79,12 @@ def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkRecord, config: Co
         for name, found in curves.items():
             found = sorted(found, key=figure)
             kl = [m.quality.kl_nats if m.quality else math.nan for m in found]
+            drawn = colour.get(found[0].strategy)
             if found[0].strategy == FULL_CACHE:
-                axis.plot([figure(m) for m in found], kl, "*", markersize=14, label=f"full cache ({FULL_CACHE})")
+                axis.plot([figure(m) for m in found], kl, "*", markersize=14, color=drawn,
+                          label=f"full cache ({FULL_CACHE})")  # fmt: skip
             else:
-                axis.plot([figure(m) for m in found], kl, "o-", label=name)
+                axis.plot([figure(m) for m in found], kl, "o-", color=drawn, label=name)
                 for m, y in zip(found, kl):
                     ratio = method(m.strategy)[1]
                     if ratio is not None:
