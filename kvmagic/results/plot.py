@@ -156,7 +156,8 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
 
 
 def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Config) -> None:
-    """One configuration: a bar per strategy in its colour, its median time and its speed-up, each bar labelled."""
+    """One configuration: a bar per strategy in its colour, its median time and its speed-up, each bar labelled
+    above its top, or above its error bar's where that is higher."""
     names, colour = [result.shown_name(s) for s in result.strategies], colours(result)
     bars = times.bar(names, [seconds_at(result, s, [config])[0] for s in result.strategies],
                      color=[colour[s] for s in result.strategies])  # fmt: skip
@@ -165,8 +166,12 @@ def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Conf
     bars = speedups.bar([result.shown_name(s) for s in others], [speedups_at(result, s, [config])[0] for s in others],
                         color=[colour[s] for s in others])  # fmt: skip
     for bar, strategy in zip(bars, others):
-        draw_intervals(speedups, [bar.get_x() + bar.get_width() / 2], result, strategy, [config], "black")
-    speedups.bar_label(bars, fmt="%.3gx", label_type="center")  # inside its bar: clear of the error bar above it
+        middle, height, pair = bar.get_x() + bar.get_width() / 2, bar.get_height(), result.pair(config, strategy)
+        draw_intervals(speedups, [middle], result, strategy, [config], "black")
+        if math.isfinite(height):
+            top = max(height, pair.interval[1]) if pair is not None and math.isfinite(pair.interval[1]) else height
+            speedups.annotate(f"{height:.3g}x", (middle, top), xytext=(0, 2), textcoords="offset points",
+                              ha="center", va="bottom")  # fmt: skip
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     times.set(title=f"Time per generate (median, {config})", ylabel="seconds")
     title = _speedup_title(result)
