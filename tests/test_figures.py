@@ -5,6 +5,7 @@ measurements (no model needed)."""
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import matplotlib
 import pytest
@@ -153,9 +154,16 @@ def test_prompt_lengths_are_the_x_axis_of_both_panels_when_only_they_vary() -> N
 
 def test_each_group_of_a_two_way_sweep_has_its_intervals_at_its_own_lengths() -> None:
     result = _sweep(((8, 16), (8, 4), (32, 4), (32, 16)))
-    speedups = result.plot().axes[1]
+    times, speedups = result.plot().axes
     assert sorted(_legend(speedups)) == ["cached speed-up, prompt tokens 32", "cached speed-up, prompt tokens 8"]
     assert sorted(bar["x"] for bar in _error_bars(speedups)) == [4, 4, 16, 16]
+    for axis in (times, speedups):  # a strategy's colour and style at each prompt length; its markers filled or not
+        lines = {line.get_label(): line for line in axis.get_lines() if not line.get_label().startswith("_")}
+        for name in {label.split(",")[0] for label in lines}:
+            short, long = lines[f"{name}, prompt tokens 8"], lines[f"{name}, prompt tokens 32"]
+            assert _drawn(axis)[short.get_label()]["colour"] == _drawn(axis)[long.get_label()]["colour"]
+            assert (short.get_marker(), short.get_linestyle()) == (long.get_marker(), long.get_linestyle())
+            assert short.get_fillstyle() != long.get_fillstyle()
 
 
 def _bars(axis) -> list[tuple[float, float, tuple]]:
@@ -174,12 +182,11 @@ def test_one_configuration_is_a_bar_per_strategy_with_its_interval_over_its_own_
     time_bars, speedup_bars = _bars(times), _bars(speedups)
     assert [height for _, height, _ in time_bars] == [result.measurement(n).median_s for n in names]
     assert [height for _, height, _ in speedup_bars] == [result.pair(strategy=n).speedup for n in names[1:]]
-    assert {colour for *_, colour in speedup_bars}.isdisjoint({colour for *_, colour in time_bars})
+    assert [colour for *_, colour in time_bars] == [to_rgba(f"C{n}") for n in range(4)]  # a colour per strategy
+    assert [colour for *_, colour in speedup_bars] == [colour for *_, colour in time_bars[1:]]  # its own in both
     assert [t.get_text() for t in times.texts] == [f"{result.measurement(n).median_s:.3g} s" for n in names]
     speedup_texts = [f"{result.pair(strategy=n).speedup:.3g}x" for n in names[1:]]
     assert [t.get_text() for t in speedups.texts] == speedup_texts
-    # a speed-up's label inside its bar, half way up: clear of the error bar above it
-    assert [(t.xy, t.xycoords == "data", t.get_va()) for t in speedups.texts] == [((0.5, 0.5), False, "center")] * 3
     bars = _error_bars(speedups)
     assert [bar["x"] for bar in bars] == pytest.approx([x for x, _, _ in speedup_bars])  # over its own bar's middle
     assert _flat(bar["ends"] for bar in bars) == pytest.approx(
@@ -192,6 +199,30 @@ def test_one_configuration_is_a_bar_per_strategy_with_its_interval_over_its_own_
         assert axis.get_ylim()[1] > 1.1 * tallest  # room above the tallest bar for its label
         assert [t.get_rotation() for t in axis.get_xticklabels()] == [30] * len(axis.get_xticklabels())  # 4 names
         assert {t.get_rotation() for t in axis.get_yticklabels()} == {0}
+
+
+def test_a_speedup_bar_s_label_stands_clear_above_its_error_bar_and_inside_the_panel() -> None:
+    """A wide interval reaches far down its bar and far above it: a label in the bar's middle, or at its top, would
+    sit on the error bar's line."""
+    names = ("off", "dynamic", "static")
+    rows = [timed((8, 4), "off", [1.0] * 3), timed((8, 4), "dynamic", [0.3, 0.9, 0.5]),
+            timed((8, 4), "static", [0.6, 0.7, 0.65])]  # fmt: skip
+    result = BenchmarkResult("m", rows, spec=BenchSpec(cache=names), strategies=list(names))
+    figure = result.plot()
+    speedups = figure.axes[1]
+    wide = result.pair(strategy="dynamic").interval
+    assert (
+        wide[0] < result.pair(strategy="dynamic").speedup / 2 and wide[1] > 2 * result.pair(strategy="dynamic").speedup
+    )
+    figure.draw_without_rendering()
+    panel = speedups.get_window_extent()
+    for text, bar, (x, height, _) in zip(speedups.texts, _error_bars(speedups), _bars(speedups)):
+        box = text.get_window_extent()
+        top = speedups.transData.transform((bar["x"], max(bar["ends"]))).tolist()[1]
+        assert bar["x"] == pytest.approx(x) and height < max(bar["ends"])
+        assert box.y0 > top  # above the error bar's top cap, so no line runs through it
+        assert box.x0 < speedups.transData.transform((x, 0))[0] < box.x1  # centred on its own bar
+        assert panel.y0 < box.y0 and box.y1 < panel.y1  # and inside the panel
 
 
 def test_three_names_or_fewer_stand_upright() -> None:
@@ -228,6 +259,9 @@ def test_a_batch_sweep_draws_speedup_and_memory_against_the_batch_in_each_strate
     assert held["uncached peak"]["xy"] == ([1, 4], [2.0, 8.0]) and held["cached peak"]["xy"] == ([1, 4], [3.0, 12.0])
     assert held["cached KV cache"]["style"] == held["cached peak"]["style"] == drawn["cached speed-up"]["style"]
     assert held["uncached peak"]["style"] != held["cached peak"]["style"]
+    assert held["cached KV cache"]["colour"] == held["cached peak"]["colour"] == drawn["cached speed-up"]["colour"]
+    alpha = {line.get_label(): line.get_alpha() for line in memory.get_lines()}
+    assert alpha["cached KV cache"] is None and alpha["cached peak"] < 1  # the peak paler than the cache it holds
     assert _legend(speedups) == ["cached speed-up"] and _legend(memory) == list(held)
     _assert_line_at_one(speedups)
     assert _level_lines(memory) == []
@@ -352,19 +386,81 @@ def test_the_trade_off_rings_its_frontier_around_each_point_and_labels_each_rati
     assert all(text.anncoords == "offset points" for text in ratios) and all(0 < shift <= 10 for shift in offset)
 
 
-def test_lossless_strategies_are_a_sentence_in_the_middle_of_the_panel() -> None:
+def test_lossless_strategies_leave_the_figure_its_one_row_and_the_notes_say_why() -> None:
     lossless = Quality(16, 1.0, 0.0, 1.0)
     rows = [timed(CONFIG, name, [1.0 / (n + 1)], quality=lossless) for n, name in enumerate(NAMES[:3])]
-    figure = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(NAMES[:3])), strategies=NAMES[:3]).plot()
-    memory, speed = figure.axes[2], figure.axes[3]
-    (text,) = memory.texts
-    assert text.get_text() == (
-        "Quality (16+8 tokens): every strategy kept the full cache's predictions\n"
-        "(kl_nats 0, top1_agreement 1): no trade-off to draw"
+    kept = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(NAMES[:3])), strategies=NAMES[:3])
+    unread = BenchmarkResult("m", [replace(m, quality=None) for m in rows], spec=kept.spec, strategies=NAMES[:3])
+    figure = kept.plot()
+    assert len(figure.axes) == 2 and all(axis.axison for axis in figure.axes)  # no blank row beneath
+    assert figure.get_size_inches().tolist() == unread.plot().get_size_inches().tolist()
+    said = [note for note in kept.notes() if "kept the full cache's predictions" in note]
+    assert said == [
+        (
+            "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps (--wide: every figure); every "
+            "strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure draws no trade-off"
+        )
+    ]
+    rows[2] = replace(rows[2], quality=Quality(16, 0.9375, 0.01, 1.02))  # one strategy lost a step: a trade-off
+    lost = BenchmarkResult("m", rows, spec=kept.spec, strategies=NAMES[:3])
+    assert len(lost.plot().axes) == 4 and not any("kept the full cache's" in note for note in lost.notes())
+
+
+def _colours(figure, names) -> dict[str, set[tuple[int, tuple]]]:
+    """Each strategy's (panel, colour) over the figure: its lines as the legend names them (its speed-up, its KV
+    cache, its peak; at any length), its bars as the ticks name them, its trade-off point or its method's curve."""
+    found: dict[str, set[tuple[int, tuple]]] = {name: set() for name in names}
+    for index, axis in enumerate(figure.axes):
+        for label, line in _drawn(axis).items():
+            label = label.split(",")[0].removeprefix("full cache (").removesuffix(")")
+            for suffix in (" speed-up", " KV cache", " peak"):
+                label = label.removesuffix(suffix)
+            for name in names:
+                if name == label or name.startswith(f"{label}:"):  # press:snapkv's curve holds each of its ratios
+                    found[name].add((index, line["colour"]))
+        ticks = [tick.get_text() for tick in axis.get_xticklabels()]
+        for name, bar in zip(ticks, axis.patches) if axis.patches else ():
+            found[name].add((index, to_rgba(bar.get_facecolor())))
+    return found
+
+
+def _profiled(result: BenchmarkResult) -> BenchmarkResult:
+    result.measurements = [replace(m, profile=StepProfile((m.median_s / 8,) * 8, (), (), 0, 0)) for m in
+                           result.measurements]  # fmt: skip
+    return result
+
+
+def test_each_strategy_keeps_its_colour_in_every_panel() -> None:
+    """The speed-up panel has no bar or line for off: a strategy's colour is its own, not its place in what a panel
+    draws. The ratios of one press share the colour of their curve in the trade-off, and differ in line style."""
+    figure = _profiled(_judged_sweep()).plot()
+    found = _colours(figure, NAMES)
+    assert (
+        {name: sorted({index for index, _ in drawn}) for name, drawn in found.items()}
+        == {
+            "off": [0, 2],  # time, per-step; it holds no cache to trade and is the speed-ups' reference
+            **{name: [0, 1, 2, 3, 4] for name in NAMES[1:]},  # time, speed-up, per-step, both trade-off panels
+        }
     )
-    assert text.get_position() == (0.5, 0.5) and text.get_transform() == memory.transAxes
-    assert (text.get_horizontalalignment(), text.get_verticalalignment()) == ("center", "center")
-    assert len(speed.texts) == 0 and not speed.axison
+    colours = {name: {colour for _, colour in drawn} for name, drawn in found.items()}
+    assert all(len(drawn) == 1 for drawn in colours.values()), colours
+    assert colours["press:snapkv:0.5"] == colours["press:snapkv:0.25"]
+    assert (
+        len({colour for name in ("off", "dynamic", "press:snapkv:0.5", "quantized:fp8") for colour in colours[name]})
+        == 4
+    )
+    lines = [line for line in figure.axes[0].get_lines() if line.get_label().endswith("prompt tokens 16")]
+    assert len(lines) == len({(line.get_linestyle(), line.get_marker()) for line in lines}) == len(NAMES)  # told apart
+    steps = [line.get_linestyle() for line in figure.axes[2].get_lines()]
+    assert steps[2] != steps[3]  # the two ratios' steps too
+    names = ("off", "dynamic", "static", "quantized:quanto")
+    bars = _profiled(_comparison(names)).plot()  # a bar per strategy at one length, and per-step lines
+    found = _colours(bars, names)
+    assert {name: sorted({index for index, _ in drawn}) for name, drawn in found.items()} == {
+        "off": [0, 2],
+        **{name: [0, 1, 2] for name in names[1:]},
+    }
+    assert all(len({colour for _, colour in drawn}) == 1 for drawn in found.values())
 
 
 def test_a_trade_off_beside_per_step_latency_leaves_the_spare_panel_blank() -> None:
@@ -405,7 +501,7 @@ def test_models_side_by_side_share_a_colour_per_model_and_a_style_per_strategy()
     assert [(axis.get_title(), axis.get_xlabel(), axis.get_ylabel()) for axis in figure.axes] == [
         ("Time per generate (median)", "prompt + new tokens", "seconds"),
         ("Speed-up over the cache off", "prompt + new tokens", SPEEDUP_LABEL),
-        ("KV cache (dotted: predicted from the config)", "prompt + new tokens", "MiB"),
+        ("KV cache (dotted: predicted from the config, where it differs)", "prompt + new tokens", "MiB"),
     ]
     assert _suptitle(figure) == "Greedy generation, models side by side: a, b"
     assert {axis.get_subplotspec().get_gridspec().get_geometry() for axis in figure.axes} == {(1, 3)}  # side by side
@@ -440,6 +536,24 @@ def test_models_side_by_side_share_a_colour_per_model_and_a_style_per_strategy()
     assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
     single = _model("a", ((16, 8), (16, 16), (16, 32))).plot()  # a panel as wide as one of a single model's
     assert figure.get_size_inches()[0] / 3 == pytest.approx(single.get_size_inches()[0] / 2)
+
+
+def test_the_cache_panel_says_dotted_only_where_a_prediction_shows_beside_its_count() -> None:
+    def memory_title(*models: BenchmarkResult) -> str:
+        return ModelsResult(list(models)).plot().axes[2].get_title()
+
+    def counted(name: str, sizes: KVSizes | None = SIZES) -> BenchmarkResult:
+        """Its full cache held what the config predicts, byte for byte: the dotted line lies hidden under it."""
+        result = _model(name, ((8, 32), (16, 8)), sizes=sizes)
+        result.measurements = [replace(m, kv_bytes=SIZES.after(*m.config)) if m.strategy.caches else m
+                               for m in result.measurements]  # fmt: skip
+        return result
+
+    assert memory_title(counted("a"), counted("b")) == "KV cache (as predicted from the config)"
+    assert memory_title(counted("a"), _model("b", ((16, 8),), sizes=SIZES)) == (
+        "KV cache (dotted: predicted from the config, where it differs)"
+    )
+    assert memory_title(counted("a", sizes=None)) == "KV cache"  # nothing predicted, nothing dotted
 
 
 def test_models_side_by_side_name_each_batch_and_say_when_partial() -> None:

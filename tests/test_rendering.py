@@ -166,10 +166,14 @@ def test_quality_is_called_rough_below_16_steps_and_the_text_it_was_read_along_i
     from kvmagic.core.quality import Quality
 
     said = "quality: against dynamic, teacher-forced along"
-    assert _said(_with_quality(Quality(16, 1.0, 0.0, 1.0)), "quality") == [
+    kept = "every strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure draws no trade-off"
+    assert _said(_with_quality(Quality(16, 0.9375, 0.01, 1.0)), "quality") == [
         f"{said} its greedy tokens, 16 steps (--wide: every figure)"
     ]
-    assert _said(_with_quality(Quality(15, 1.0, 0.0, 1.0, along="text")), "quality") == [
+    assert _said(_with_quality(Quality(16, 1.0, 0.0, 1.0)), "quality") == [
+        f"{said} its greedy tokens, 16 steps (--wide: every figure); {kept}"
+    ]
+    assert _said(_with_quality(Quality(15, 1.0, 0.01, 1.0, along="text")), "quality") == [
         (
             f"{said} the given text, 15 steps (--wide: every figure); few steps make rough figures: a longer -n, or "
             "--quality-text, reads more"
@@ -178,8 +182,8 @@ def test_quality_is_called_rough_below_16_steps_and_the_text_it_was_read_along_i
     random = _with_quality(Quality(40, 1.0, 0.0, 1.0), Quality(20, 1.0, 0.0, 1.0), random_weights=True)
     assert _said(random, "quality") == [
         (
-            f"{said} its greedy tokens, 20 steps (--wide: every figure); with random weights, how far a cache moves the "
-            "logits, not what a trained model loses"
+            f"{said} its greedy tokens, 20 steps (--wide: every figure); {kept}; with random weights, how far a cache "
+            "moves the logits, not what a trained model loses"
         )
     ]
 

@@ -57,6 +57,11 @@ class Quality:
     along: str = "greedy"
     ppl_interval: tuple[float, float] | None = None
 
+    @property
+    def lossless(self) -> bool:
+        """Every step kept the full cache's prediction: nothing lost to trade against memory or speed."""
+        return self.kl_nats == 0 and self.top1_agreement == 1
+
 
 def quality_of(steps: Sequence[Step], along: str = "greedy") -> Quality:
     """The mean of each figure over ``steps``, a step within float noise (:data:`FLOAT_NOISE_NATS`) counted as

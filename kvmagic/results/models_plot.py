@@ -3,11 +3,13 @@
 Each model's lines share its colour, each strategy its line style (the plain run's two as uncached and cached), so
 that what the shapes do shows at a glance: how the speed-up grows per model, and how each model's cache grows, by
 its group size and, in a sliding-window layer, up to its window only. The cache panel sets the bytes predicted from
-the config (dotted) beside the counted ones.
+the config (dotted) beside the counted ones; its title says which, since a prediction that matches its count lies
+hidden under it.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE
@@ -35,12 +37,13 @@ def plot_models(models: ModelsRecord) -> SweepFigure:
     figure = SweepFigure(figsize=(15.6, 4.4), layout="constrained")
     times, speedups, memory = figure.subplots(1, 3)
     colours = [f"C{index % 10}" for index in range(len(models.results))]
+    differs: list[bool] = []  # for each prediction drawn, whether it shows beside its count
     for result, colour in zip(models.results, colours):
-        _draw_model(times, speedups, memory, result, colour)
+        differs += _draw_model(times, speedups, memory, result, colour)
     times.set(title="Time per generate (median)", ylabel="seconds")
     speedups.set(title="Speed-up over the cache off", ylabel=speedup_label(speedups))
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
-    memory.set(title="KV cache (dotted: predicted from the config)", ylabel="MiB")
+    memory.set(title=_memory_title(differs), ylabel="MiB")
     for axis in (times, speedups, memory):
         axis.set(xlabel="prompt + new tokens")
         axis.legend(fontsize="small")
@@ -50,7 +53,18 @@ def plot_models(models: ModelsRecord) -> SweepFigure:
     return figure
 
 
-def _draw_model(times: Axes, speedups: Axes, memory: Axes, result: BenchmarkRecord, colour: str) -> None:
+def _memory_title(differs: list[bool]) -> str:
+    """The cache panel's title: where the dotted predictions show (one that matches its count lies under it)."""
+    if not differs:
+        return "KV cache"
+    if not any(differs):
+        return "KV cache (as predicted from the config)"
+    return "KV cache (dotted: predicted from the config, where it differs)"
+
+
+def _draw_model(times: Axes, speedups: Axes, memory: Axes, result: BenchmarkRecord, colour: str) -> list[bool]:
+    """Each model's lines; for each prediction drawn, whether it leaves the counted full cache's line anywhere."""
+    differs: list[bool] = []
     for batch, configs in _by_batch(result).items():
         xs = [c.prompt_tokens + c.new_tokens for c in configs]
         label = result.model + (f", batch {batch}" if len(_by_batch(result)) > 1 else "")
@@ -66,6 +80,9 @@ def _draw_model(times: Axes, speedups: Axes, memory: Axes, result: BenchmarkReco
         if sizes is not None and FULL_CACHE in result.strategies:
             predicted = [sizes.after(*config) / MIB for config in configs]
             memory.plot(xs, predicted, ":", color=colour, linewidth=1, label=f"_{label} predicted")
+            counted = kv_mib_at(result, FULL_CACHE, configs)
+            differs.append(not all(math.isclose(p, c, rel_tol=1e-9) for p, c in zip(predicted, counted)))
+    return differs
 
 
 def _by_batch(result: BenchmarkRecord) -> dict[int, list[Config]]:

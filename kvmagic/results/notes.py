@@ -94,14 +94,18 @@ def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str
 
 
 def _quality_notes(result: BenchmarkRecord) -> list[str]:
-    """One line on how quality was read (docs/columns.md says what each figure means), and a line for each
-    perplexity ratio within the noise of its steps, which must not read as better or worse than the full cache."""
+    """One line on how quality was read (docs/columns.md says what each figure means), and whether every strategy
+    kept the full cache's predictions (the figure then has no trade-off to draw); a line for each perplexity ratio
+    within the noise of its steps, which must not read as better or worse than the full cache."""
     judged = [m.quality for m in result.measurements if m.quality is not None]
     if not judged:
         return []
     along = "the given text" if judged[0].along == "text" else "its greedy tokens"
     steps = min(q.steps for q in judged)
     said = f"quality: against {FULL_CACHE}, teacher-forced along {along}, {steps} steps (--wide: every figure)"
+    if all(q.lossless for q in judged):
+        said += ("; every strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure "
+                 "draws no trade-off")  # fmt: skip
     if steps < FEW_STEPS:
         said += "; few steps make rough figures: a longer -n, or --quality-text, reads more"
     if result.metadata.get("random_weights"):

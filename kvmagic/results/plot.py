@@ -1,9 +1,10 @@
 """The sweep as a picture: time and speed-up against length, per-step latency against position, quality's cost.
 
 Every strategy gets its line (the plain run's two as uncached and cached), every strategy but the reference
-its speed-up. Built on a bare matplotlib ``Figure`` (no pyplot): no global figure state, no backend needed,
-and ``fig.savefig(path)`` works anywhere; the figure shows itself as a PNG in a notebook, with no
-``%matplotlib`` line, as a result's last line or through ``display``.
+its speed-up, each strategy in one colour and one line style in every panel (the trade-off's too). Built on a
+bare matplotlib ``Figure`` (no pyplot): no global figure state, no backend needed, and ``fig.savefig(path)``
+works anywhere; the figure shows itself as a PNG in a notebook, with no ``%matplotlib`` line, as a result's last
+line or through ``display``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from matplotlib.figure import Figure
 from kvmagic.core.config import Config
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
-from kvmagic.results.tradeoff import draw_tradeoff, judged_config
+from kvmagic.results.tradeoff import colours, draw_tradeoff, traded_config
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -32,6 +33,7 @@ __all__ = [
 
 MIB = 2**20
 _STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
+_FILLS = ("full", "none", "left", "bottom", "right", "top")  # each length's markers, where several share a panel
 
 
 class SweepFigure(Figure):
@@ -47,8 +49,8 @@ class SweepFigure(Figure):
 
 
 def plot_result(result: BenchmarkRecord) -> SweepFigure:
-    """Two panels (time, speed-up against length), three when per-step times exist; below them, where the
-    strategies' quality was read, the trade-off (:mod:`kvmagic.results.tradeoff`).
+    """Two panels (time, speed-up against length), three when per-step times exist; below them, where some
+    strategy lost any of the full cache's predictions, the trade-off (:mod:`kvmagic.results.tradeoff`).
 
     The x axis is the generated length when that varies (one line per prompt length), else the
     prompt length. When the batch varies, the batch is the x axis of the first two panels instead:
@@ -58,7 +60,7 @@ def plot_result(result: BenchmarkRecord) -> SweepFigure:
     if not configs:
         raise KVMagicError("nothing to plot: the benchmark finished no configuration")
     stepped = [c for c in configs if all(m.profile for m in result.measurements if m.config == c)]
-    judged = judged_config(result)
+    judged = traded_config(result)
     rows, columns = (2 if judged else 1), (3 if stepped else 2)
     figure = SweepFigure(figsize=(5.2 * columns, 4.2 * rows), layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False)
@@ -130,17 +132,19 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
     configs = result.configs
     by_new = len({c.new_tokens for c in configs}) > 1 or len({c.prompt_tokens for c in configs}) == 1
     x_name, group_name = ("new_tokens", "prompt_tokens") if by_new else ("prompt_tokens", "new_tokens")
-    groups = _groups(configs, group_name)
-    for group, rows in groups.items():
+    groups, colour = _groups(configs, group_name), colours(result)
+    for at, (group, rows) in enumerate(groups.items()):
         rows = sorted(rows, key=lambda c: getattr(c, x_name))
         xs = [getattr(c, x_name) for c in rows]
         suffix = f", {group_name.replace('_', ' ')} {group}" if len(groups) > 1 else ""
-        for strategy, style in zip(result.strategies, _STYLES):
-            times.plot(xs, seconds_at(result, strategy, rows), style, label=result.shown_name(strategy) + suffix)
+        fill = _FILLS[at % len(_FILLS)]  # a strategy's colour and style at every length: its markers tell them apart
+        for index, strategy in enumerate(result.strategies):
+            style, drawn, name = _STYLES[index % len(_STYLES)], colour[strategy], result.shown_name(strategy)
+            times.plot(xs, seconds_at(result, strategy, rows), style, color=drawn, fillstyle=fill, label=name + suffix)
             if strategy != REFERENCE:
-                label = f"{result.shown_name(strategy)} speed-up"
-                (line,) = speedups.plot(xs, speedups_at(result, strategy, rows), style, label=label + suffix)
-                draw_intervals(speedups, xs, result, strategy, rows, line.get_color())
+                label = f"{name} speed-up{suffix}"
+                speedups.plot(xs, speedups_at(result, strategy, rows), style, color=drawn, fillstyle=fill, label=label)
+                draw_intervals(speedups, xs, result, strategy, rows, drawn)
     label = x_name.replace("_", " ")
     times.set(title="Time per generate (median)", xlabel=label, ylabel="seconds")
     title = _speedup_title(result)
@@ -152,16 +156,22 @@ def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
 
 
 def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Config) -> None:
-    """One configuration: a bar per strategy, its median time and its speed-up, each bar labelled."""
-    names = [result.shown_name(s) for s in result.strategies]
-    bars = times.bar(names, [seconds_at(result, s, [config])[0] for s in result.strategies], color="tab:blue")
+    """One configuration: a bar per strategy in its colour, its median time and its speed-up, each bar labelled
+    above its top, or above its error bar's where that is higher."""
+    names, colour = [result.shown_name(s) for s in result.strategies], colours(result)
+    bars = times.bar(names, [seconds_at(result, s, [config])[0] for s in result.strategies],
+                     color=[colour[s] for s in result.strategies])  # fmt: skip
     times.bar_label(bars, fmt="%.3g s", padding=2)
     others = [s for s in result.strategies if s != REFERENCE]
     bars = speedups.bar([result.shown_name(s) for s in others], [speedups_at(result, s, [config])[0] for s in others],
-                        color="tab:orange")  # fmt: skip
+                        color=[colour[s] for s in others])  # fmt: skip
     for bar, strategy in zip(bars, others):
-        draw_intervals(speedups, [bar.get_x() + bar.get_width() / 2], result, strategy, [config], "black")
-    speedups.bar_label(bars, fmt="%.3gx", label_type="center")  # inside its bar: clear of the error bar above it
+        middle, height, pair = bar.get_x() + bar.get_width() / 2, bar.get_height(), result.pair(config, strategy)
+        draw_intervals(speedups, [middle], result, strategy, [config], "black")
+        if math.isfinite(height):
+            top = max(height, pair.interval[1]) if pair is not None and math.isfinite(pair.interval[1]) else height
+            speedups.annotate(f"{height:.3g}x", (middle, top), xytext=(0, 2), textcoords="offset points",
+                              ha="center", va="bottom")  # fmt: skip
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     times.set(title=f"Time per generate (median, {config})", ylabel="seconds")
     title = _speedup_title(result)
@@ -177,21 +187,24 @@ def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkRecord) -> None
     groups: dict[tuple[int, int], list[Config]] = {}
     for config in result.configs:
         groups.setdefault((config.prompt_tokens, config.new_tokens), []).append(config)
-    for (prompt_tokens, new_tokens), rows in groups.items():
+    colour = colours(result)
+    for at, ((prompt_tokens, new_tokens), rows) in enumerate(groups.items()):
         rows = sorted(rows, key=lambda c: c.batch)
         xs = [c.batch for c in rows]
         suffix = f", {prompt_tokens}+{new_tokens} tokens" if len(groups) > 1 else ""
-        for strategy, style in zip(result.strategies, _STYLES):
-            name = result.shown_name(strategy)
+        fill = _FILLS[at % len(_FILLS)]
+        for index, strategy in enumerate(result.strategies):
+            style, drawn, name = _STYLES[index % len(_STYLES)], colour[strategy], result.shown_name(strategy)
             found = [result.measurement(strategy, c) for c in rows]
             if strategy != REFERENCE:
-                label = f"{result.shown_name(strategy)} speed-up"
-                (line,) = speedups.plot(xs, speedups_at(result, strategy, rows), style, label=label + suffix)
-                draw_intervals(speedups, xs, result, strategy, rows, line.get_color())
-                memory.plot(xs, kv_mib_at(result, strategy, rows), style, label=f"{name} KV cache{suffix}")
+                label = f"{name} speed-up{suffix}"
+                speedups.plot(xs, speedups_at(result, strategy, rows), style, color=drawn, fillstyle=fill, label=label)
+                draw_intervals(speedups, xs, result, strategy, rows, drawn)
+                memory.plot(xs, kv_mib_at(result, strategy, rows), style, color=drawn, fillstyle=fill,
+                            label=f"{name} KV cache{suffix}")  # fmt: skip
             peaks = [math.nan if m is None or m.peak_bytes is None else m.peak_bytes / MIB for m in found]
-            if not all(math.isnan(p) for p in peaks):
-                memory.plot(xs, peaks, style, label=f"{name} peak{suffix}")
+            if not all(math.isnan(p) for p in peaks):  # paler than its own KV cache's line, in the same colour
+                memory.plot(xs, peaks, style, color=drawn, fillstyle=fill, alpha=0.45, label=f"{name} peak{suffix}")
     speedups.set(title=_speedup_title(result), xlabel="batch",
                  ylabel=speedup_label(speedups))  # fmt: skip
     speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
@@ -202,10 +215,15 @@ def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkRecord) -> None
 
 
 def _draw_steps(axis: Axes, result: BenchmarkRecord, config: Config) -> None:
-    for m in (m for m in result.measurements if m.config == config and m.profile):
-        assert m.profile is not None
-        positions = range(config.prompt_tokens, config.prompt_tokens + len(m.profile.step_s))
-        axis.plot(positions, [s * 1e3 for s in m.profile.step_s], label=result.shown_name(m.strategy))
+    """Each strategy's steps in its colour and style, a marker every few steps (one at each would hide the line)."""
+    colour = colours(result)
+    for index, strategy in enumerate(result.strategies):
+        m = result.measurement(strategy, config)
+        if m is not None and m.profile:
+            positions = range(config.prompt_tokens, config.prompt_tokens + len(m.profile.step_s))
+            every = max(1, len(positions) // 8)
+            axis.plot(positions, [s * 1e3 for s in m.profile.step_s], _STYLES[index % len(_STYLES)], markevery=every,
+                      color=colour[strategy], label=result.shown_name(strategy))  # fmt: skip
     axis.set(title=f"Per-step latency ({config})", xlabel="position (tokens in context)", ylabel="ms per token")
     axis.legend()
     axis.grid(alpha=0.3)
