@@ -25,9 +25,9 @@ def red_bars(notebook: nbformat.NotebookNode) -> list[dict]:
     return [w["state"] for w in widgets.get("state", {}).values() if w.get("state", {}).get("bar_style") == "danger"]
 
 
-RAW_FLOAT = re.compile(
-    r"\d\.\d{6,}"
-)  # 3.9454253349623274: a figure printed as Python holds it, not as a reader reads it
+# 3.9454253349623274: a figure printed as Python holds it, not as a reader reads it (seven significant digits or
+# more after the point; a table's 0.009958 has four, whatever its leading zeros)
+RAW_FLOAT = re.compile(r"\d\.0*[1-9]\d{5,}")
 
 
 def unreadable(notebook: nbformat.NotebookNode) -> list[str]:
@@ -72,7 +72,7 @@ def test_the_check_finds_what_a_newcomer_should_not_meet() -> None:
     cell = new_code_cell("result.speedup")
     cell.outputs = [
         new_output("execute_result", {"text/plain": "3.9454253349623274"}, execution_count=1),
-        new_output("stream", name="stdout", text="2.77x faster\n" + "x" * 101 + "\n"),
+        new_output("stream", name="stdout", text="2.77x faster, 0.009958 s\n" + "x" * 101 + "\n"),
         new_output("error", ename="ValueError", evalue="no", traceback=[]),
     ]
     found = unreadable(new_notebook(cells=[cell]))
