@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-__all__ = ["KVMagicError", "clipped", "one_line"]
+__all__ = ["KVMagicError", "clipped", "did_you_mean", "one_line"]
 
 # A sentence that offers choices: "The only possible arguments are `eager`, `sdpa`, ...", "use one of a, b, c".
 _CHOICES = re.compile(
@@ -21,6 +22,12 @@ def one_line(text: str) -> str:
     """``text`` with every character a terminal would not print as itself (a newline in an argument echoed back,
     a control character) written as its escape, so that an error stays the one line it is meant to be."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def did_you_mean(word: str, choices: Sequence[str], cutoff: float = 0.6) -> str:
+    """ "did you mean X? " for the one of ``choices`` closest to ``word`` (a typo), or "" where none is close."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
+    return f"did you mean {close[0]}? " if close else ""
 
 
 def clipped(line: str, limit: int = 200) -> str:

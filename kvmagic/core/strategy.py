@@ -11,14 +11,13 @@ for tables and files. Whether the installed libraries can run a strategy is aske
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kvmagic.core.compression import PRESS, PressName, expand_presses
-from kvmagic.errors import KVMagicError
+from kvmagic.errors import KVMagicError, did_you_mean
 
 __all__ = [
     "BACKENDS", "DYNAMIC", "FULL_CACHE", "KNOWN", "OFF", "PAIR", "REFERENCE", "Backend", "Strategy", "choices", "parse",
@@ -212,9 +211,7 @@ def _read(text: str) -> Sequence[Strategy]:
 
 def unknown(text: str) -> KVMagicError:
     """The refusal of a spelling that names no strategy, the likely one first (``dynamc``: dynamic)."""
-    close = difflib.get_close_matches(text, KNOWN, n=1)
-    meant = f"did you mean {close[0]}? " if close else ""
-    return KVMagicError(f"unknown cache strategy {text!r}: {meant}use {choices()}")
+    return KVMagicError(f"unknown cache strategy {text!r}: {did_you_mean(text, KNOWN)}use {choices()}")
 
 
 def choices() -> str:

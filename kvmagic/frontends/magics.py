@@ -34,6 +34,7 @@ from kvmagic.frontends.options import (
     load_kwargs,
     meant,
     resolved,
+    unrecognized,
     word_optional,
 )
 from kvmagic.frontends.values import at_least_one, prompt_apart, whole_number
@@ -126,8 +127,7 @@ def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
     except UsageError as error:
         said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
         quoted = _quoted(func.parser, words) if prompt_last else None
-        unknown = [word.partition("=")[0] for word in said.partition("unrecognized arguments:")[2].split()]
-        command = next((flag for flag in _COMMAND_ONLY if flag in unknown), None)
+        command = next((flag for flag in _COMMAND_ONLY if flag in unrecognized(str(error))), None)
         if command is not None:
             message = f"%{name}: {command} is the command's (kvbench), not %{name}'s: {_COMMAND_ONLY[command]}"
         else:

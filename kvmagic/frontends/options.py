@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import builtins
 import dataclasses
-import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,7 +19,7 @@ from typing import Any, Literal
 from kvmagic.core.lengths import LENGTH_FORMS
 from kvmagic.core.spec import FRONTIER_MODES, MARKED, BenchSpec, check_field
 from kvmagic.core.strategy import BACKENDS, KNOWN
-from kvmagic.errors import KVMagicError
+from kvmagic.errors import KVMagicError, did_you_mean
 from kvmagic.frontends.values import (
     at_least_one,
     frontier_mode,
@@ -47,6 +46,7 @@ __all__ = [
     "load_kwargs",
     "meant",
     "resolved",
+    "unrecognized",
     "word_optional",
 ]
 
@@ -295,19 +295,19 @@ def check_before_loading(spec: BenchSpec, prompt: str) -> None:
         marked_parts(prompt)
 
 
+def unrecognized(message: str) -> list[str]:
+    """The words argparse's ``message`` calls unrecognized, each without its ``=value``; none for another message."""
+    if not message.startswith("unrecognized arguments:"):
+        return []
+    return [word.partition("=")[0] for word in message.removeprefix("unrecognized arguments:").split()]
+
+
 def meant(message: str, parser: argparse.ArgumentParser) -> str:
     """The flag of ``parser`` that a word argparse's ``message`` calls unrecognized was likely meant to be
     (``--repeat`` for ``--repat``), as "did you mean ...?"; empty when it names none close to one."""
-    if not message.startswith("unrecognized arguments:"):
-        return ""
     flags = [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
-    for word in message.removeprefix("unrecognized arguments:").split():
-        close = (
-            difflib.get_close_matches(word.partition("=")[0], flags, n=1, cutoff=0.8) if word.startswith("--") else []
-        )
-        if close:
-            return f"did you mean {close[0]}? "
-    return ""
+    close = (did_you_mean(word, flags, cutoff=0.8) for word in unrecognized(message) if word.startswith("--"))
+    return next((said for said in close if said), "")
 
 
 def resolved(args: argparse.Namespace, configured: Mapping[str, Any], name: str) -> Any:
