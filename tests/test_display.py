@@ -203,3 +203,16 @@ def test_wide_html_gives_a_strategy_that_could_not_run_a_footnote_as_the_text_do
     assert cells[-1] == "[1]" and reason not in "".join(cells)
     assert page.index("</table>") < page.index(f"<p>[1] {reason}</p>") < page.index("<p>a note</p>")
     assert f"[1] {reason}" in " ".join(wide_text(frame, ["a note"]).split())
+
+
+def test_the_caption_reads_left_and_names_the_cpu_once_and_tf32_only_with_cuda() -> None:
+    """Left-aligned, so a --wide table does not carry it off-screen; on a CPU the device already names the CPU and
+    the TF32 flags act on nothing, while with CUDA both stay (the CPU beside a GPU is news)."""
+    flags = {"allow_tf32_matmul": False, "allow_tf32_cudnn": True, "float32_matmul_precision": "highest"}
+    on_cpu = to_html(_result().to_dataframe(), {"device": "cpu (AMD EPYC)", "cpu": "AMD EPYC", "cuda": None, **flags})
+    keys = re.findall(r"<th style='text-align:left'>([^<]*)</th>", on_cpu)
+    assert keys == ["device", "float32_matmul_precision"]
+    assert re.search(r"caption \{\s*text-align: left;?\s*\}", on_cpu)
+    gpu = {"device": "cuda:0 (NVIDIA H200)", "cpu": "AMD EPYC", "cuda": "12.8", **flags}
+    on_gpu = re.findall(r"<th style='text-align:left'>([^<]*)</th>", to_html(_result().to_dataframe(), gpu))
+    assert on_gpu == ["device", "cpu", "cuda", *flags]

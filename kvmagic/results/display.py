@@ -43,12 +43,16 @@ def _readable(key: str, value: Any) -> str:
 
 
 def _caption(metadata: Mapping[str, Any]) -> str:
-    """How the result was measured, each value readable; what is unknown or empty is left out."""
+    """How the result was measured, each value readable; what is unknown or empty is left out, as are the CPU where
+    the device already names it and the TF32 flags without CUDA (they act only on an NVIDIA GPU)."""
+    said = str(metadata.get("device"))
+    left_out = {"cpu"} if f"({metadata.get('cpu')})" in said else set()
+    left_out |= set() if metadata.get("cuda") else {"allow_tf32_matmul", "allow_tf32_cudnn"}
     rows = "".join(
         f"<tr><th style='text-align:left'>{html.escape(str(key))}</th><td style='text-align:left'>"
         f"{html.escape(_readable(key, value))}</td></tr>"
         for key, value in metadata.items()
-        if value is not None and value != {} and value != []
+        if value is not None and value != {} and value != [] and key not in left_out
     )
     return f"<details><summary>how this was measured</summary><table>{rows}</table></details>"
 
@@ -57,6 +61,7 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
     """The shown table (every column if ``wide``) styled, the metadata in a collapsed caption, then the notes."""
     shown, footnotes = wide_cells(frame) if wide else shown_table(frame)
     styler = shown.style.hide(axis="index").set_caption(_caption(metadata))
+    styler = styler.set_table_styles([{"selector": "caption", "props": "text-align: left"}])  # a wide table's too
     bold = [c for c in ("speedup", INTERVAL_HEADER) if c in shown.columns]
     if bold:
         styler = styler.set_properties(subset=bold, **{"font-weight": "bold"})
