@@ -427,11 +427,17 @@ def test_a_row_whose_time_the_rounds_cannot_tell_from_the_fastest_is_said_to_be_
     said = str(found)
     assert said.startswith("At 64+8 tokens: dynamic is fastest (4.00x off's speed, KL 0), though static is within "
                            "noise of its time; ")  # fmt: skip
-    assert "static (beaten by dynamic: slower within noise, as good on KV bytes and quality)" in said
+    # Times within noise tie: static, as good on KV bytes and quality, is not beaten, and stays on the frontier.
+    assert "static takes 1.05x as long (within noise) and holds as much KV, KL 0." in said and "beaten" not in said
+    assert found.frontier == ["off", "dynamic", "static"]
+    assert _rounds({"off": [2.0] * 5, "dynamic": dynamic, "static": [0.60, 0.45, 0.55, 0.475, 0.525]}).to_dataframe()[
+        "pareto"
+    ].tolist() == [True, True, True]
     apart = _rounds({"off": [2.0] * 5, "dynamic": dynamic, "static": [0.60, 0.55, 0.65, 0.575, 0.625]}).choice()
     assert apart.close == frozenset() and "noise" not in str(apart)
     three = _rounds({"off": [0.5, 0.5, 0.5], "dynamic": [0.5] * 3, "static": [0.45, 0.55, 0.5]}).choice()
     assert str(three).startswith("At 64+8 tokens: off is fastest, though dynamic and static are within noise of its "
-                                 "time. ")  # fmt: skip
+                                 "time. Off the frontier: dynamic (beaten by off: more KV bytes, as good on speed and "
+                                 "quality), static (beaten by off: more KV bytes, as good on speed and quality).")  # fmt: skip
     one = _rounds({"off": [2.0], "dynamic": [0.5], "static": [0.5001]}).choice()  # one round: no interval, no word
     assert one.close == frozenset() and "noise" not in str(one)

@@ -3,7 +3,7 @@ measuring loop has taken enough rounds (``repeat=N`` or ``auto``)."""
 
 from __future__ import annotations
 
-from kvmagic.core.pareto import BYTES_TIE, Point, beats, on_frontier
+from kvmagic.core.pareto import BYTES_TIE, Point, beats, better, on_frontier
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import MIN_AUTO_PAIRS, BenchSpec
 from kvmagic.core.stop import FixedRounds, UntilPrecise, stop_rule
@@ -73,3 +73,15 @@ def test_auto_takes_its_minimum_then_stops_at_the_cap_or_on_precision() -> None:
     assert rule.done(n, 0.0, steady)
     early = {OFF: [2.0] * (n - 1), DYNAMIC: [1.0] * (n - 1)}
     assert not rule.done(n - 1, 0.0, early)
+
+
+def test_times_within_noise_tie_on_speed_and_leave_the_other_figures_to_decide() -> None:
+    """Rows whose rounds cannot tell their times apart tie on speed: the faster median beats nothing by it, while a
+    row better on another figure still beats; ``better`` calls the speed a tie (False), not unknown (None)."""
+    fast, slow = Point(1.0, 100.0, 0.0), Point(1.2, 100.0, 0.0)
+    assert beats(fast, slow) and not beats(fast, slow, same_speed=True)
+    assert beats(Point(1.2, 50.0, 0.0), fast, same_speed=True) and not beats(Point(1.2, 50.0, 0.0), fast)
+    assert better(fast, Point(1.2, 200.0, 0.0), same_speed=True) == (False, True, False)
+    assert on_frontier([fast, slow]) == [True, False]
+    assert on_frontier([fast, slow], close={frozenset((0, 1))}) == [True, True]
+    assert on_frontier([fast, slow, Point(3.0, 100.0, 0.0)], close={frozenset((0, 1))}) == [True, True, False]

@@ -5,15 +5,17 @@ no more KV bytes, no more KL from the full cache. A figure not known (quality no
 quality run that could not run) is not guessed: where neither row has it, the two tie on it; where only the
 beaten row lacks it, the other is at least as good only at the best there is (KL 0, no bytes held), and never
 better; a row that lacks it is at least as good as none that has it. So a row with an unknown figure leaves the
-frontier only to a row that beats it whatever that figure is. Medians decide speed: two strategies within their
-runs' noise of each other may trade places in another run. KV bytes within :data:`BYTES_TIE` of each other tie:
+frontier only to a row that beats it whatever that figure is. Medians decide speed, except between two rows whose
+runs cannot tell their times apart (``same_speed``, from the rounds they ran side by side): they tie on it, so
+that a row leaves the frontier only to one beyond its noise or better on another figure, not to another run's
+luck. KV bytes within :data:`BYTES_TIE` of each other tie:
 a static cache holds a few bookkeeping bytes a layer beside its keys and values, which trade nothing away.
 Pure Python, checkable by hand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 __all__ = ["BYTES_TIE", "Point", "beats", "better", "on_frontier"]
@@ -49,23 +51,33 @@ def _better(mine: float | None, theirs: float | None, tie: float) -> bool:
     return mine is not None and theirs is not None and mine < theirs - tie * max(abs(mine), abs(theirs))
 
 
-def beats(a: Point, b: Point) -> bool:
-    """``a`` is no worse than ``b`` on every figure and better on one (unknown figures as the module says)."""
+def _figures(a: Point, b: Point, same_speed: bool) -> list[tuple[float | None, float | None, float | None, float]]:
+    """Each figure of ``a`` and of ``b``, with its best and its tie; times within noise as two equal ones."""
     figures = list(zip(a.figures(), b.figures(), _BEST, _TIES))
+    return [(0.0, 0.0, None, 0.0), *figures[1:]] if same_speed else figures
+
+
+def beats(a: Point, b: Point, same_speed: bool = False) -> bool:
+    """``a`` is no worse than ``b`` on every figure and better on one (unknown figures as the module says)."""
+    figures = _figures(a, b, same_speed)
     return all(_no_worse(mine, theirs, best, tie) for mine, theirs, best, tie in figures) and any(
         _better(mine, theirs, tie) for mine, theirs, _, tie in figures
     )
 
 
-def better(a: Point, b: Point) -> tuple[bool | None, ...]:
+def better(a: Point, b: Point, same_speed: bool = False) -> tuple[bool | None, ...]:
     """For each figure, whether ``a`` is better than ``b`` there (ties as :func:`beats` counts them); None where
     either lacks it. Where ``a`` beats ``b``, False is a tie: what the beaten row did not lose."""
     return tuple(
         None if mine is None or theirs is None else _better(mine, theirs, tie)
-        for mine, theirs, tie in zip(a.figures(), b.figures(), _TIES)
+        for mine, theirs, _, tie in _figures(a, b, same_speed)
     )
 
 
-def on_frontier(points: Sequence[Point]) -> list[bool]:
-    """For each point, whether no other point beats it."""
-    return [not any(beats(other, point) for other in points if other is not point) for point in points]
+def on_frontier(points: Sequence[Point], close: Collection[frozenset[int]] = ()) -> list[bool]:
+    """For each point, whether no other point beats it; ``close`` holds the pairs of indices whose times are within
+    noise of each other."""
+    return [
+        not any(beats(other, point, frozenset((i, j)) in close) for j, other in enumerate(points) if j != i)
+        for i, point in enumerate(points)
+    ]

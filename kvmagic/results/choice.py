@@ -54,8 +54,18 @@ def pareto_marks(result: BenchmarkRecord) -> dict[tuple[Config, Strategy], bool]
     marks = {}
     for config in result.configs:
         rows = [m for m in result.measurements if m.config == config]
-        marks.update({(m.config, m.strategy): mark for m, mark in zip(rows, on_frontier([_point(m) for m in rows]))})
+        marks.update({(m.config, m.strategy): mark for m, mark in zip(rows, _on_frontier(rows))})
     return marks
+
+
+def _close(rows: list[Measurement]) -> frozenset[frozenset[Strategy]]:
+    """The pairs of rows whose times are within noise of each other."""
+    return frozenset(frozenset((a.strategy, b.strategy)) for a, b in combinations(rows, 2) if _within_noise(a, b))
+
+
+def _on_frontier(rows: list[Measurement]) -> list[bool]:
+    close = {frozenset((i, j)) for (i, a), (j, b) in combinations(enumerate(rows), 2) if _within_noise(a, b)}
+    return on_frontier([_point(m) for m in rows], close)
 
 
 @dataclass(frozen=True)
@@ -145,15 +155,14 @@ def choice(result: BenchmarkRecord) -> Choice:
             f"{len(rows)} ran there: name more in {{cache}}",
             "cache",
         )
-    points = {m.strategy: _point(m) for m in rows}
+    points, close = {m.strategy: _point(m) for m in rows}, _close(rows)
     beaten_by = {
-        s: next(other for other in points if other != s and beats(points[other], point))
-        for s, point, mark in zip(points, points.values(), on_frontier(list(points.values())))
+        s: next(o for o in points if o != s and beats(points[o], point, frozenset((s, o)) in close))
+        for s, point, mark in zip(points, points.values(), _on_frontier(rows))
         if not mark
     }
     fits, unfitted = _fits(result, config)
     crossovers, searched, falling = _crossovers(fits, result.frontier)
-    close = frozenset(frozenset((a.strategy, b.strategy)) for a, b in combinations(rows, 2) if _within_noise(a, b))
     return Choice(config, points, beaten_by, fits, crossovers, searched, unfitted, result.frontier, falling, close)
 
 
@@ -277,13 +286,12 @@ def _beaten(found: Choice, strategy: Strategy, by: Strategy) -> str:
     lost: list[str] = []
     tied: list[str] = []
     unknown: list[str] = []
-    for (worse, figure, unread), edge in zip(_FIGURES, better(found.points[by], found.points[strategy])):
+    edges = better(found.points[by], found.points[strategy], frozenset((strategy, by)) in found.close)
+    for (worse, figure, unread), edge in zip(_FIGURES, edges):
         if edge is None:
             unknown += [unread] if figure != "quality" or found.quality_read else []  # else said once, up front
         elif edge:
-            lost.append(
-                f"{worse} within noise" if worse == "slower" and frozenset((strategy, by)) in found.close else worse
-            )
+            lost.append(worse)
         else:
             tied.append(figure)
     said = [*lost, *([f"as good on {' and '.join(tied)}"] if tied else []), *unknown]
@@ -307,7 +315,8 @@ def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
         held = _held(mine.kv_bytes, theirs.kv_bytes)
     joined = " and " if held.startswith("holds") else ", "
     quality = f", {_quality(mine)}" if found.quality_read else ""
-    return f"{strategy} takes {_times(mine.seconds / theirs.seconds)} as long{joined}{held}{quality}"
+    noise = " (within noise)" if frozenset((strategy, fastest)) in found.close else ""
+    return f"{strategy} takes {_times(mine.seconds / theirs.seconds)} as long{noise}{joined}{held}{quality}"
 
 
 def _times(ratio: float) -> str:
