@@ -134,9 +134,10 @@ MEANINGS: dict[str, str] = {
     "of_limit": "`--limits`: the limit's seconds / the measured seconds for this strategy",
     "pareto": "on the trade-off frontier: no other row of the same configuration is at once as fast or faster "
     "(median seconds; two rows whose rounds cannot tell their times apart tie on it), holds no more KV bytes and "
-    "loses no more quality (`kl_nats`), and better on one of them; a quality not read is not guessed: two rows without it tie on it, and a row without it leaves the frontier only "
-    "to one with `kl_nats` 0 that is as good on the rest and better on one (docs/choosing.md); empty for a strategy "
-    "that did not run; shown where some configuration has three strategies or more that ran",
+    "loses no more quality (`kl_nats`), and better on one of them; a quality not read is not guessed: two rows "
+    "without it tie on it, and a row without it leaves the frontier only to one with `kl_nats` 0 that is as good on "
+    "the rest and better on one (docs/choosing.md); empty for a strategy that did not run; shown where some "
+    "configuration has three strategies or more that ran",
 }
 
 # ``frontier_table(result)``: one row per strategy, its reach in the memory free.

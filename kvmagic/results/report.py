@@ -15,30 +15,20 @@ from kvmagic.core.config import Config
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE, Strategy
 from kvmagic.results.choice import pareto_marks
 from kvmagic.results.columns import PAIR_VIEW, REGISTRY, ROW_COLUMNS, added
-from kvmagic.results.limits_table import (
-    limit_values,
-    matching,
-    strategy_limit_values,
-)
+from kvmagic.results.limits_table import limit_values, matching, strategy_limit_values
 from kvmagic.results.measurement import Pair
 from kvmagic.results.prefix_table import prefix_values
-from kvmagic.results.split_table import (
-    split_values,
-    strategy_split_values,
-)
+from kvmagic.results.split_table import split_values, strategy_split_values
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kvmagic.core.kvbytes import KVSizes
     from kvmagic.results.benchmark_record import BenchmarkRecord
-    from kvmagic.results.measurement import Measurement, Pair
+    from kvmagic.results.measurement import Measurement
     from kvmagic.results.records import Mismatch
 
-__all__ = [
-    "COLUMNS", "MIB", "STRATEGY_COLUMNS", "figures", "row", "short_mismatch", "strategy_row",
-    "table",
-]  # fmt: skip
+__all__ = ["COLUMNS", "MIB", "STRATEGY_COLUMNS", "figures", "row", "short_mismatch", "strategy_row", "table"]
 
 MIB = 2**20
 COLUMNS = PAIR_VIEW  # the plain run's table
@@ -173,7 +163,11 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     divided = result.split is not None
     extra = [*(added("--limits").pair if result.limits else ()), *(added("--tp").pair if divided else ())]
     measured = {
-        pair.config: {**row(pair, sizes), **_limits(result, pair), **(split_values(pair) if divided else {})}
+        pair.config: {
+            **row(pair, sizes),
+            **(limit_values(pair, matching(result, pair.config)) if result.limits else {}),
+            **(split_values(pair) if divided else {}),
+        }
         for pair in result.pairs()
     }
     if not result.predictions:
@@ -220,10 +214,6 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
         *(added("--prefix").rows if reused else ()),
     )
     return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
-
-
-def _limits(result: BenchmarkRecord, pair: Pair) -> dict[str, float]:
-    return limit_values(pair, matching(result, pair.config)) if result.limits else {}
 
 
 def short_mismatch(mismatch: Mismatch) -> str:
