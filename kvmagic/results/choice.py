@@ -178,8 +178,6 @@ def _within_noise(a: Measurement, b: Measurement) -> bool:
 def choice_notes(result: BenchmarkRecord) -> list[str]:
     """The choice's paragraph, for a comparison with :data:`MIN_STRATEGIES` strategies or more at its largest
     configuration; nothing for another."""
-    if not result.configs:
-        return []
     try:
         return [str(choice(result))]
     except KVMagicError:
