@@ -87,22 +87,16 @@ def strategy_row(
     summary = figures(m)
     return {
         **values,
-        "seconds": summary["s"],
-        "tok_s": summary["tok_s"],
+        "seconds": summary.pop("s"),
+        **summary,  # its other figures are its columns of the same names
         **_speedup(m, reference, sequential),
         "identical": m.identical,
         "first_mismatch": "" if m.mismatch is None else short_mismatch(m.mismatch),
         **_quality(m),
-        "kv_cache_mib": summary["kv_cache_mib"],
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
         "cache_tokens": math.nan if m.kv_bytes is None or sizes is None else sizes.positions(m.kv_bytes, config.batch),
         "kv_promised_mib": _promised_mib(strategy, config, sizes),
-        "peak_mib": summary["peak_mib"],
-        "ttft_s": summary["ttft_s"],
-        "min_s": summary["min_s"],
-        "iqr_s": summary["iqr_s"],
-        "compile_s": summary["compile_s"],
         "note": "; ".join(text for text in (note, _masked(strategy, m, config, full_bytes)) if text),
     }
 
