@@ -262,7 +262,6 @@ _SIDES = {
                          ("min_s", "min_s"), ("iqr_s", "iqr_s"))
 }  # fmt: skip
 _SIDES.update({name: (DYNAMIC, name) for name in ("speedup", "speedup_ci_low", "speedup_ci_high", "kv_cache_mib")})
-_SHARES = ("top1_agreement", "check_error")
 
 
 def _unit(name: str) -> str:
@@ -273,20 +272,14 @@ def _unit(name: str) -> str:
         return "times faster"
     if "tok_s" in name:
         return "tokens/s"
-    endings = (("_bytes", "bytes"), ("_mib", "MiB"), ("_ms", "ms"), ("_s", "s"), ("_share", "share"),
-               ("_tokens", "tokens"))  # fmt: skip
+    endings = (("_bytes", "bytes"), ("_bytes_per_token", "bytes"), ("_mib", "MiB"), ("_ms", "ms"), ("_s", "s"),
+               ("_share", "share"), ("of_limit", "share"), ("_tokens", "tokens"))  # fmt: skip
     for ending, unit in endings:
         if name.endswith(ending):
             return unit
     named = {"seconds": "s", "kl_nats": "nats", "max_context": "tokens", "max_prompt": "tokens",
-             "sliding_window": "tokens"}  # fmt: skip
-    return (
-        "share"
-        if name in _SHARES or name.endswith("of_limit")
-        else "bytes"
-        if name.endswith("_bytes_per_token")
-        else named.get(name, "")
-    )
+             "sliding_window": "tokens", "top1_agreement": "share", "check_error": "share"}  # fmt: skip
+    return named.get(name, "")
 
 
 REGISTRY: dict[str, Column] = {
