@@ -47,7 +47,10 @@ def _out_of_order(result: BenchmarkRecord) -> list[str]:
     """A strategy that took less time for more work (as long a prompt and as many new tokens, or more, in the
     same batch): one line per strategy, naming the first such pair of configurations."""
     found, seconds = [], cell("seconds")
-    for name, measured in _by_strategy(result).items():
+    by_strategy: dict[str, list[Measurement]] = {}
+    for m in result.measurements:
+        by_strategy.setdefault(result.shown_name(m.strategy), []).append(m)
+    for name, measured in by_strategy.items():
         for less, more in combinations(sorted(measured, key=lambda m: m.config), 2):
             if _more_work(more, less) and less.median_s >= JITTER_S and more.median_s < OUT_OF_ORDER * less.median_s:
                 found.append(
@@ -71,13 +74,6 @@ def _slow_runs(result: BenchmarkRecord) -> list[str]:
     if not slow:
         return []
     return [f"a run took several times its siblings' median: {', '.join(slow)}: {LOAD}; the medians keep it out"]
-
-
-def _by_strategy(result: BenchmarkRecord) -> dict[str, list[Measurement]]:
-    grouped: dict[str, list[Measurement]] = {}
-    for m in result.measurements:
-        grouped.setdefault(result.shown_name(m.strategy), []).append(m)
-    return grouped
 
 
 def _more_work(more: Measurement, less: Measurement) -> bool:

@@ -178,8 +178,6 @@ def _within_noise(a: Measurement, b: Measurement) -> bool:
 def choice_notes(result: BenchmarkRecord) -> list[str]:
     """The choice's paragraph, for a comparison with :data:`MIN_STRATEGIES` strategies or more at its largest
     configuration; nothing for another."""
-    if not result.configs:
-        return []
     try:
         return [str(choice(result))]
     except KVMagicError:
@@ -259,11 +257,9 @@ def paragraph(found: Choice) -> str:
     read = found.quality_read
     lead = f"at {found.config}: {fastest} is fastest"
     off = points.get(REFERENCE)
-    said = (
-        [f"{_times(off.seconds / points[fastest].seconds)} off's speed"]
-        if off is not None and fastest != REFERENCE
-        else []
-    )
+    said: list[str] = []
+    if off is not None and fastest != REFERENCE:
+        said.append(f"{_times(off.seconds / points[fastest].seconds)} off's speed")
     said += [_quality(points[fastest]) if read else "no row's quality read"] if said or not read else []
     lead += f" ({', '.join(said)})" if said else ""
     ties = [str(s) for s in points if frozenset((s, fastest)) in found.close]

@@ -134,9 +134,10 @@ MEANINGS: dict[str, str] = {
     "of_limit": "`--limits`: the limit's seconds / the measured seconds for this strategy",
     "pareto": "on the trade-off frontier: no other row of the same configuration is at once as fast or faster "
     "(median seconds; two rows whose rounds cannot tell their times apart tie on it), holds no more KV bytes and "
-    "loses no more quality (`kl_nats`), and better on one of them; a quality not read is not guessed: two rows without it tie on it, and a row without it leaves the frontier only "
-    "to one with `kl_nats` 0 that is as good on the rest and better on one (docs/choosing.md); empty for a strategy "
-    "that did not run; shown where some configuration has three strategies or more that ran",
+    "loses no more quality (`kl_nats`), and better on one of them; a quality not read is not guessed: two rows "
+    "without it tie on it, and a row without it leaves the frontier only to one with `kl_nats` 0 that is as good on "
+    "the rest and better on one (docs/choosing.md); empty for a strategy that did not run; shown where some "
+    "configuration has three strategies or more that ran",
 }
 
 # ``frontier_table(result)``: one row per strategy, its reach in the memory free.
@@ -261,7 +262,6 @@ _SIDES = {
                          ("min_s", "min_s"), ("iqr_s", "iqr_s"))
 }  # fmt: skip
 _SIDES.update({name: (DYNAMIC, name) for name in ("speedup", "speedup_ci_low", "speedup_ci_high", "kv_cache_mib")})
-_SHARES = ("top1_agreement", "check_error")
 
 
 def _unit(name: str) -> str:
@@ -272,20 +272,14 @@ def _unit(name: str) -> str:
         return "times faster"
     if "tok_s" in name:
         return "tokens/s"
-    endings = (("_bytes", "bytes"), ("_mib", "MiB"), ("_ms", "ms"), ("_s", "s"), ("_share", "share"),
-               ("_tokens", "tokens"))  # fmt: skip
+    endings = (("_bytes", "bytes"), ("_bytes_per_token", "bytes"), ("_mib", "MiB"), ("_ms", "ms"), ("_s", "s"),
+               ("_share", "share"), ("of_limit", "share"), ("_tokens", "tokens"))  # fmt: skip
     for ending, unit in endings:
         if name.endswith(ending):
             return unit
     named = {"seconds": "s", "kl_nats": "nats", "max_context": "tokens", "max_prompt": "tokens",
-             "sliding_window": "tokens"}  # fmt: skip
-    return (
-        "share"
-        if name in _SHARES or name.endswith("of_limit")
-        else "bytes"
-        if name.endswith("_bytes_per_token")
-        else named.get(name, "")
-    )
+             "sliding_window": "tokens", "top1_agreement": "share", "check_error": "share"}  # fmt: skip
+    return named.get(name, "")
 
 
 REGISTRY: dict[str, Column] = {

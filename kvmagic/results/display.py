@@ -10,12 +10,12 @@ marked. Imports pandas: import this module only to render.
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import pandas as pd
 
+from kvmagic.results.columns import missing
 from kvmagic.results.shown import INTERVAL_HEADER, shown_table, shown_text, wide_cells, wide_text
 
 __all__ = ["StyledTable", "TablePlot", "styled_table", "to_html"]
@@ -26,7 +26,7 @@ _MARKED = "background-color: #fff3cd; font-weight: bold"
 
 def _differs(identical: Any) -> bool:
     """False, not merely missing (a strategy that could not run has no verdict)."""
-    return identical is not None and not (isinstance(identical, float) and math.isnan(identical)) and not identical
+    return not missing(identical) and not identical
 
 
 def _readable(key: str, value: Any) -> str:
@@ -114,9 +114,7 @@ class StyledTable(pd.DataFrame):
         return to_html(pd.DataFrame(self), metadata, self._notes(), wide=self._wide())
 
     def __repr__(self) -> str:
-        if self._wide():
-            return wide_text(pd.DataFrame(self), self._notes())
-        return shown_text(pd.DataFrame(self), self._notes())
+        return (wide_text if self._wide() else shown_text)(pd.DataFrame(self), self._notes())
 
 
 class TablePlot:

@@ -14,19 +14,15 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE
 from kvmagic.errors import KVMagicError
-from kvmagic.results.plot import SweepFigure, draw_intervals, kv_mib_at, seconds_at, speedup_label, speedups_at
+from kvmagic.results.plot import MIB, STYLES, SweepFigure, grouped, kv_mib_at, seconds_at, speedup_axis, speedup_line
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from kvmagic.core.config import Config
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.models_record import ModelsRecord
 
 __all__ = ["plot_models"]
-
-MIB = 2**20
-_STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
 
 
 def plot_models(models: ModelsRecord) -> SweepFigure:
@@ -41,8 +37,7 @@ def plot_models(models: ModelsRecord) -> SweepFigure:
     for result, colour in zip(models.results, colours):
         differs += _draw_model(times, speedups, memory, result, colour)
     times.set(title="Time per generate (median)", ylabel="seconds")
-    speedups.set(title="Speed-up over the cache off", ylabel=speedup_label(speedups))
-    speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    speedup_axis(speedups, "Speed-up over the cache off")
     memory.set(title=_memory_title(differs), ylabel="MiB")
     for axis in (times, speedups, memory):
         axis.set(xlabel="prompt + new tokens")
@@ -65,16 +60,17 @@ def _memory_title(differs: list[bool]) -> str:
 def _draw_model(times: Axes, speedups: Axes, memory: Axes, result: BenchmarkRecord, colour: str) -> list[bool]:
     """Each model's lines; for each prediction drawn, whether it leaves the counted full cache's line anywhere."""
     differs: list[bool] = []
-    for batch, configs in _by_batch(result).items():
+    by_context = sorted(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.prompt_tokens))
+    batches = grouped(by_context, lambda c: c.batch)
+    for batch, configs in batches.items():
         xs = [c.prompt_tokens + c.new_tokens for c in configs]
-        label = result.model + (f", batch {batch}" if len(_by_batch(result)) > 1 else "")
-        for strategy, style in zip(result.strategies, _STYLES):
+        label = result.model + (f", batch {batch}" if len(batches) > 1 else "")
+        for strategy, style in zip(result.strategies, STYLES):
             name = f"{label}, {result.shown_name(strategy)}"
             times.plot(xs, seconds_at(result, strategy, configs), style, color=colour, label=name)
             if strategy == REFERENCE:
                 continue
-            speedups.plot(xs, speedups_at(result, strategy, configs), style, color=colour, label=name)
-            draw_intervals(speedups, xs, result, strategy, configs, colour)
+            speedup_line(speedups, xs, result, strategy, configs, style, color=colour, label=name)
             memory.plot(xs, kv_mib_at(result, strategy, configs), style, color=colour, label=name)
         sizes = result.facts.kv_sizes
         if sizes is not None and FULL_CACHE in result.strategies:
@@ -83,10 +79,3 @@ def _draw_model(times: Axes, speedups: Axes, memory: Axes, result: BenchmarkReco
             counted = kv_mib_at(result, FULL_CACHE, configs)
             differs.append(not all(math.isclose(p, c, rel_tol=1e-9) for p, c in zip(predicted, counted)))
     return differs
-
-
-def _by_batch(result: BenchmarkRecord) -> dict[int, list[Config]]:
-    found: dict[int, list[Config]] = {}
-    for config in sorted(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.prompt_tokens)):
-        found.setdefault(config.batch, []).append(config)
-    return found

@@ -42,9 +42,8 @@ def notes(result: BenchmarkRecord) -> list[str]:
     for config in result.configs:
         # Where the one other strategy's tokens first differed, in words (the plain run's view has no column for it).
         pair = result.only_pair(config)
-        differed = pair.mismatch if pair is not None else None
-        if pair is not None and differed is not None:
-            m, mismatch = differed
+        if pair is not None and pair.mismatch is not None:
+            m, mismatch = pair.mismatch
             shown = result.shown_name
             found.append(f"{config}: {describe_mismatch(mismatch, shown(pair.reference.strategy), shown(m.strategy))}")
     return found + _spread_warning(result) + caution_notes(result)
@@ -177,8 +176,7 @@ def _interval_notes(result: BenchmarkRecord) -> list[str]:
         for strategy in [s for s in result.strategies if s != REFERENCE]:
             pair = result.pair(config, strategy)
             low, high = pair.interval if pair is not None else (math.nan, math.nan)
-            name = f"{config} " if len(result.configs) > 1 else ""
-            name += result.shown_name(strategy)
+            name = (f"{config} " if len(result.configs) > 1 else "") + result.shown_name(strategy)
             ends, ratio = f"95% interval {interval('speedup', low, high)}", cell("speedup")
             if low <= 1 <= high:
                 found.append(

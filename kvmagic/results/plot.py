@@ -10,8 +10,8 @@ line or through ``display``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
@@ -28,11 +28,12 @@ if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
 __all__ = [
-    "SweepFigure", "draw_intervals", "kv_mib_at", "plot_result", "seconds_at", "speedup_label", "speedups_at",
+    "MIB", "STYLES", "SweepFigure", "grouped", "kv_mib_at", "plot_result", "seconds_at", "speedup_axis", "speedup_line",
 ]  # fmt: skip
 
 MIB = 2**20
-_STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
+STYLES = ("o-", "s--", "^:", "d-.", "v-", "x--", "*:", "p-.")
+_K = TypeVar("_K")
 _FILLS = ("full", "none", "left", "bottom", "right", "top")  # each length's markers, where several share a panel
 
 
@@ -82,10 +83,11 @@ def plot_result(result: BenchmarkRecord) -> SweepFigure:
     return figure
 
 
-def _groups(configs: Sequence[Config], key: str) -> dict[int, list[Config]]:
-    found: dict[int, list[Config]] = {}
+def grouped(configs: Iterable[Config], key: Callable[[Config], _K]) -> dict[_K, list[Config]]:
+    """The configurations by ``key``, in the order they come."""
+    found: dict[_K, list[Config]] = {}
     for config in configs:
-        found.setdefault(getattr(config, key), []).append(config)
+        found.setdefault(key(config), []).append(config)
     return found
 
 
@@ -105,8 +107,15 @@ def speedups_at(result: BenchmarkRecord, strategy: Strategy, configs: Sequence[C
     return [math.nan if p is None else p.speedup for p in found]
 
 
-def draw_intervals(axis: Axes, xs: Sequence[float], result: BenchmarkRecord, strategy: Strategy,
-                   configs: Sequence[Config], color: ColorType) -> None:  # fmt: skip
+def speedup_line(axis: Axes, xs: Sequence[float], result: BenchmarkRecord, strategy: Strategy,
+                 configs: Sequence[Config], style: str, **line: Any) -> None:  # fmt: skip
+    """A strategy's speed-ups at ``xs``, and each one's 95% interval as an error bar in the line's colour."""
+    axis.plot(xs, speedups_at(result, strategy, configs), style, **line)
+    _draw_intervals(axis, xs, result, strategy, configs, line["color"])
+
+
+def _draw_intervals(axis: Axes, xs: Sequence[float], result: BenchmarkRecord, strategy: Strategy,
+                    configs: Sequence[Config], color: ColorType) -> None:  # fmt: skip
     """Each speed-up's 95% interval as an error bar at ``xs``, where it has one (``-r 3`` or more): from its
     low end to its high end, which the ratio of medians drawn may lie outside."""
     found = [result.pair(c, strategy) for c in configs]
@@ -118,38 +127,33 @@ def draw_intervals(axis: Axes, xs: Sequence[float], result: BenchmarkRecord, str
         axis.errorbar(at, middles, yerr=halves, fmt="none", ecolor=color, capsize=4, label="_95% interval")
 
 
-def speedup_label(axis: Axes) -> str:
-    """The speed-up axis's label, saying what its error bars are where it has some."""
+def speedup_axis(axis: Axes, title: str, **labels: str) -> None:
+    """The speed-up panel's title and labels, its y label saying what its error bars are where it has some, and the
+    line at 1."""
     drawn = any(isinstance(container, ErrorbarContainer) for container in axis.containers)
-    return "times faster" + (" (error bars: 95% intervals)" if drawn else "")
-
-
-def _speedup_title(result: BenchmarkRecord) -> str:
-    return f"Speed-up over {result.shown_name(REFERENCE)}"
+    axis.set(title=title, ylabel="times faster" + (" (error bars: 95% intervals)" if drawn else ""), **labels)
+    axis.axhline(1.0, color="grey", linestyle=":", linewidth=1)
 
 
 def _draw_lengths(times: Axes, speedups: Axes, result: BenchmarkRecord) -> None:
     configs = result.configs
     by_new = len({c.new_tokens for c in configs}) > 1 or len({c.prompt_tokens for c in configs}) == 1
     x_name, group_name = ("new_tokens", "prompt_tokens") if by_new else ("prompt_tokens", "new_tokens")
-    groups, colour = _groups(configs, group_name), colours(result)
+    groups, colour = grouped(configs, lambda c: getattr(c, group_name)), colours(result)
     for at, (group, rows) in enumerate(groups.items()):
         rows = sorted(rows, key=lambda c: getattr(c, x_name))
         xs = [getattr(c, x_name) for c in rows]
         suffix = f", {group_name.replace('_', ' ')} {group}" if len(groups) > 1 else ""
         fill = _FILLS[at % len(_FILLS)]  # a strategy's colour and style at every length: its markers tell them apart
         for index, strategy in enumerate(result.strategies):
-            style, drawn, name = _STYLES[index % len(_STYLES)], colour[strategy], result.shown_name(strategy)
+            style, drawn, name = STYLES[index % len(STYLES)], colour[strategy], result.shown_name(strategy)
             times.plot(xs, seconds_at(result, strategy, rows), style, color=drawn, fillstyle=fill, label=name + suffix)
             if strategy != REFERENCE:
                 label = f"{name} speed-up{suffix}"
-                speedups.plot(xs, speedups_at(result, strategy, rows), style, color=drawn, fillstyle=fill, label=label)
-                draw_intervals(speedups, xs, result, strategy, rows, drawn)
+                speedup_line(speedups, xs, result, strategy, rows, style, color=drawn, fillstyle=fill, label=label)
     label = x_name.replace("_", " ")
     times.set(title="Time per generate (median)", xlabel=label, ylabel="seconds")
-    title = _speedup_title(result)
-    speedups.set(title=title, xlabel=label, ylabel=speedup_label(speedups))
-    speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    speedup_axis(speedups, f"Speed-up over {result.shown_name(REFERENCE)}", xlabel=label)
     for axis in (times, speedups):
         axis.legend()
         axis.grid(alpha=0.3)
@@ -167,15 +171,13 @@ def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Conf
                         color=[colour[s] for s in others])  # fmt: skip
     for bar, strategy in zip(bars, others):
         middle, height, pair = bar.get_x() + bar.get_width() / 2, bar.get_height(), result.pair(config, strategy)
-        draw_intervals(speedups, [middle], result, strategy, [config], "black")
+        _draw_intervals(speedups, [middle], result, strategy, [config], "black")
         if math.isfinite(height):
             top = max(height, pair.interval[1]) if pair is not None and math.isfinite(pair.interval[1]) else height
             speedups.annotate(f"{height:.3g}x", (middle, top), xytext=(0, 2), textcoords="offset points",
                               ha="center", va="bottom")  # fmt: skip
-    speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     times.set(title=f"Time per generate (median, {config})", ylabel="seconds")
-    title = _speedup_title(result)
-    speedups.set(title=title, ylabel=speedup_label(speedups))
+    speedup_axis(speedups, f"Speed-up over {result.shown_name(REFERENCE)}")
     for axis in (times, speedups):
         axis.margins(y=0.15)
         axis.tick_params(axis="x", labelrotation=30 if len(names) > 3 else 0)
@@ -184,30 +186,24 @@ def _draw_one(times: Axes, speedups: Axes, result: BenchmarkRecord, config: Conf
 
 def _draw_batches(speedups: Axes, memory: Axes, result: BenchmarkRecord) -> None:
     """Speed-up and memory against the batch: what a larger batch buys, and what it holds."""
-    groups: dict[tuple[int, int], list[Config]] = {}
-    for config in result.configs:
-        groups.setdefault((config.prompt_tokens, config.new_tokens), []).append(config)
-    colour = colours(result)
+    groups, colour = grouped(result.configs, lambda c: (c.prompt_tokens, c.new_tokens)), colours(result)
     for at, ((prompt_tokens, new_tokens), rows) in enumerate(groups.items()):
         rows = sorted(rows, key=lambda c: c.batch)
         xs = [c.batch for c in rows]
         suffix = f", {prompt_tokens}+{new_tokens} tokens" if len(groups) > 1 else ""
         fill = _FILLS[at % len(_FILLS)]
         for index, strategy in enumerate(result.strategies):
-            style, drawn, name = _STYLES[index % len(_STYLES)], colour[strategy], result.shown_name(strategy)
+            style, drawn, name = STYLES[index % len(STYLES)], colour[strategy], result.shown_name(strategy)
             found = [result.measurement(strategy, c) for c in rows]
             if strategy != REFERENCE:
                 label = f"{name} speed-up{suffix}"
-                speedups.plot(xs, speedups_at(result, strategy, rows), style, color=drawn, fillstyle=fill, label=label)
-                draw_intervals(speedups, xs, result, strategy, rows, drawn)
+                speedup_line(speedups, xs, result, strategy, rows, style, color=drawn, fillstyle=fill, label=label)
                 memory.plot(xs, kv_mib_at(result, strategy, rows), style, color=drawn, fillstyle=fill,
                             label=f"{name} KV cache{suffix}")  # fmt: skip
             peaks = [math.nan if m is None or m.peak_bytes is None else m.peak_bytes / MIB for m in found]
             if not all(math.isnan(p) for p in peaks):  # paler than its own KV cache's line, in the same colour
                 memory.plot(xs, peaks, style, color=drawn, fillstyle=fill, alpha=0.45, label=f"{name} peak{suffix}")
-    speedups.set(title=_speedup_title(result), xlabel="batch",
-                 ylabel=speedup_label(speedups))  # fmt: skip
-    speedups.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    speedup_axis(speedups, f"Speed-up over {result.shown_name(REFERENCE)}", xlabel="batch")
     memory.set(title="Memory of the whole batch", xlabel="batch", ylabel="MiB")
     for axis in (speedups, memory):
         axis.legend()
@@ -222,7 +218,7 @@ def _draw_steps(axis: Axes, result: BenchmarkRecord, config: Config) -> None:
         if m is not None and m.profile:
             positions = range(config.prompt_tokens, config.prompt_tokens + len(m.profile.step_s))
             every = max(1, len(positions) // 8)
-            axis.plot(positions, [s * 1e3 for s in m.profile.step_s], _STYLES[index % len(_STYLES)], markevery=every,
+            axis.plot(positions, [s * 1e3 for s in m.profile.step_s], STYLES[index % len(STYLES)], markevery=every,
                       color=colour[strategy], label=result.shown_name(strategy))  # fmt: skip
     axis.set(title=f"Per-step latency ({config})", xlabel="position (tokens in context)", ylabel="ms per token")
     axis.legend()

@@ -14,7 +14,6 @@ from kvmagic.results.columns import cell, interval
 from kvmagic.results.measurement import Pair
 
 if TYPE_CHECKING:
-    from kvmagic.core.config import Config
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement
 
@@ -55,14 +54,10 @@ def prefix_notes(result: BenchmarkRecord) -> list[str]:
         parts = [_saved(result, m) for m in result.measurements if m.config == config and _cold(result, m)]
         if parts:
             found.append(
-                f"{_where(result, config)}the prompt's first {tokens} tokens reused: each warm run starts from a copy "
-                f"of their cache, built once, untimed; {'; '.join(parts)}"
+                f"{config if len(result.configs) > 1 else 'prefix'}: the prompt's first {tokens} tokens reused: each "
+                f"warm run starts from a copy of their cache, built once, untimed; {'; '.join(parts)}"
             )
     return found
-
-
-def _where(result: BenchmarkRecord, config: Config) -> str:
-    return f"{config}: " if len(result.configs) > 1 else "prefix: "
 
 
 def _saved(result: BenchmarkRecord, m: Measurement) -> str:

@@ -15,30 +15,20 @@ from kvmagic.core.config import Config
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE, Strategy
 from kvmagic.results.choice import pareto_marks
 from kvmagic.results.columns import PAIR_VIEW, REGISTRY, ROW_COLUMNS, added
-from kvmagic.results.limits_table import (
-    limit_values,
-    matching,
-    strategy_limit_values,
-)
+from kvmagic.results.limits_table import limit_values, matching, strategy_limit_values
 from kvmagic.results.measurement import Pair
 from kvmagic.results.prefix_table import prefix_values
-from kvmagic.results.split_table import (
-    split_values,
-    strategy_split_values,
-)
+from kvmagic.results.split_table import split_values, strategy_split_values
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kvmagic.core.kvbytes import KVSizes
     from kvmagic.results.benchmark_record import BenchmarkRecord
-    from kvmagic.results.measurement import Measurement, Pair
+    from kvmagic.results.measurement import Measurement
     from kvmagic.results.records import Mismatch
 
-__all__ = [
-    "COLUMNS", "MIB", "STRATEGY_COLUMNS", "figures", "row", "short_mismatch", "strategy_row",
-    "table",
-]  # fmt: skip
+__all__ = ["COLUMNS", "MIB", "STRATEGY_COLUMNS", "figures", "row", "short_mismatch", "strategy_row", "table"]
 
 MIB = 2**20
 COLUMNS = PAIR_VIEW  # the plain run's table
@@ -97,22 +87,16 @@ def strategy_row(
     summary = figures(m)
     return {
         **values,
-        "seconds": summary["s"],
-        "tok_s": summary["tok_s"],
+        "seconds": summary.pop("s"),
+        **summary,  # its other figures are its columns of the same names
         **_speedup(m, reference, sequential),
         "identical": m.identical,
         "first_mismatch": "" if m.mismatch is None else short_mismatch(m.mismatch),
         **_quality(m),
-        "kv_cache_mib": summary["kv_cache_mib"],
         # Positions the returned cache has room for, in full-precision keys and values: a static cache's
         # length (sized for this row, not an earlier longer one), fewer than it holds for a quantized one.
         "cache_tokens": math.nan if m.kv_bytes is None or sizes is None else sizes.positions(m.kv_bytes, config.batch),
         "kv_promised_mib": _promised_mib(strategy, config, sizes),
-        "peak_mib": summary["peak_mib"],
-        "ttft_s": summary["ttft_s"],
-        "min_s": summary["min_s"],
-        "iqr_s": summary["iqr_s"],
-        "compile_s": summary["compile_s"],
         "note": "; ".join(text for text in (note, _masked(strategy, m, config, full_bytes)) if text),
     }
 
@@ -173,7 +157,11 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     divided = result.split is not None
     extra = [*(added("--limits").pair if result.limits else ()), *(added("--tp").pair if divided else ())]
     measured = {
-        pair.config: {**row(pair, sizes), **_limits(result, pair), **(split_values(pair) if divided else {})}
+        pair.config: {
+            **row(pair, sizes),
+            **(limit_values(pair, matching(result, pair.config)) if result.limits else {}),
+            **(split_values(pair) if divided else {}),
+        }
         for pair in result.pairs()
     }
     if not result.predictions:
@@ -220,10 +208,6 @@ def _strategy_table(result: BenchmarkRecord) -> pd.DataFrame:
         *(added("--prefix").rows if reused else ()),
     )
     return pd.DataFrame(rows, columns=[*STRATEGY_COLUMNS, *extra])
-
-
-def _limits(result: BenchmarkRecord, pair: Pair) -> dict[str, float]:
-    return limit_values(pair, matching(result, pair.config)) if result.limits else {}
 
 
 def short_mismatch(mismatch: Mismatch) -> str:

@@ -71,7 +71,7 @@ def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkRecord, config: Co
     colour = colours(result)
     marks = pareto_marks(result)
     frontier = [m for found in curves.values() for m in found if marks.get((config, m.strategy))]
-    for axis, figure, label in ((memory, _kv_mib, "KV cache (MiB)"), (speed, _tok_s, "decode tok/s")):
+    for axis, figure, label in ((memory, _kv_mib, "KV cache (MiB)"), (speed, lambda m: m.decode_tok_s, "decode tok/s")):
         if frontier:  # rings drawn first, so each strategy's own point sits inside its ring
             kl = [m.quality.kl_nats if m.quality else math.nan for m in frontier]
             axis.plot([figure(m) for m in frontier], kl, "o", markersize=16, markerfacecolor="none",
@@ -100,7 +100,3 @@ def draw_tradeoff(memory: Axes, speed: Axes, result: BenchmarkRecord, config: Co
 
 def _kv_mib(m: Measurement) -> float:
     return math.nan if m.kv_bytes is None else m.kv_bytes / MIB
-
-
-def _tok_s(m: Measurement) -> float:
-    return m.decode_tok_s
