@@ -259,9 +259,7 @@ def defaults() -> dict[str, Any]:
     return {name: option.default for name, option in CONFIGURABLE.items()}
 
 
-def add_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Sequence[Option], host: Host
-) -> None:
+def add_arguments(parser: argparse._ActionsContainer, options: Sequence[Option], host: Host) -> None:
     for option in options:
         if host in option.hosts:
             parser.add_argument(*option.spelling(host), **option.argparse_kwargs(host))
