@@ -37,7 +37,6 @@ from kvmagic.frontends.split_rank import join_ranks, refuse, report_result
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
-    from kvmagic.core.spec import BenchSpec
     from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.compare import Comparison
     from kvmagic.results.gate import Threshold
@@ -190,6 +189,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     from kvmagic.model.loading import load_model
     from kvmagic.model.split_loading import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
+    from kvmagic.runner.models_run import run_models
 
     configured = defaults()
     kwargs = load_kwargs(args, configured)
@@ -203,11 +203,16 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     baseline = read_baseline(args)
     spec = bench_spec(args, configured)
     check_before_loading(spec, prompt)
-    if len(names) > 1:
-        result: Any = _side_by_side(args, names, kwargs, prompt.strip(), spec)
+
+    def said(loaded: LoadedModel) -> None:
+        _say(fitted(loaded.summary(), ""), args)
+
+    if len(names) > 1:  # each loaded (its summary said as it loads), measured and released in turn
+        load = {key: value for key, value in kwargs.items() if key != "name"}
+        result: Any = run_models(names, prompt.strip(), spec, load=load, progress=not args.quiet, on_load=said)
     else:
         loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
-        _say(fitted(loaded.summary(), ""), args)
+        said(loaded)
         result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
         report_result(result)
     shown: Any = finish(args, result, baseline)
@@ -220,20 +225,6 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     if split:
         leave()
     return status
-
-
-def _side_by_side(
-    args: argparse.Namespace, names: list[str], kwargs: dict[str, Any], prompt: str, spec: BenchSpec
-) -> ModelsResult:
-    """Models side by side: each loaded (its summary said as it loads), measured and released in turn."""
-    from kvmagic.runner.models_run import run_models
-
-    load = {key: value for key, value in kwargs.items() if key != "name"}
-
-    def said(loaded: LoadedModel) -> None:
-        _say(fitted(loaded.summary(), ""), args)
-
-    return run_models(names, prompt, spec, load=load, progress=not args.quiet, on_load=said)
 
 
 def _fail_on(args: argparse.Namespace) -> tuple[Threshold, ...]:

@@ -11,6 +11,7 @@ mistake or a stop: a terminal would wrap a long line wherever the edge falls, mi
 from __future__ import annotations
 
 import argparse
+import functools
 import textwrap
 
 from kvmagic.frontends.options import BENCH_OPTIONS, Host, Option, add_arguments
@@ -31,6 +32,7 @@ BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scale", ("predict", "limits", "frontier", "tp")),
 )
 _INDENT = 22  # where the overview's flags start
+_wrap = functools.partial(textwrap.wrap, break_long_words=False, break_on_hyphens=False)  # between words only
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
@@ -41,7 +43,7 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, width=WIDTH, max_help_position=30)
 
     def _split_lines(self, text: str, width: int) -> list[str]:
-        return textwrap.wrap(" ".join(text.split()), width, break_long_words=False, break_on_hyphens=False)
+        return _wrap(" ".join(text.split()), width)
 
 
 def add_grouped(parser: argparse.ArgumentParser, host: Host) -> None:
@@ -59,12 +61,12 @@ def describe(parser: argparse.ArgumentParser, about: str, examples: str) -> None
         if group in (parser._positionals, parser._optionals) or not actions:
             continue
         flags = ", ".join(next((f for f in a.option_strings if f.startswith("--")), "") for a in actions)
-        lines += textwrap.wrap(
-            flags, WIDTH, initial_indent=f"  {group.title:<{_INDENT - 3}} ", subsequent_indent=" " * _INDENT,
-            break_long_words=False, break_on_hyphens=False,
-        )  # fmt: skip
+        title = f"  {group.title:<{_INDENT - 3}} "
+        lines += _wrap(flags, WIDTH, initial_indent=title, subsequent_indent=" " * _INDENT)
     purposes = "\n\noptions by purpose (each explained below):\n" + "\n".join(lines) if lines else ""
-    parser.description = f"{_wrapped(about)}{purposes}\n\nexamples:\n{textwrap.indent(examples, '  ')}"
+    paragraphs = ("\n".join(_wrap(" ".join(p.split()), WIDTH)) for p in about.strip().split("\n\n"))
+    wrapped = "\n\n".join(paragraphs)
+    parser.description = f"{wrapped}{purposes}\n\nexamples:\n{textwrap.indent(examples, '  ')}"
 
 
 def magic_page(prog: str, usage: str, about: str, examples: str, options: tuple[Option, ...]) -> str:
@@ -79,15 +81,7 @@ def magic_page(prog: str, usage: str, about: str, examples: str, options: tuple[
     return page.format_help()
 
 
-def _wrapped(text: str) -> str:
-    """Paragraphs (apart by a blank line) wrapped at 100 columns between words."""
-    paragraphs = [" ".join(p.split()) for p in text.strip().split("\n\n")]
-    return "\n\n".join(textwrap.fill(p, WIDTH, break_long_words=False, break_on_hyphens=False) for p in paragraphs)
-
-
-def fitted(message: str, prefix: str, width: int = WIDTH) -> str:
-    """``message`` with line breaks such that ``prefix + message`` fits ``width``; later lines indented by two."""
-    lines = textwrap.wrap(
-        prefix + message, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-    )
+def fitted(message: str, prefix: str) -> str:
+    """``message`` with line breaks such that ``prefix + message`` fits 100 columns; later lines indented by two."""
+    lines = _wrap(prefix + message, WIDTH, subsequent_indent="  ")
     return "\n".join(lines)[len(prefix) :]

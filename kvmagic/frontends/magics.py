@@ -25,11 +25,11 @@ from kvmagic.frontends.baseline import finish, read_baseline
 from kvmagic.frontends.helppage import fitted, magic_page
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
+    CONFIGURABLE,
     LOAD_OPTIONS,
     Option,
     bench_spec,
     check_before_loading,
-    configurable,
     flag,
     load_kwargs,
     meant,
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Interrupted", "KVMagics", "cell_prompt", "parse_line", "split_line"]
 
-_CONFIGURABLE = configurable()
 # The command's own flags, which %%kvbench lacks: what a notebook does instead.
 _COMMAND_ONLY = {
     "--fail-on": "in a notebook, --compare PATH shows each change and whether it is significant",
@@ -62,9 +61,8 @@ _COMMAND_ONLY = {
 _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
 
 
-def _trait(name: str) -> TraitType[Any, Any]:
+def _trait(option: Option) -> TraitType[Any, Any]:
     """A configurable default of ``KVMagics``, declared from the option it fills in."""
-    option = _CONFIGURABLE[name]
     if option.default is not None:
         kind = _TRAITS[type(option.default)]
     else:  # no default of its own (torch's threads): the kind its parser reads
@@ -219,23 +217,23 @@ class KVMagics(Magics):
 
     # One trait per configurable option of the table (``%config KVMagics.new_tokens = 128``); a class
     # body's namespace is a real dict, so the table declares them rather than a hand-kept list.
-    locals().update({name: _trait(name) for name in _CONFIGURABLE})
+    locals().update({name: _trait(option) for name, option in CONFIGURABLE.items()})
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self.loaded: LoadedModel | None = None
         self.loaded_with: dict[str, Any] = {}  # the load_model keywords of the model loaded: what --tp's ranks load
 
-    @validate(*_CONFIGURABLE)
+    @validate(*CONFIGURABLE)
     def _check_default(self, proposal: Any) -> Any:
         try:
-            _CONFIGURABLE[proposal["trait"].name].check(proposal["value"])
+            CONFIGURABLE[proposal["trait"].name].check(proposal["value"])
         except KVMagicError as error:
             raise TraitError(error.spelled(lambda name: f"KVMagics.{name}")) from None
         return proposal["value"]
 
     def _configured(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _CONFIGURABLE}
+        return {name: getattr(self, name) for name in CONFIGURABLE}
 
     @_with_options(LOAD_OPTIONS, "%(prog)s [MODEL] [options]")
     @line_magic

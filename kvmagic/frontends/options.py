@@ -34,13 +34,13 @@ from kvmagic.model.random_weights import SHIPPED
 
 __all__ = [
     "BENCH_OPTIONS",
+    "CONFIGURABLE",
     "LOAD_OPTIONS",
     "Host",
     "Option",
     "add_arguments",
     "bench_spec",
     "check_before_loading",
-    "configurable",
     "defaults",
     "flag",
     "load_kwargs",
@@ -104,9 +104,8 @@ class Option:
             if value is not None:
                 kwargs[name] = value
         # A configurable option's flag defaults to None so the configured value can fill it in.
-        kwargs["default"] = None if self.configurable else self.default
-        if self.action == "store_true":
-            kwargs["default"] = False
+        if self.default is not None and not self.configurable:
+            kwargs["default"] = self.default
         return kwargs
 
     def _default_help(self, host: Host) -> str:
@@ -251,19 +250,16 @@ BENCH_OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 
-def configurable() -> dict[str, Option]:
-    """The options that are also ``KVMagics`` traits, by trait name."""
-    return {o.dest: o for o in (*LOAD_OPTIONS, *BENCH_OPTIONS) if o.configurable}
+# The options that are also ``KVMagics`` traits, by trait name.
+CONFIGURABLE = {o.dest: o for o in (*LOAD_OPTIONS, *BENCH_OPTIONS) if o.configurable}
 
 
 def defaults() -> dict[str, Any]:
     """The built-in defaults of the configurable options: what the command uses."""
-    return {name: option.default for name, option in configurable().items()}
+    return {name: option.default for name, option in CONFIGURABLE.items()}
 
 
-def add_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Sequence[Option], host: Host
-) -> None:
+def add_arguments(parser: argparse._ActionsContainer, options: Sequence[Option], host: Host) -> None:
     for option in options:
         if host in option.hosts:
             parser.add_argument(*option.spelling(host), **option.argparse_kwargs(host))

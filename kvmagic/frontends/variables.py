@@ -29,19 +29,13 @@ def _suggest(name: str) -> str:
 
 def check_name(name: str | None) -> None:
     """Refuse a name no assignment could bind, before anything is measured."""
-    if name is None:
+    if name is None or (name.isidentifier() and not keyword.iskeyword(name)):
         return
     if keyword.iskeyword(name):
-        raise KVMagicError(
-            f"{{var}} must name a Python variable, and {name!r} is a keyword: pick another name (e.g. {{var}} {name}_)",
-            "var",
-        )
-    if not name.isidentifier():
-        raise KVMagicError(
-            f"{{var}} must name a Python variable, and {name!r} is not one: use letters, digits "
-            f"and underscores, not starting with a digit (e.g. {{var}} {_suggest(name)})",
-            "var",
-        )
+        why, instead = "is a keyword: pick another name", f"{name}_"
+    else:
+        why, instead = "is not one: use letters, digits and underscores, not starting with a digit", _suggest(name)
+    raise KVMagicError(f"{{var}} must name a Python variable, and {name!r} {why} (e.g. {{var}} {instead})", "var")
 
 
 def store(namespace: MutableMapping[str, Any], name: str, value: Any) -> str | None:
