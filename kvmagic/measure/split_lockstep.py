@@ -132,8 +132,6 @@ def _device() -> torch.device:
 
 def slowest(seconds: float) -> float:
     """The largest of every rank's ``seconds``: a run across ranks is done when its slowest rank is."""
-    if not _initialized():
-        return seconds
     return slowest_each([seconds])[0]
 
 

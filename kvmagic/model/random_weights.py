@@ -167,9 +167,7 @@ def build_random(
     return with_memory_advice(lambda: build(config, device, kwargs), advice, "dtype"), tokenizer, stand_in
 
 
-def build(
-    config: PretrainedConfig, device: torch.device, model_kwargs: dict[str, Any], seed: int = SEED
-) -> PreTrainedModel:
+def build(config: PretrainedConfig, device: torch.device, model_kwargs: dict[str, Any]) -> PreTrainedModel:
     """The model of ``config`` on ``device`` with seeded weights; ``model_kwargs`` go to ``from_config`` (dtype...)."""
     import torch
     from accelerate import init_empty_weights
@@ -183,7 +181,7 @@ def build(
         for name, buffer in model.named_buffers():
             buffer.copy_(buffers[name])
     model.tie_weights()  # to_empty gave each side of a tied pair its own storage
-    seed_parameters(model, seed)
+    seed_parameters(model)
     built: PreTrainedModel = model.eval()
     return built
 

@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
-from kvmagic.measure.capabilities import tensor_parallel_keyword
+from kvmagic.measure.capabilities import dtype_keyword, tensor_parallel_keyword
+from kvmagic.measure.loaded import LoadedModel
 from kvmagic.measure.split_lockstep import World, barrier, join
-from kvmagic.model.loading import DEFAULT_MODEL, check_attention, without_progress_bars
-from kvmagic.model.tiny import TINY_NAME
+from kvmagic.model import loading
+from kvmagic.model.explain import explain
+from kvmagic.model.random_weights import build, find_config, find_tokenizer
+from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
-
-    from kvmagic.measure.loaded import LoadedModel
 
 __all__ = [
     "check_split", "load_split", "load_split_model", "random_source", "readable_config", "shard_tied_head",
@@ -64,9 +65,6 @@ def check_split(name: str, config: PretrainedConfig, ranks: int) -> None:
 def readable_config(name: str, *, revision: str | None = None, trust_remote_code: bool = False) -> Any:
     """``name``'s config if it can be read without a download (tiny, a directory, the local cache, a shipped
     one), else None: what a launcher checks before it starts any rank."""
-    from kvmagic.model.random_weights import find_config
-    from kvmagic.model.tiny import TINY_NAME, tiny_dir
-
     try:
         return find_config(str(tiny_dir()) if name == TINY_NAME else name, revision=revision,
                            trust_remote_code=trust_remote_code)  # fmt: skip
@@ -74,9 +72,9 @@ def readable_config(name: str, *, revision: str | None = None, trust_remote_code
         return None
 
 
-@without_progress_bars
+@loading.without_progress_bars
 def load_split_model(
-    name: str = DEFAULT_MODEL,
+    name: str = loading.DEFAULT_MODEL,
     *,
     dtype: str = "auto",
     device_map: object = None,
@@ -89,23 +87,20 @@ def load_split_model(
 ) -> LoadedModel:
     """:func:`~kvmagic.model.loading.load_model` for a process torchrun started: ``name`` split over its ranks,
     each rank on its own device (which ``device_map`` cannot choose: give None)."""
-    from kvmagic.measure.capabilities import dtype_keyword
-    from kvmagic.model import loading
-
     if device_map is not None:
         raise KVMagicError(
             "{device_map} places a whole model; split, each rank places its share: drop it", "device_map"
         )
     if random_weights and name == TINY_NAME:
         raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
-    check_attention(attn_implementation)
+    loading.check_attention(attn_implementation)
     start, source = time.perf_counter(), None if random_weights else loading._source(name, revision, gguf_file)
     options = dict(revision=revision, gguf_file=gguf_file, attn_implementation=attn_implementation,
                    trust_remote_code=trust_remote_code)  # fmt: skip
     dtypes = {dtype_keyword(): loading.resolve_dtype(dtype, None)}
     model, tokenizer, stand_in, world = split_model(name, source, dtypes, options, before_weights)
     seconds = time.perf_counter() - start
-    return loading.LoadedModel(model, tokenizer, name, revision, seconds, random_weights, stand_in, world)
+    return LoadedModel(model, tokenizer, name, revision, seconds, random_weights, stand_in, world)
 
 
 def split_model(
@@ -119,9 +114,6 @@ def split_model(
     ranks torchrun started. ``source`` is where its files are, None to build it with random weights; ``options``
     holds revision, gguf_file, attn_implementation and trust_remote_code."""
     from transformers import AutoConfig, AutoTokenizer
-
-    from kvmagic.model.explain import explain
-    from kvmagic.model.random_weights import find_config, find_tokenizer
 
     world = join()
     found = {key: options[key] for key in ("revision", "trust_remote_code")}
@@ -189,8 +181,6 @@ def random_source(
     """A directory holding ``config``'s model with seeded random weights, built and saved by each host's first
     rank while the others wait, removed once every rank has loaded from it."""
     import torch
-
-    from kvmagic.model.random_weights import build
 
     run = os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("MASTER_PORT", "")
     path = Path(tempfile.gettempdir()) / f"kvmagic-random-{run}-{os.environ.get('GROUP_RANK', '0')}"

@@ -22,12 +22,6 @@ __all__ = ["split_notes", "split_values", "strategy_split_values"]
 MIB = 2**20
 
 
-def _per_step_ms(m: Measurement) -> float:
-    """The slowest rank's milliseconds in collectives per generated token, over the profiled run."""
-    assert m.ranks is not None  # only a split row asks
-    return 1e3 * max(m.ranks.communication_s) / m.config.new_tokens
-
-
 def split_values(pair: Pair) -> dict[str, Any]:
     """The plain row's split columns: its pair's, each side's collectives named for it."""
     uncached, cached = strategy_split_values(pair.reference), strategy_split_values(pair.other)
@@ -47,7 +41,7 @@ def strategy_split_values(m: Measurement | None) -> dict[str, Any]:
     return {
         "ranks": len(m.ranks.kv_bytes),
         "kv_rank_mib": max(m.ranks.kv_bytes) / MIB,
-        "comm_ms": _per_step_ms(m),
+        "comm_ms": 1e3 * max(m.ranks.communication_s) / m.config.new_tokens,  # the slowest rank's, per token
         "comm_share": m.ranks.communication_share,
         "ranks_identical": m.ranks.agree,
     }
