@@ -278,3 +278,7 @@ def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypa
         load_split_model("tiny", device_map="cpu")
     with pytest.raises(KVMagicError, match=r"^tiny already has seeded random weights: drop random_weights$"):
         load_split_model("tiny", random_weights=True)
+    with pytest.raises(
+        KVMagicError, match=r"^random_weights builds from a config, not from gguf_file: drop one of them"
+    ):
+        load_split_model("Qwen/Qwen2.5-0.5B", random_weights=True, gguf_file="q4.gguf")  # as unsplit, not ignored

@@ -91,8 +91,8 @@ def load_split_model(
         raise KVMagicError(
             "{device_map} places a whole model; split, each rank places its share: drop it", "device_map"
         )
-    if random_weights and name == TINY_NAME:
-        raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
+    if random_weights:
+        loading._check_random(name, gguf_file)
     loading.check_attention(attn_implementation)
     start, source = time.perf_counter(), None if random_weights else loading._source(name, revision, gguf_file)
     options = dict(revision=revision, gguf_file=gguf_file, attn_implementation=attn_implementation,
