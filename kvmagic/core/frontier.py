@@ -173,19 +173,13 @@ def largest(fits: Callable[[int], bool], start: int = 1, cap: int = _FAR) -> int
 
 
 @dataclass(frozen=True)
-class FrontierRow:
-    """One strategy's reach in the memory free, around one configuration (prompt, new tokens, batch)."""
+class _StrategyAt:
+    """A strategy at one configuration: the fields a frontier row and a check run share."""
 
     strategy: Strategy
     prompt_tokens: int
     new_tokens: int
     batch: int
-    kv_bytes_per_token: float  # per sequence, averaged over the configuration's cached positions
-    peak_bytes: float  # the configuration's predicted peak beyond the weights
-    max_new_tokens: int  # after the given prompt; 0 if not even one fits
-    max_prompt: int  # that still leaves room for the given new tokens; 0 if none does
-    max_batch: int  # at the given prompt and new tokens
-    limited_by: str  # "memory", or "positions" where the model's position limit comes first
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", Strategy.of(self.strategy))
@@ -193,6 +187,18 @@ class FrontierRow:
     @property
     def config(self) -> Config:
         return Config(self.prompt_tokens, self.new_tokens, self.batch)
+
+
+@dataclass(frozen=True)
+class FrontierRow(_StrategyAt):
+    """One strategy's reach in the memory free, around one configuration (prompt, new tokens, batch)."""
+
+    kv_bytes_per_token: float  # per sequence, averaged over the configuration's cached positions
+    peak_bytes: float  # the configuration's predicted peak beyond the weights
+    max_new_tokens: int  # after the given prompt; 0 if not even one fits
+    max_prompt: int  # that still leaves room for the given new tokens; 0 if none does
+    max_batch: int  # at the given prompt and new tokens
+    limited_by: str  # "memory", or "positions" where the model's position limit comes first
 
     @property
     def max_context(self) -> int:
@@ -234,24 +240,13 @@ def frontier(
 
 
 @dataclass(frozen=True)
-class FitCheck:
+class FitCheck(_StrategyAt):
     """A run at a predicted frontier: the predicted peak beside the measured ones, against the budget."""
 
-    strategy: Strategy
-    prompt_tokens: int
-    new_tokens: int
-    batch: int
     budget_bytes: float
     predicted_bytes: float
     measured_bytes: float  # the device's peak: CUDA's allocator, else the process's resident memory
     tensor_bytes: float  # live tensors alone (the same as measured on CUDA): what the prediction counts
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "strategy", Strategy.of(self.strategy))
-
-    @property
-    def config(self) -> Config:
-        return Config(self.prompt_tokens, self.new_tokens, self.batch)
 
     @property
     def fitted(self) -> bool:
