@@ -223,9 +223,7 @@ def _count(name: str, value: Any, minimum: int) -> int:
 
 
 def _repeat(name: str, value: Any) -> Repeat:
-    if isinstance(value, str):
-        if value.strip().lower() != "auto":
-            raise KVMagicError(f"{{{name}}} must be a whole number >= 1 or 'auto', got {value!r}", name)
+    if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise KVMagicError(f"{{{name}}} must be a whole number >= 1 or 'auto', got {value!r}", name)
