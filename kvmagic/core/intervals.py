@@ -14,6 +14,7 @@ both by simulation, against the percentile bootstrap this replaces.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -130,13 +131,10 @@ def _rank_sum_p(x: Sequence[float], y: Sequence[float]) -> float:
 
 def _midranks(ordered: Sequence[float]) -> list[float]:
     """1-based ranks of sorted values, tied values sharing the mean of their ranks."""
-    ranks, start = [0.0] * len(ordered), 0
-    while start < len(ordered):
-        end = start
-        while end + 1 < len(ordered) and ordered[end + 1] == ordered[start]:
-            end += 1
-        ranks[start : end + 1] = [(start + end) / 2 + 1] * (end - start + 1)
-        start = end + 1
+    ranks: list[float] = []
+    for _, tied in itertools.groupby(ordered):
+        count = len(list(tied))
+        ranks += [len(ranks) + (count + 1) / 2] * count
     return ranks
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from kvmagic.core.intervals import log_speedups, speedup_interval
+from kvmagic.core.stats import relative_half_width
 
 __all__ = ["AUTO_MAX_PAIRS", "anytime_depths", "auto_interval", "auto_should_stop", "first_stop"]
 
@@ -103,6 +104,4 @@ def auto_should_stop(
     interval = _anytime(logs, max_pairs, confidence)
     if interval is None:
         return False
-    estimate = math.exp(statistics.median(logs))
-    low, high = interval
-    return max(estimate - low, high - estimate) / estimate <= target
+    return relative_half_width(math.exp(statistics.median(logs)), *interval) <= target

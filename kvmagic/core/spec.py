@@ -212,10 +212,6 @@ def _lengths(name: str, value: Any) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def _optional_lengths(name: str, value: Any) -> tuple[int, ...] | None:
-    return None if value is None else _lengths(name, value)
-
-
 def _count(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise KVMagicError(f"{{{name}}} must be a whole number >= {minimum}, got {value!r}", name)
@@ -223,9 +219,7 @@ def _count(name: str, value: Any, minimum: int) -> int:
 
 
 def _repeat(name: str, value: Any) -> Repeat:
-    if isinstance(value, str):
-        if value.strip().lower() != "auto":
-            raise KVMagicError(f"{{{name}}} must be a whole number >= 1 or 'auto', got {value!r}", name)
+    if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise KVMagicError(f"{{{name}}} must be a whole number >= 1 or 'auto', got {value!r}", name)
@@ -283,11 +277,6 @@ def _prefix(name: str, value: Any) -> int | str | None:
     raise KVMagicError(f"{{{name}}} must be a number of tokens >= 1 or {MARKED!r}, got {value!r}", name)
 
 
-def _bits(name: str, value: Any) -> int | None:
-    """A count that may be left to someone else (None): a quantized cache's width."""
-    return None if value is None else _count(name, value, 1)
-
-
 def _threads(name: str, value: Any) -> int | None:
     """torch's CPU threads, or None for its own: more than the machine has cores only make them wait on each other."""
     if value is None:
@@ -300,7 +289,7 @@ def _threads(name: str, value: Any) -> int | None:
 
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "new_tokens": _lengths,
-    "prompt_tokens": _optional_lengths,
+    "prompt_tokens": lambda name, value: None if value is None else _lengths(name, value),
     "warmup_tokens": lambda name, value: _count(name, value, 0),
     "repeat": _repeat,
     "ci_target": _fraction,
@@ -309,7 +298,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "max_seconds": _seconds,
     "predict": _flag,
     "cache": _names,
-    "kv_bits": _bits,
+    "kv_bits": lambda name, value: None if value is None else _count(name, value, 1),  # None: the backend's own width
     "compile": _flag,
     "steps": _flag,
     "threads": _threads,

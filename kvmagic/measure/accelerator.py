@@ -28,19 +28,15 @@ _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
 
 
-def _synchronizers() -> dict[str, Callable[[torch.device], None]]:
+def synchronize(devices: Iterable[torch.device]) -> None:
+    """Wait for queued work on every accelerator in ``devices``; CPU work is already done."""
     import torch
 
-    return {
+    synchronizers: dict[str, Callable[[torch.device], None]] = {
         "cuda": torch.cuda.synchronize,
         "xpu": lambda device: torch.xpu.synchronize(device),
         "mps": lambda device: torch.mps.synchronize(),
     }
-
-
-def synchronize(devices: Iterable[torch.device]) -> None:
-    """Wait for queued work on every accelerator in ``devices``; CPU work is already done."""
-    synchronizers = _synchronizers()
     for device in devices:
         wait = synchronizers.get(device.type)
         if wait is not None:

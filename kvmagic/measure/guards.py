@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import TypeVar
 
 from kvmagic.errors import KVMagicError
@@ -82,15 +82,11 @@ def _chain(error: BaseException | None) -> list[BaseException]:
     return found
 
 
-def _kvmagic_frame(frame: FrameType) -> bool:
-    return str(frame.f_globals.get("__name__", "")).partition(".")[0] == _PACKAGE
-
-
 def _forget_kvmagic_part(tb: TracebackType | None) -> TracebackType | None:
     """``tb`` cut just before its first kvmagic frame, the frames from there on cleared; ``tb`` whole when no
     frame of it is kvmagic's (None when its first one is)."""
     head, kept = tb, None
-    while tb is not None and not _kvmagic_frame(tb.tb_frame):
+    while tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).partition(".")[0] != _PACKAGE:
         kept, tb = tb, tb.tb_next
     if tb is None:
         return head

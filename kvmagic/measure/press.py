@@ -121,20 +121,18 @@ def _model_reason(model: Any) -> str:
     )
 
 
-class _Untested(logging.Filter):
+def _tested(record: logging.LogRecord) -> bool:
     """Drops kvpress's "not tested" warning, which it logs at every entry: the row's note says it once."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "not tested" not in record.getMessage()
+    return "not tested" not in record.getMessage()
 
 
 @contextmanager
 def _applied(make: Callable[[], Any], model: Any) -> Iterator[None]:
     """A fresh press (some keep state between calls) over ``model`` for the duration."""
-    log, quiet = logging.getLogger("kvpress.presses.base_press"), _Untested()
-    log.addFilter(quiet)
+    log = logging.getLogger("kvpress.presses.base_press")
+    log.addFilter(_tested)
     try:
         with make()(model):
             yield
     finally:
-        log.removeFilter(quiet)
+        log.removeFilter(_tested)

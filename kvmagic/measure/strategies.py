@@ -177,8 +177,10 @@ def resolve(loaded: LoadedModel, strategy: Strategy | str, *, kv_bits: int | Non
     settings = _settings(implementation)
     reason = _implementation_reason(loaded, implementation)
     if strategy.compiled and not reason:
+        from transformers import CompileConfig
+
         reason = _compile_reason(loaded)
-        settings.update(compile_config=_compile_config(), disable_compile=False)
+        settings.update(compile_config=CompileConfig(), disable_compile=False)
     return Setup(strategy, settings, reason)
 
 
@@ -222,12 +224,13 @@ def _implementation_reason(loaded: LoadedModel, implementation: str) -> str:
         return f"transformers {transformers_version()} has no cache_implementation={implementation!r}"
     if implementation.startswith("offloaded") and not any(d.type in ("cuda", "xpu") for d in loaded.devices):
         return "needs a GPU (CUDA or XPU): it offloads the cache from the accelerator to CPU memory"
-    windows_all = implementation == "sliding_window" and capabilities.sliding_window_windows_every_layer()
-    if windows_all and "full_attention" in _layer_types(loaded):
-        return (
-            f"transformers {transformers_version()} windows every layer with sliding_window, and this model has "
-            "full-attention layers: its output would be wrong"
-        )
+    if implementation == "sliding_window" and capabilities.sliding_window_windows_every_layer():
+        layer_types = getattr(loaded.model.config.get_text_config(), "layer_types", None) or ["full_attention"]
+        if "full_attention" in layer_types:
+            return (
+                f"transformers {transformers_version()} windows every layer with sliding_window, and this model "
+                "has full-attention layers: its output would be wrong"
+            )
     fullgraph = getattr(loaded.model, "_can_compile_fullgraph", True)
     if implementation in STATIC and not fullgraph and capabilities.static_cache_needs_fullgraph():
         return f"{type(loaded.model).__name__} does not support a static cache in transformers {transformers_version()}"
@@ -257,14 +260,3 @@ def _compile_reason(loaded: LoadedModel) -> str:
             "a model that spans both: not compiled"
         )
     return ""
-
-
-def _compile_config() -> Any:
-    from transformers import CompileConfig
-
-    return CompileConfig()
-
-
-def _layer_types(loaded: LoadedModel) -> list[str]:
-    text = loaded.model.config.get_text_config()
-    return list(getattr(text, "layer_types", None) or ["full_attention"])
