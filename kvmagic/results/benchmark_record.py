@@ -86,7 +86,8 @@ class BenchmarkRecord:
         others = self._other_strategies()
         other = strategy or (others[0] if len(others) == 1 else None)
         if other is None:
-            raise KVMagicError(f"a comparison of strategies has a speed-up per strategy: name one of {self._others()}")
+            named = ", ".join(map(str, others))
+            raise KVMagicError(f"a comparison of strategies has a speed-up per strategy: name one of {named}")
         reference, found = self.measurement(REFERENCE, config), self.measurement(other, config)
         if reference is None or found is None:
             return None
@@ -141,9 +142,6 @@ class BenchmarkRecord:
 
     def _other_strategies(self) -> list[Strategy]:
         return [s for s in self.strategies if s != REFERENCE]
-
-    def _others(self) -> str:
-        return ", ".join(map(str, self._other_strategies()))
 
     def __repr__(self) -> str:
         if len(self._other_strategies()) == 1:

@@ -13,7 +13,7 @@ only untimed runs, such as ``--plot``'s hooked one, is no difference).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from kvmagic.results.result import BenchmarkResult
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["Comparison", "compare", "row_key"]
 
 # Facts about the run itself rather than about what it measured.
 _RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
@@ -51,7 +51,7 @@ class Comparison:
     def rows(self) -> list[dict[str, Any]]:
         rows = []
         for values in self.result.to_dataframe().to_dict("records"):
-            config, strategy = _key(values)
+            config, strategy = row_key(values)
             now, was = (_pair(r, config, strategy) for r in (self.result, self.baseline))
             if now is None or was is None:
                 values.update(speedup_was=math.nan, speedup_change=math.nan, significant=None)
@@ -66,7 +66,7 @@ class Comparison:
 
     def saved_rows(self) -> dict[tuple[Config, Strategy], dict[str, Any]]:
         """The baseline's table rows, by configuration and strategy."""
-        return {_key(row): row for row in self.baseline.to_dataframe().to_dict("records")}
+        return {row_key(row): row for row in self.baseline.to_dataframe().to_dict("records")}
 
     def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
@@ -104,7 +104,7 @@ class Comparison:
         # Strategies are named where either run compared them; two plain runs' rows differ only in configuration.
         named = not (self.result.plain and self.baseline.plain)
         held = _held(saved.values())
-        unmatched = [_name(key, named) for key in map(_key, rows) if key not in held]
+        unmatched = [_name(key, named) for key in map(row_key, rows) if key not in held]
         if unmatched:
             notes.append(f"no saved row to compare with for {', '.join(dict.fromkeys(unmatched))}")
         measured = _held(rows)
@@ -151,7 +151,7 @@ def _pair(result: BenchmarkResult, config: Config, strategy: Strategy) -> Pair |
     return None if strategy == REFERENCE else result.pair(config, strategy)
 
 
-def _key(row: dict[str, Any]) -> tuple[Config, Strategy]:
+def row_key(row: Mapping[str, Any]) -> tuple[Config, Strategy]:
     """A table row's configuration and strategy (the plain run's row is its cached side's)."""
     return Config.of(row), Strategy.of(row.get("strategy", PAIR[1]))
 
@@ -159,7 +159,7 @@ def _key(row: dict[str, Any]) -> tuple[Config, Strategy]:
 def _held(rows: Iterable[dict[str, Any]]) -> set[tuple[Config, Strategy]]:
     """What a run's rows measured: each row's strategy, and the reference too where a plain run's row holds it as
     its uncached side (the plain run is ``off,dynamic`` shown as one row)."""
-    return {_key(row) for row in rows} | {(Config.of(row), REFERENCE) for row in rows if "strategy" not in row}
+    return {row_key(row) for row in rows} | {(Config.of(row), REFERENCE) for row in rows if "strategy" not in row}
 
 
 def _name(key: tuple[Config, Strategy], named: bool) -> str:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.config import Config
-from kvmagic.core.strategy import PAIR, Strategy
+from kvmagic.core.strategy import Strategy
 from kvmagic.errors import KVMagicError
+from kvmagic.results.compare import row_key
 
 if TYPE_CHECKING:
     from kvmagic.results.compare import Comparison
@@ -104,7 +105,7 @@ def judge(
     """
     verdict = GateVerdict()
     fixes: dict[str, None] = {}  # each cause's fix once, in the order found
-    matched = [(row, saved[key]) for row in rows if (key := _key(row)) in saved]
+    matched = [(row, saved[key]) for row in rows if (key := row_key(row)) in saved]
     if not matched:
         verdict.undecided.append(
             "no row matches a saved row (the same prompt_tokens, new_tokens, batch and strategy): nothing to judge"
@@ -135,10 +136,6 @@ def judge(
 def gate(comparison: Comparison, thresholds: Sequence[Threshold]) -> GateVerdict:
     """:func:`judge` a comparison's rows against its baseline's."""
     return judge(comparison.rows(), comparison.saved_rows(), thresholds)
-
-
-def _key(row: Mapping[str, Any]) -> tuple[Config, Strategy]:
-    return Config.of(row), Strategy.of(row.get("strategy", PAIR[1]))
 
 
 def _strategy(row: Mapping[str, Any]) -> str:

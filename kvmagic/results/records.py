@@ -121,8 +121,7 @@ class RunFacts:
         """The facts as ``how this was measured`` lists them, the empty ones left out, and the cache's sizes,
         which the model, its dtype and the transformers version already say (a baseline saved before kvmagic
         kept them per layer would differ from every run in them)."""
-        found = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", {})}
-        return {k: v for k, v in found.items() if k != "kv_sizes"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "kv_sizes" and v not in (None, "", {})}
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from kvmagic.results.records import Mismatch, StepProfile, first_mismatch
 
-__all__ = ["find_mismatch", "margin_at", "strategy_mismatch"]
+__all__ = ["margin_at", "strategy_mismatch"]
 
 
 def strategy_mismatch(
@@ -19,30 +18,23 @@ def strategy_mismatch(
     the place in the batch. ``first``: this is the strategy whose first run is the reference."""
     batch = len(runs[0])
     flat = [ids for run in runs for ids in run]
-    found = find_mismatch(tokenizer, reference, flat, range(1 if first else 0, len(flat)))
-    if found is None:
-        return None
-    return dataclasses.replace(found, run=found.run // batch, sequence=found.run % batch)
-
-
-def find_mismatch(
-    tokenizer: Any, reference: list[int], generated: list[list[int]], indices: Sequence[int]
-) -> Mismatch | None:
-    """The first difference from ``reference`` among the runs at ``indices``; ``run`` indexes ``generated``."""
-    found = first_mismatch(reference, [generated[i] for i in indices])
+    start = 1 if first else 0
+    found = first_mismatch(reference, flat[start:])
     if found is None:
         return None
     which, position = found
-    actual = generated[indices[which]]
+    run, sequence = divmod(start + which, batch)
+    actual = flat[start + which]
     expected_id = reference[position] if position < len(reference) else -1
     actual_id = actual[position] if position < len(actual) else -1
     return Mismatch(
-        run=indices[which],
+        run=run,
         position=position,
         expected_id=expected_id,
         actual_id=actual_id,
         expected_token=tokenizer.decode([expected_id]) if expected_id >= 0 else "",
         actual_token=tokenizer.decode([actual_id]) if actual_id >= 0 else "",
+        sequence=sequence,
     )
 
 

@@ -173,7 +173,8 @@ class _Rounds:
 
     def measurement(self, name: Strategy, config: Config, ttft: Mapping[Strategy, float]) -> Measurement:
         tokenizer = self.loaded.tokenizer
-        reference = next(iter(self.generated.values()))[0][0]
+        first = next(iter(self.generated))  # the strategy that ran first: its first run is the reference
+        reference = self.generated[first][0][0]
         ids = self.generated[name][0][0]
         return Measurement(
             config=config,
@@ -181,15 +182,12 @@ class _Rounds:
             seconds=tuple(self.seconds[name]),
             generated_ids=tuple(ids),
             generated_text=str(tokenizer.decode(ids)),
-            mismatch=strategy_mismatch(tokenizer, reference, self.generated[name], first=name == self._first()),
+            mismatch=strategy_mismatch(tokenizer, reference, self.generated[name], first=name == first),
             ttft_s=ttft[name],
             kv_bytes=self.kv_bytes.get(name),
             peak_bytes=self.peak_bytes.get(name),
             peak_source=self.peak_source if name in self.peak_bytes else "",
         )
-
-    def _first(self) -> Strategy:
-        return next(iter(self.generated))
 
 
 def _quiet_peak(devices: tuple[torch.device, ...]) -> PeakMemory | None:
