@@ -437,7 +437,8 @@ def test_a_row_whose_time_the_rounds_cannot_tell_from_the_fastest_is_said_to_be_
     assert apart.close == frozenset() and "noise" not in str(apart)
     three = _rounds({"off": [0.5, 0.5, 0.5], "dynamic": [0.5] * 3, "static": [0.45, 0.55, 0.5]}).choice()
     assert str(three).startswith("At 64+8 tokens: off is fastest, though dynamic and static are within noise of its "
-                                 "time. Off the frontier: dynamic (beaten by off: more KV bytes, as good on speed and "
-                                 "quality), static (beaten by off: more KV bytes, as good on speed and quality).")  # fmt: skip
+                                 "time. Off the frontier: dynamic (beaten by off: more KV bytes, speed within noise, as good "
+                                 "on quality), static (beaten by off: more KV bytes, speed within noise, as good on "
+                                 "quality).")  # fmt: skip
     one = _rounds({"off": [2.0], "dynamic": [0.5], "static": [0.5001]}).choice()  # one round: no interval, no word
     assert one.close == frozenset() and "noise" not in str(one)

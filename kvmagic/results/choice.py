@@ -282,15 +282,16 @@ def _beaten(found: Choice, strategy: Strategy, by: Strategy) -> str:
     lost: list[str] = []
     tied: list[str] = []
     unknown: list[str] = []
-    edges = better(found.points[by], found.points[strategy], frozenset((strategy, by)) in found.close)
-    for (worse, figure, unread), edge in zip(_FIGURES, edges):
+    noise = frozenset((strategy, by)) in found.close  # a tie on speed that the rounds make, not the medians
+    for (worse, figure, unread), edge in zip(_FIGURES, better(found.points[by], found.points[strategy], noise)):
         if edge is None:
             unknown += [unread] if figure != "quality" or found.quality_read else []  # else said once, up front
         elif edge:
             lost.append(worse)
-        else:
+        elif figure != "speed" or not noise:
             tied.append(figure)
-    said = [*lost, *([f"as good on {' and '.join(tied)}"] if tied else []), *unknown]
+    within = ["speed within noise"] if noise else []
+    said = [*lost, *within, *([f"as good on {' and '.join(tied)}"] if tied else []), *unknown]
     return f"{strategy} (beaten by {by}: {', '.join(said)})"
 
 
