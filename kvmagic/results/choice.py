@@ -54,7 +54,7 @@ def pareto_marks(result: BenchmarkRecord) -> dict[tuple[Config, Strategy], bool]
     marks = {}
     for config in result.configs:
         rows = [m for m in result.measurements if m.config == config]
-        marks.update({(m.config, m.strategy): mark for m, mark in zip(rows, _on_frontier(rows))})
+        marks.update({(m.config, m.strategy): mark for m, mark in zip(rows, _on_frontier(rows, _close(rows)))})
     return marks
 
 
@@ -63,9 +63,10 @@ def _close(rows: list[Measurement]) -> frozenset[frozenset[Strategy]]:
     return frozenset(frozenset((a.strategy, b.strategy)) for a, b in combinations(rows, 2) if _within_noise(a, b))
 
 
-def _on_frontier(rows: list[Measurement]) -> list[bool]:
-    close = {frozenset((i, j)) for (i, a), (j, b) in combinations(enumerate(rows), 2) if _within_noise(a, b)}
-    return on_frontier([_point(m) for m in rows], close)
+def _on_frontier(rows: list[Measurement], close: frozenset[frozenset[Strategy]]) -> list[bool]:
+    """Each row's mark, its pairs within noise (``close``, by strategy) handed over as the rows' positions."""
+    at = {m.strategy: i for i, m in enumerate(rows)}
+    return on_frontier([_point(m) for m in rows], {frozenset(at[s] for s in pair) for pair in close})
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def choice(result: BenchmarkRecord) -> Choice:
     points, close = {m.strategy: _point(m) for m in rows}, _close(rows)
     beaten_by = {
         s: next(o for o in points if o != s and beats(points[o], point, frozenset((s, o)) in close))
-        for s, point, mark in zip(points, points.values(), _on_frontier(rows))
+        for s, point, mark in zip(points, points.values(), _on_frontier(rows, close))
         if not mark
     }
     fits, unfitted = _fits(result, config)
