@@ -440,5 +440,12 @@ def test_a_row_whose_time_the_rounds_cannot_tell_from_the_fastest_is_said_to_be_
                                  "time. Off the frontier: dynamic (beaten by off: more KV bytes, speed within noise, as good "
                                  "on quality), static (beaten by off: more KV bytes, speed within noise, as good on "
                                  "quality).")  # fmt: skip
+    # The fastest median within noise of off, which holds nothing: off beats it, and the frontier is said without it.
+    noisy = _rounds({"off": [0.6, 0.4, 0.55, 0.45, 0.5], "dynamic": [0.45] * 5, "static": [0.9] * 5}).choice()
+    assert noisy.fastest == "dynamic" and noisy.beaten_by["dynamic"] == "off"
+    assert str(noisy).startswith("At 64+8 tokens: dynamic is fastest (1.11x off's speed, KL 0), though off is within "
+                                 "noise of its time; on the trade-off frontier without it (pareto in the table), off "
+                                 "takes 1.11x as long (within noise) and holds no cache, KL 0. Off the frontier: "
+                                 "dynamic (beaten by off: more KV bytes, speed within noise, as good on quality)")  # fmt: skip
     one = _rounds({"off": [2.0], "dynamic": [0.5], "static": [0.5001]}).choice()  # one round: no interval, no word
     assert one.close == frozenset() and "noise" not in str(one)

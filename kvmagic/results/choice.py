@@ -268,8 +268,9 @@ def paragraph(found: Choice) -> str:
         named = ties[0] if len(ties) == 1 else f"{', '.join(ties[:-1])} and {ties[-1]}"
         lead += f", though {named} {'is' if len(ties) == 1 else 'are'} within noise of its time"
     others = [s for s in found.frontier if s != fastest]
-    if others:
-        lead += "; on the trade-off frontier beside it (pareto in the table), " + "; ".join(
+    if others:  # the fastest median leaves the frontier where a row within its noise beats it on another figure
+        where = "beside it" if fastest in found.frontier else "without it"
+        lead += f"; on the trade-off frontier {where} (pareto in the table), " + "; ".join(
             _trade(found, s, fastest) for s in others
         )
     sentences = [lead]
