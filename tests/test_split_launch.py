@@ -15,6 +15,7 @@ import psutil
 import pytest
 from IPython.core.error import UsageError
 
+from kvmagic.frontends import split_launch
 from kvmagic.frontends.split_launch import launch
 from kvmagic.results.result import BenchmarkResult
 
@@ -77,7 +78,15 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
-def test_a_launch_returns_the_result_and_shows_it_as_any_other(shell: Any, tmp_path: Path, capsys) -> None:
+def test_a_launch_returns_the_result_and_shows_it_as_any_other(shell: Any, tmp_path: Path, capsys, monkeypatch) -> None:
+    done: dict[str, str] = {}  # what each rank said as it finished, as the launcher reads it
+    read = split_launch.outcome
+
+    def outcome(folder: Path, ranks: int, status: int | None) -> BenchmarkResult:
+        done.update({path.name: path.read_text() for path in folder.glob("rank*.done")})
+        return read(folder, ranks, status)
+
+    monkeypatch.setattr(split_launch, "outcome", outcome)
     watcher = Watcher()
     watcher.start()
     (tmp_path / "text.txt").write_text("The cache keeps the keys and values of every token it has seen.")
@@ -85,6 +94,7 @@ def test_a_launch_returns_the_result_and_shows_it_as_any_other(shell: Any, tmp_p
     result = shell.run_line_magic("kvbench", f"--tp 2 {SHORT} {compared} -o --save {tmp_path / 'run.json'} {PROMPT}")
     assert watcher.left_running() == [] and watcher.seen  # it did start processes, and none is left
     assert isinstance(result, BenchmarkResult) and result.identical
+    assert done == {"rank0.done": "0", "rank1.done": "0"}
     assert [str(m.strategy) for m in result.measurements] == ["off", "dynamic", "static"]
     static = result.measurements[2]
     assert static.quality is not None and static.quality.steps > 4  # the text reached the ranks

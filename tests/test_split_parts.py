@@ -152,6 +152,21 @@ def test_a_rank_that_fails_after_the_result_is_written_is_said_and_the_result_ke
     assert outcome(tmp_path, 2, 0).to_dict() == written.to_dict() and capsys.readouterr().err == ""
 
 
+def test_a_rank_that_fails_while_leaving_after_every_rank_was_done_is_not_said(tmp_path: Path, capsys) -> None:
+    """gloo can abort a rank that closes its connections under load: once every rank has said it was done, that
+    costs neither the result nor a word; a rank that had not, or was done with a failing status, is said."""
+    (tmp_path / "torchrun.log").write_text(REPORT.replace("-9 (pid", "-6 (pid"))
+    written = BenchmarkResult("tiny", pair((8, 2), [1.0, 1.1], [0.5, 0.6]))
+    written.to_json(tmp_path / "result.json")
+    (tmp_path / "rank0.done").write_text("0")
+    for rank1 in (None, "1", "0"):
+        if rank1 is not None:
+            (tmp_path / "rank1.done").write_text(rank1)
+        assert outcome(tmp_path, 2, 1).to_dict() == written.to_dict()
+        err = capsys.readouterr().err
+        assert ("after the result was complete" in err) is (rank1 != "0"), (rank1, err)
+
+
 def test_a_ranks_refusal_comes_back_as_its_template(tmp_path: Path) -> None:
     (tmp_path / "rank1.json").write_text(json.dumps({"template": "{new_tokens} too many", "params": ["new_tokens"]}))
     (tmp_path / "rank0.json").write_text(json.dumps({"template": "{tp} cannot", "params": ["tp"]}))

@@ -33,7 +33,7 @@ from kvmagic.frontends.options import (
     meant,
     word_optional,
 )
-from kvmagic.frontends.split_rank import join_ranks, refuse, report_result
+from kvmagic.frontends.split_rank import finished, join_ranks, refuse, report_result
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
@@ -223,6 +223,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
             _say(note, args)
     status = _gate(shown, thresholds)
     if split:
+        finished(status)
         leave()
     return status
 

@@ -154,13 +154,15 @@ def launch(
 
 def outcome(folder: Path, ranks: int, status: int | None) -> BenchmarkResult:
     """Rank 0's result where it wrote one, else why there is none. Every rank took part in a result written (its
-    rows are put together across ranks), so a rank that failed after it (leaving the process group under load,
-    gloo can abort) is said in a line, not fatal to a finished measurement."""
+    rows are put together across ranks), so a rank that failed after it is said in a line, not fatal to a
+    finished measurement; and where every rank had said it was done (:func:`finished`), the failure came while
+    the ranks closed their connections (gloo can abort one there under load): it cost nothing, and is not said."""
     from kvmagic.results.result import BenchmarkResult
 
     if not (folder / RESULT).is_file():
         raise failure(folder, ranks, status)
-    if status:
+    done = [folder / f"rank{rank}.done" for rank in range(ranks)]
+    if status and not all(path.is_file() and path.read_text() == "0" for path in done):
         found = root_cause(_log(folder))
         late = f"rank {found[0]} {_cause(folder, *found)}" if found else f"torchrun ended with status {status}"
         print(f"kvbench --tp {ranks}: {late} after the result was complete; the result stands", file=sys.stderr)

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from kvmagic.measure.split_lockstep import World
     from kvmagic.results.result import BenchmarkResult
 
-__all__ = ["LAUNCH_DIR", "RESULT", "join_ranks", "quiet_rank", "refuse", "report_result", "torchrun_hint"]
+__all__ = [
+    "LAUNCH_DIR", "RESULT", "finished", "join_ranks", "quiet_rank", "refuse", "report_result", "torchrun_hint",
+]  # fmt: skip
 
 LAUNCH_DIR = "KVMAGIC_LAUNCH_DIR"  # set by the notebook's launcher: where each rank leaves what it reads back
 RESULT = "result.json"
@@ -100,3 +102,12 @@ def report_result(result: BenchmarkResult) -> None:
     if folder and not quiet_rank():
         result.to_json(Path(folder, RESULT + ".part"))
         os.replace(Path(folder, RESULT + ".part"), Path(folder, RESULT))
+
+
+def finished(status: int) -> None:
+    """Each rank leaves its exit status for the launcher once its part is done, before it leaves the process
+    group: a rank that then ends otherwise failed while closing its connections (gloo can abort one there
+    under load), after every measurement and every word it had to say."""
+    folder = os.environ.get(LAUNCH_DIR)
+    if folder:
+        Path(folder, f"rank{os.environ.get('RANK', '0')}.done").write_text(str(status))
