@@ -125,9 +125,29 @@ def test_a_note_every_model_has_is_said_once_and_one_model_s_own_note_is_led_by_
     notes = ModelsResult([one, unsure], {}, "", ["three", "four"]).notes()
     assert notes[0] == shipped and notes.count(shipped) == 1
     assert notes[1].startswith("two: cached: the 95% interval [") and "holds 1" in notes[1]
-    assert len(notes) == 4 and notes[2].startswith("two: warning: times vary")  # two's own, led by its name
+    assert len(notes) == 4 and notes[2].startswith("warning: times vary (IQR over 10% of the median) for two (")
     assert notes[3] == "stopped: three, four not measured"  # left without a reason given
     assert ModelsResult([one], {}).notes() == [shipped]  # one model's notes are all its own, said plainly
+
+
+def test_times_that_vary_in_several_models_are_one_warning_naming_each_model_s() -> None:
+    """One warning, as one model's run says it: a line per model would bury the other notes."""
+    wide, steady = [1.0, 1.5, 2.0, 1.2, 1.8], [1.0, 1.01, 1.02, 1.0, 1.01]
+    first = BenchmarkResult("first", pair((8, 4), wide, steady), metadata={"device": "cpu", "threads": 2})
+    second = BenchmarkResult("second", pair((8, 4), steady, steady))
+    third = BenchmarkResult("third", pair((8, 4), steady, wide))
+    notes = ModelsResult([first, second, third], {}).notes()
+    warned = [note for note in notes if "times vary" in note]
+    assert warned == [
+        (
+            "warning: times vary (IQR over 10% of the median) for first (uncached 40%), third (cached 40%): close "
+            "other work, use --threads 1, or raise -r for more pairs before trusting the speed-ups"
+        )
+    ]
+    assert not [note for note in ModelsResult([second], {}).notes() if "times vary" in note]
+    alone = [note for note in ModelsResult([first], {}).notes() if "times vary" in note]
+    assert alone == [note for note in first.notes() if "times vary" in note]  # one model's, as its own run says it
+    assert alone[0].startswith("warning: times vary (IQR over 10% of the median) for uncached 40%: ")
 
 
 def test_the_text_and_the_page_show_the_table_and_the_notes() -> None:

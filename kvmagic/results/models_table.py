@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.results.columns import SHAPE_MEANINGS
 from kvmagic.results.notes import notes as result_notes
+from kvmagic.results.notes import spread_warning
 from kvmagic.results.report import table as result_table
 
 if TYPE_CHECKING:
@@ -76,12 +77,14 @@ def _shape_row(models: ModelsRecord, model: str) -> dict[str, Any]:
 
 def models_notes(models: ModelsRecord) -> list[str]:
     """Each model's shape in a sentence, then the notes of each model's result: one every model has, once; the
-    others led by their model's name; then the models left unmeasured."""
+    others led by their model's name; one warning for the times that vary, naming each model's; then the models
+    left unmeasured."""
     found = [_shape_sentence(_shape_row(models, r.model), models.shapes[r.model]) for r in models.results
              if r.model in models.shapes]  # fmt: skip
-    each = [(result.model, result_notes(result)) for result in models.results]
+    each = [(result.model, result_notes(result, spread=False)) for result in models.results]
     shared = [note for note in each[0][1] if all(note in notes for _, notes in each)] if each else []
     found += shared + [f"{model}: {note}" for model, notes in each for note in notes if note not in shared]
+    found += spread_warning(models.results)
     if models.left:
         found.append(f"{models.stopped or 'stopped'}: {', '.join(models.left)} not measured")
     return found

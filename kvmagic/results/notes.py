@@ -17,20 +17,23 @@ from kvmagic.results.prefix_table import prefix_notes
 from kvmagic.results.split_table import split_notes
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from kvmagic.core.config import Config
     from kvmagic.core.spec import BenchSpec
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Pair
     from kvmagic.results.records import Mismatch
 
-__all__ = ["NEAR_TIE", "describe_mismatch", "more_pairs", "notes"]
+__all__ = ["NEAR_TIE", "describe_mismatch", "more_pairs", "notes", "spread_warning"]
 
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
 FEW_STEPS = 16  # quality read over fewer forced steps than this is called rough
 
 
-def notes(result: BenchmarkRecord) -> list[str]:
-    """Plain-language remarks a reader of the table should not miss."""
+def notes(result: BenchmarkRecord, *, spread: bool = True) -> list[str]:
+    """Plain-language remarks a reader of the table should not miss; without the warning on times that vary
+    where ``spread`` is false (several models' results say theirs together: :func:`spread_warning`)."""
     found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *_interval_notes(result)]
     found += limits_notes(result)
     found += frontier_notes(result) + _quality_notes(result) + prefix_notes(result) + split_notes(result)
@@ -46,36 +49,48 @@ def notes(result: BenchmarkRecord) -> list[str]:
             m, mismatch = pair.mismatch
             shown = result.shown_name
             found.append(f"{config}: {describe_mismatch(mismatch, shown(pair.reference.strategy), shown(m.strategy))}")
-    return found + _spread_warning(result) + caution_notes(result)
+    return found + (spread_warning([result]) if spread else []) + caution_notes(result)
 
 
-def more_pairs(result: BenchmarkRecord) -> str:
+def more_pairs(*results: BenchmarkRecord) -> str:
     """How to take more pairs under the request's stop rule: -r counts them; -r auto stops at its target
     (--ci-target) or at its cap (--auto-cap), whichever came first for the pairs here."""
-    spec = result.spec
+    spec = results[0].spec
     if spec.repeat != "auto":
         return "raise -r"
-    reached = {_reached(spec, pair) for pair in result.pairs()}
+    reached = {_reached(spec, pair) for result in results for pair in result.pairs()}
     advice = {True: "lower --ci-target", False: "raise --auto-cap"}
     return " or ".join(advice[way] for way in (False, True) if way in reached) or advice[False]
 
 
-def _spread_warning(result: BenchmarkRecord) -> list[str]:
+def spread_warning(results: Sequence[BenchmarkRecord]) -> list[str]:
     """One warning for every strategy whose times vary past :data:`~kvmagic.core.stats.SPREAD_WARNING`, each
-    with its spread (and its configuration, in a sweep): one line per strategy would bury the other notes."""
+    with its spread (and its configuration, in a sweep; its model, among several models): one line per strategy
+    or model would bury the other notes."""
+    said = [(result, which) for result in results for which in [_noisy(result)] if which]
+    if not said:
+        return []
+    noisy = [result for result, _ in said]
+    which = ", ".join(f"{r.model} ({which})" for r, which in said) if len(results) > 1 else said[0][1]
+    alone = len(results) == 1 and len(results[0].strategies) == 2 and len(results[0].configs) == 1
+    speedups = "speed-up" if alone else "speed-ups"
+    shared = any(
+        str(r.metadata.get("device", "")).startswith("cpu") and r.metadata.get("threads", 1) > 1 for r in noisy
+    )
+    steadier = ", use --threads 1," if shared else ""  # threads that wait on other work's stall every step
+    advice = f"close other work{steadier} or {more_pairs(*noisy)} for more pairs before trusting the {speedups}"
+    return [f"warning: times vary (IQR over {stats.SPREAD_WARNING:.0%} of the median) for {which}: {advice}"]
+
+
+def _noisy(result: BenchmarkRecord) -> str:
+    """``off 12%, dynamic 15%``: each strategy whose times vary past the warning's bound, with its spread (at its
+    configuration, in a sweep); empty where none does."""
     noisy: dict[Config, list[str]] = {}
     for m in result.measurements:
         if m.spread > stats.SPREAD_WARNING:
             noisy.setdefault(m.config, []).append(f"{result.shown_name(m.strategy)} {m.spread:.0%}")
-    if not noisy:
-        return []
     sweep = len(result.configs) > 1
-    which = "; ".join(", ".join(names) + (f" at {config}" if sweep else "") for config, names in noisy.items())
-    speedups = "speed-up" if len(result.strategies) == 2 and not sweep else "speed-ups"
-    shared = str(result.metadata.get("device", "")).startswith("cpu") and result.metadata.get("threads", 1) > 1
-    steadier = ", use --threads 1," if shared else ""  # threads that wait on other work's stall every step
-    advice = f"close other work{steadier} or {more_pairs(result)} for more pairs before trusting the {speedups}"
-    return [f"warning: times vary (IQR over {stats.SPREAD_WARNING:.0%} of the median) for {which}: {advice}"]
+    return "; ".join(", ".join(names) + (f" at {config}" if sweep else "") for config, names in noisy.items())
 
 
 def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str:
