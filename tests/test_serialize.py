@@ -67,6 +67,13 @@ def test_a_markdown_table_aligns_numbers_right_and_leaves_missing_ones_blank():
         "| n | s | ok | name |\n| ---: | ---: | --- | --- |\n| 16 | 0.1235 | True | a |\n| 2048 |  | False | b |\n"
     )
     assert markdown_table(frame.head(1), ["one", "two"]).endswith("| 16 | 0.1235 | True | a |\n\n- one\n- two\n")
+    long = "uncached took 0.05951 s at 82+4 tokens, less than 0.08233 s at 82+2 tokens with less work: " * 2
+    items = markdown_table(frame.head(1), [long.strip(), "two"]).split("\n\n")[1].splitlines()
+    assert max(map(len, items)) <= 100 and items[0].startswith("- uncached") and items[-1] == "- two"
+    assert (
+        all(line.startswith("  ") for line in items[1:-1])
+        and " ".join(map(str.strip, items[:-1])) == f"- {long}".strip()
+    )
 
 
 def test_a_short_markdown_table_is_the_shown_one_and_save_writes_what_the_suffix_names(tmp_path):

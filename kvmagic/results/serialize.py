@@ -139,13 +139,16 @@ def floats_back(values: Any) -> Any:
 
 
 def markdown_table(frame: pd.DataFrame, notes: Sequence[str] = ()) -> str:
-    """A DataFrame as a Markdown pipe table (numbers right-aligned), followed by the notes as a list."""
+    """A DataFrame as a Markdown pipe table (numbers right-aligned), followed by the notes as a list, each item
+    wrapped as the notes under a shown table are (a long warning reads in a terminal and renders the same)."""
+    from kvmagic.results.shown import wrapped_notes
+
     lines = [
         "| " + " | ".join(frame.columns) + " |",
         "| " + " | ".join("---:" if frame[c].dtype.kind in "iuf" else "---" for c in frame.columns) + " |",
     ]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines) + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "") + "\n"
+    return "\n".join(lines) + ("\n\n" + "\n".join(wrapped_notes(notes, bullet="- ")) if notes else "") + "\n"
 
 
 def _finite(value: Any) -> Any:

@@ -189,9 +189,10 @@ def _filled(text: str, width: int, indent: str) -> str:
     return textwrap.fill(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
 
 
-def wrapped_notes(notes: Sequence[str], width: int = WIDTH) -> list[str]:
-    """Notes as lines that fit ``width`` (a long warning would otherwise run past the table's edge)."""
-    return [_filled(note, width, "  ") for note in notes]
+def wrapped_notes(notes: Sequence[str], width: int = WIDTH, bullet: str = "") -> list[str]:
+    """Notes as lines that fit ``width`` (a long warning would otherwise run past the table's edge), each led by
+    ``bullet`` (Markdown's ``- ``, whose item goes on under an indent of two)."""
+    return [_filled(bullet + note, width, "  ") for note in notes]
 
 
 def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
