@@ -81,6 +81,16 @@ def test_json_from_a_file_equals_what_save_wrote(tmp_path):
     assert [len(m.seconds) for m in printed.measurements] == [2, 2] and printed.strategies == ["off", "dynamic"]
 
 
+def test_the_notes_beside_machine_read_output_fit_100_columns():
+    run = kvbench(
+        "-m", "tiny", "-n", "2", "-w", "0", "-r", "2", "--cache", "off,dynamic,static", "--format", "json", "hi"
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stderr.splitlines()
+    assert max(map(len, lines)) <= 100 and any(line.startswith("At 2+2 tokens: ") for line in lines), lines
+    assert [m["strategy"] for m in json.loads(run.stdout)["measurements"]] == ["off", "dynamic", "static"]
+
+
 def test_compare_adds_the_change_and_names_the_changed_setting(tmp_path):
     saved = tmp_path / "before.json"
     assert kvbench("-m", "tiny", "-n", "2", "-w", "1", "-r", "2", "-q", "--save", str(saved), "hi").returncode == 0

@@ -74,6 +74,10 @@ def test_a_markdown_table_aligns_numbers_right_and_leaves_missing_ones_blank():
         all(line.startswith("  ") for line in items[1:-1])
         and " ".join(map(str.strip, items[:-1])) == f"- {long}".strip()
     )
+    path, quoted = "/models/" + "x" * 100, "a" * 97 + " > the same token, 12. or - here"
+    path_item, quoted_item = markdown_table(frame.head(1), [f"{path} ran", quoted]).split("\n\n")[1].split("\n- ")
+    assert path_item.splitlines()[0] == f"- {path}"  # a word longer than a line stays on its bullet's line
+    assert quoted_item.splitlines()[1] == "  \\> the same token, 12. or - here"  # not a quote: escaped, as written
 
 
 def test_a_short_markdown_table_is_the_shown_one_and_save_writes_what_the_suffix_names(tmp_path):

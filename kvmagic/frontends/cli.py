@@ -220,7 +220,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
         sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
     if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it
         for note in shown.notes():
-            _say(note, args)
+            _say(fitted(note, ""), args)
     status = _gate(shown, thresholds)
     if split:
         finished(status)

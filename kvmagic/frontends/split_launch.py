@@ -155,8 +155,9 @@ def launch(
 def outcome(folder: Path, ranks: int, status: int | None) -> BenchmarkResult:
     """Rank 0's result where it wrote one, else why there is none. Every rank took part in a result written (its
     rows are put together across ranks), so a rank that failed after it is said in a line, not fatal to a
-    finished measurement; and where every rank had said it was done (:func:`finished`), the failure came while
-    the ranks closed their connections (gloo can abort one there under load): it cost nothing, and is not said."""
+    finished measurement; and where every rank had said it was done, with status 0 (:func:`finished`), the failure
+    came while the ranks closed their connections (gloo can abort one there under load): it cost nothing, and is
+    not said."""
     from kvmagic.results.result import BenchmarkResult
 
     if not (folder / RESULT).is_file():

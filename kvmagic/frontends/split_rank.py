@@ -4,7 +4,7 @@ Every rank runs the same command; only rank 0 prints (the summary, progress, the
 writes ``--save``; the others stay quiet and end with the same status. Started by the notebook's
 launcher (:mod:`kvmagic.frontends.split_launch`), which names a folder in :data:`LAUNCH_DIR`, each rank also
 leaves there what the launcher reads back: its process id and its stderr, its refusal as a template (so
-the notebook can spell its own flags), and rank 0 the result as JSON.
+the notebook can spell its own flags), its exit status once its part is done, and rank 0 the result as JSON.
 """
 
 from __future__ import annotations

@@ -53,8 +53,9 @@ def notes(result: BenchmarkRecord, *, spread: bool = True) -> list[str]:
 
 
 def more_pairs(*results: BenchmarkRecord) -> str:
-    """How to take more pairs under the request's stop rule: -r counts them; -r auto stops at its target
-    (--ci-target) or at its cap (--auto-cap), whichever came first for the pairs here."""
+    """How to take more pairs under the request's stop rule (the first result's: several models share one): -r
+    counts them; -r auto stops at its target (--ci-target) or at its cap (--auto-cap), whichever came first for
+    the pairs here."""
     spec = results[0].spec
     if spec.repeat != "auto":
         return "raise -r"
@@ -83,14 +84,20 @@ def spread_warning(results: Sequence[BenchmarkRecord]) -> list[str]:
 
 
 def _noisy(result: BenchmarkRecord) -> str:
-    """``off 12%, dynamic 15%``: each strategy whose times vary past the warning's bound, with its spread (at its
-    configuration, in a sweep); empty where none does."""
+    """``uncached 12%, cached 10.3%``: each strategy whose times vary past the warning's bound, with its spread (at
+    its configuration, in a sweep); empty where none does."""
     noisy: dict[Config, list[str]] = {}
     for m in result.measurements:
         if m.spread > stats.SPREAD_WARNING:
-            noisy.setdefault(m.config, []).append(f"{result.shown_name(m.strategy)} {m.spread:.0%}")
+            noisy.setdefault(m.config, []).append(f"{result.shown_name(m.strategy)} {_past_bound(m.spread)}")
     sweep = len(result.configs) > 1
     return "; ".join(", ".join(names) + (f" at {config}" if sweep else "") for config, names in noisy.items())
+
+
+def _past_bound(spread: float) -> str:
+    """A spread past the warning's bound, in whole percent where that reads past it (12%), else to a tenth (10.3%)."""
+    whole = f"{spread:.0%}"
+    return whole if round(spread * 100) > round(stats.SPREAD_WARNING * 100) else f"{spread:.1%}"
 
 
 def describe_mismatch(mismatch: Mismatch, reference: str, differing: str) -> str:

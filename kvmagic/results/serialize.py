@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -138,6 +139,10 @@ def floats_back(values: Any) -> Any:
     return tuple(math.nan if v is None else v for v in values) if isinstance(values, list) else values
 
 
+# What would start a block of its own (a quote, a list, a heading) at the head of an item's next line: escaped.
+_BLOCK = re.compile(r"^(  (?:\d+)?)([>#*+.)-])(?=\s|$)", re.MULTILINE)
+
+
 def markdown_table(frame: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     """A DataFrame as a Markdown pipe table (numbers right-aligned), followed by the notes as a list, each item
     wrapped as the notes under a shown table are (a long warning reads in a terminal and renders the same)."""
@@ -148,7 +153,8 @@ def markdown_table(frame: pd.DataFrame, notes: Sequence[str] = ()) -> str:
         "| " + " | ".join("---:" if frame[c].dtype.kind in "iuf" else "---" for c in frame.columns) + " |",
     ]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines) + ("\n\n" + "\n".join(wrapped_notes(notes, bullet="- ")) if notes else "") + "\n"
+    items = [_BLOCK.sub(r"\1\\\2", item) for item in wrapped_notes(notes, bullet="- ")]
+    return "\n".join(lines) + ("\n\n" + "\n".join(items) if notes else "") + "\n"
 
 
 def _finite(value: Any) -> Any:

@@ -184,15 +184,17 @@ def _lossy(frame: pd.DataFrame) -> bool:
     return any(value < 1 for value in agreement if not missing(value)) or any(value > 0 for value in kl)
 
 
-def _filled(text: str, width: int, indent: str) -> str:
+def _filled(text: str, width: int, indent: str, first: str = "") -> str:
     """``text`` broken at spaces only: a flag (``--max-seconds``) or a word longer than a line stays whole."""
-    return textwrap.fill(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return textwrap.fill(
+        text, width, initial_indent=first, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
 
 
 def wrapped_notes(notes: Sequence[str], width: int = WIDTH, bullet: str = "") -> list[str]:
     """Notes as lines that fit ``width`` (a long warning would otherwise run past the table's edge), each led by
     ``bullet`` (Markdown's ``- ``, whose item goes on under an indent of two)."""
-    return [_filled(bullet + note, width, "  ") for note in notes]
+    return [_filled(note, width, "  ", bullet) for note in notes]
 
 
 def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
