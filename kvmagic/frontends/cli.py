@@ -218,9 +218,11 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     shown: Any = finish(args, result, baseline)
     if not args.quiet:
         sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
-    if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it
-        for note in shown.notes():
-            _say(fitted(note, ""), args)
+    if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it, wrapped as the table's
+        from kvmagic.results.shown import wrapped_notes
+
+        for note in wrapped_notes(shown.notes()):
+            _say(note, args)
     status = _gate(shown, thresholds)
     if split:
         finished(status)
