@@ -397,7 +397,7 @@ def test_lossless_strategies_leave_the_figure_its_one_row_and_the_notes_say_why(
     said = [note for note in kept.notes() if "kept the full cache's predictions" in note]
     assert said == [
         (
-            "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps (--wide: every figure); every "
+            "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps; every "
             "strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure draws no trade-off"
         )
     ]

@@ -101,7 +101,7 @@ def test_a_trade_off_of_lossless_strategies_is_a_note_not_a_blank_row() -> None:
     assert len(result.plot().axes) == 2 and all(axis.axison for axis in result.plot().axes)
     assert [note for note in result.notes() if "so the figure draws no trade-off" in note] == [
         (
-            "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps (--wide: every figure); every "
+            "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps; every "
             "strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure draws no trade-off"
         )
     ]
@@ -149,7 +149,7 @@ def test_a_ppl_ratio_within_the_noise_of_its_steps_says_so() -> None:
     clear = _lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", (1.1, 1.3))).notes()
     assert not any("ppl_ratio" in note for note in clear)  # worse beyond noise, as the table says
     (said,) = [note for note in clear if note.startswith("quality: ")]
-    assert said == "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps (--wide: every figure)"
+    assert said == "quality: against dynamic, teacher-forced along its greedy tokens, 16 steps"
 
 
 def test_the_magic_shows_every_strategys_interval_and_lossless_rows_exactly(shell) -> None:

@@ -167,22 +167,18 @@ def test_quality_is_called_rough_below_16_steps_and_the_text_it_was_read_along_i
 
     said = "quality: against dynamic, teacher-forced along"
     kept = "every strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure draws no trade-off"
-    assert _said(_with_quality(Quality(16, 0.9375, 0.01, 1.0)), "quality") == [
-        f"{said} its greedy tokens, 16 steps (--wide: every figure)"
-    ]
+    assert _said(_with_quality(Quality(16, 0.9375, 0.01, 1.0)), "quality") == [f"{said} its greedy tokens, 16 steps"]
     assert _said(_with_quality(Quality(16, 1.0, 0.0, 1.0)), "quality") == [
-        f"{said} its greedy tokens, 16 steps (--wide: every figure); {kept}"
+        f"{said} its greedy tokens, 16 steps; {kept}"
     ]
     assert _said(_with_quality(Quality(15, 1.0, 0.01, 1.0, along="text")), "quality") == [
-        (
-            f"{said} the given text, 15 steps (--wide: every figure); few steps make rough figures: a longer -n, or "
-            "--quality-text, reads more"
-        )
+        "quality read over only 15 steps: rough figures; a longer -n, or --quality-text, reads more",
+        f"{said} the given text, 15 steps",
     ]
     random = _with_quality(Quality(40, 1.0, 0.0, 1.0), Quality(20, 1.0, 0.0, 1.0), random_weights=True)
     assert _said(random, "quality") == [
         (
-            f"{said} its greedy tokens, 20 steps (--wide: every figure); {kept}; with random weights, how far a cache "
+            f"{said} its greedy tokens, 20 steps; {kept}; with random weights, how far a cache "
             "moves the logits, not what a trained model loses"
         )
     ]
@@ -395,18 +391,20 @@ def test_auto_says_which_stop_came_first_and_advises_each_way_found() -> None:
     """One configuration whose pairs agree (its interval has no width: the target reached), one whose pairs
     disagree widely (the cap came first): more pairs come from a higher cap or a lower target, in that order."""
     notes = _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), ((16, 128), [1.0, 2.0, 1.0, 2.0], [1.5] * 4), repeat="auto")
-    assert notes[0] == (
+    auto = [note for note in notes if note.startswith("-r auto: ")]
+    assert auto[0] == (
         "-r auto: 16+64 tokens took 3 pairs; 95% interval [1.00, 1.00] spans ±0.0% around the median pair's 1.00x: "
         "within the ±5% target"
     )
-    assert notes[1].startswith("-r auto: 16+128 tokens took 4 pairs; 95% interval ")
-    assert notes[1].endswith(": the 60 s cap (--auto-cap) came first")
-    assert notes[2].endswith("holds 1, so these runs cannot tell whether it is faster than uncached: raise --auto-cap or "
+    assert auto[1].startswith("-r auto: 16+128 tokens took 4 pairs; 95% interval ")
+    assert auto[1].endswith(": the 60 s cap (--auto-cap) came first")
+    # Runs that cannot tell the cache from off come first, ahead of how -r auto stopped.
+    assert notes[0].endswith("holds 1, so these runs cannot tell whether it is faster than uncached: raise --auto-cap or "
                              "lower --ci-target for more pairs")  # fmt: skip
     reached = _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), repeat="auto")
-    assert reached[1].endswith(": lower --ci-target for more pairs")
+    assert reached[0].endswith(": lower --ci-target for more pairs")
     capped = _notes_of(((16, 128), [1.0, 2.0, 1.0, 2.0], [1.5] * 4), repeat="auto")
-    assert capped[1].endswith(": raise --auto-cap for more pairs")
+    assert capped[0].endswith(": raise --auto-cap for more pairs")
 
 
 def test_a_partial_sweep_and_a_stretched_prompt_say_so_in_words() -> None:
@@ -577,7 +575,7 @@ def test_a_note_spells_a_speedup_and_its_interval_as_the_table_does() -> None:
     assert _notes_of(((16, 64), [1.0] * 3, [2.0] * 3)) == [
         "cached: slower than uncached: its 95% interval [0.500, 0.500] lies below 1"
     ]
-    assert _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), repeat="auto")[0] == (
+    assert _notes_of(((16, 64), [1.0] * 3, [1.0] * 3), repeat="auto")[1] == (
         "-r auto: 16+64 tokens took 3 pairs; 95% interval [1.00, 1.00] spans ±0.0% around the median pair's 1.00x: "
         "within the ±5% target"
     )

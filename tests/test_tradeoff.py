@@ -9,9 +9,9 @@ import pytest
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import parse
-from kvmagic.results.caution import caution_notes
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.tradeoff import judged_config, method
+from kvmagic.results.verdict import verdict_lines
 
 from .records import timed
 
@@ -21,7 +21,9 @@ CONFIG = (16, 8)
 
 def _judged(strategy: str, seconds: float, kv_mib: float, kl: float, **fields) -> object:
     quality = Quality(8, 1.0 - kl, kl, 1.0 + kl)
-    return timed(CONFIG, strategy, [seconds], kv_bytes=int(kv_mib * MIB), ttft_s=seconds / 4, quality=quality, **fields)
+    return timed(
+        CONFIG, strategy, [seconds] * 3, kv_bytes=int(kv_mib * MIB), ttft_s=seconds / 4, quality=quality, **fields
+    )
 
 
 def _result() -> BenchmarkResult:
@@ -97,6 +99,6 @@ def test_a_real_comparison_plots_its_trade_off(tiny) -> None:
     assert set(lines) - {"trade-off frontier (pareto)"} == {"full cache (dynamic)", "static", LOSSY}
     table = result.to_dataframe()
     assert set(table["pareto"]) <= {True, False} and table["pareto"].iloc[0]  # off holds nothing: never beaten
-    assert result.notes()[-1 - len(caution_notes(result))] == str(result.choice())
+    assert result.notes()[: len(verdict_lines(result))] == verdict_lines(result)  # the verdict leads the notes
     kl = {m.strategy: m.quality.kl_nats for m in result.measurements if m.quality}
     assert lines[LOSSY][1] == [kl[LOSSY]]

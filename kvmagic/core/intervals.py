@@ -23,15 +23,20 @@ from kvmagic.core.distributions import rank_sum_counts, t_cdf, t_quantile
 
 __all__ = [
     "SIGNIFICANCE",
+    "TOO_WIDE",
+    "log_interval",
     "log_mean_interval",
     "log_speedups",
     "order_statistic_depth",
+    "rounds_to_tell",
     "significant_change",
     "speedup_estimate",
     "speedup_interval",
+    "too_wide",
 ]
 
 SIGNIFICANCE = 0.05  # the false-alarm rate of significant_change when the speed-up has not changed
+TOO_WIDE = 10.0  # an interval whose ends lie further apart than this factor tells a reader nothing to act on
 _EXACT_RANK_SUM = 2_500  # m*n up to which the depth-sum p-value is counted exactly, beyond it approximated
 
 
@@ -70,13 +75,42 @@ def speedup_interval(
     For a fixed number of pairs only: after a data-driven number (``-r auto``) use
     :func:`kvmagic.core.sequential.auto_interval`.
     """
-    logs = log_speedups(uncached, cached)
+    found = log_interval(log_speedups(uncached, cached), confidence)
+    return None if found is None else (math.exp(found[0]), math.exp(found[1]))
+
+
+def too_wide(low: float, high: float) -> bool:
+    """Whether an interval of a ratio is too wide to mean anything: its ends more than :data:`TOO_WIDE` apart, so that
+    it holds a slow-down and a speed-up of several times at once and its estimate is a draw among them."""
+    return low > 0 and high / low > TOO_WIDE
+
+
+def log_interval(logs: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """:func:`speedup_interval` on the log ratios themselves: the sign-test interval from enough pairs, else
+    Student's t; None with one pair."""
     depth = order_statistic_depth(len(logs), confidence)
     if depth:
         ordered = sorted(logs)
-        return math.exp(ordered[depth - 1]), math.exp(ordered[-depth])
-    found = log_mean_interval(logs, confidence)
-    return None if found is None else (math.exp(found[0]), math.exp(found[1]))
+        return ordered[depth - 1], ordered[-depth]
+    return log_mean_interval(logs, confidence)
+
+
+def rounds_to_tell(first: Sequence[float], second: Sequence[float], most: int = 100) -> int | None:
+    """About how many rounds would tell the two strategies' times apart, from the spread these rounds had: the
+    fewest whose 95% interval (:func:`speedup_interval`, on rounds with this mean and standard deviation of the
+    log ratio, spread as a normal sample's quantiles) leaves out 1. None where no count up to ``most`` would, or
+    where two rounds are not there to show a spread. A projection, not a promise: the next rounds may vary more."""
+    logs = log_speedups(first, second)
+    if len(logs) < 2:
+        return None
+    centre, spread = statistics.fmean(logs), statistics.stdev(logs)
+    normal = statistics.NormalDist(centre, spread) if spread > 0 else None
+    for count in range(len(logs) + 1, most + 1):
+        sample = [normal.inv_cdf((i + 0.5) / count) for i in range(count)] if normal else [centre] * count
+        found = log_interval(sample)
+        if found is not None and not found[0] <= 0 <= found[1]:
+            return count
+    return None
 
 
 def log_mean_interval(logs: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:

@@ -74,10 +74,16 @@ def better(a: Point, b: Point, same_speed: bool = False) -> tuple[bool | None, .
     )
 
 
-def on_frontier(points: Sequence[Point], close: Collection[frozenset[int]] = ()) -> list[bool]:
+def on_frontier(
+    points: Sequence[Point], close: Collection[frozenset[int]] = (), undecided: Collection[frozenset[int]] = ()
+) -> list[bool]:
     """For each point, whether no other point beats it; ``close`` holds the pairs of indices whose times are within
-    noise of each other."""
+    noise of each other, ``undecided`` the pairs neither of which beats the other, whatever their figures."""
     return [
-        not any(beats(other, point, frozenset((i, j)) in close) for j, other in enumerate(points) if j != i)
+        not any(
+            beats(other, point, frozenset((i, j)) in close)
+            for j, other in enumerate(points)
+            if j != i and frozenset((i, j)) not in undecided
+        )
         for i, point in enumerate(points)
     ]

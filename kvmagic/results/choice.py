@@ -12,22 +12,25 @@ another as the context grows, how long a context each holds, and a paragraph tha
   the two strategies' time ratio at the held-out length, predicted and measured.
 - The reach: ``--frontier``'s longest context per strategy in the memory free, with its check where one ran.
 - Noise: two rows whose times the rounds cannot tell apart (the 95% interval of their per-round time ratio, as
-  the table's speed-up interval is taken, holds 1) are said to be within noise of each other, where one is
-  called fastest or slower than the other.
+  the table's speed-up interval is taken, holds 1, or there is no interval: one round) are within noise of each
+  other: they tie on speed. A row within noise of off is not beaten by it, nor off by it: whether that cache pays
+  is open.
 """
 
 from __future__ import annotations
 
+import html
+import textwrap
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial, lowest
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
-from kvmagic.results.columns import cell
+from kvmagic.results.columns import WIDTH, cell
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
@@ -35,7 +38,17 @@ if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement
 
-__all__ = ["MIN_LENGTHS", "MIN_STRATEGIES", "Choice", "Crossover", "Fit", "choice", "choice_notes", "pareto_marks"]
+__all__ = [
+    "MIN_LENGTHS",
+    "MIN_STRATEGIES",
+    "Choice",
+    "Crossover",
+    "Fit",
+    "choice",
+    "largest_config",
+    "pareto_marks",
+    "told_apart",
+]
 
 MIN_STRATEGIES = 3  # rows at one configuration before a choice has something to say (off and two more)
 MIN_LENGTHS = 4  # three to fit a line (fit_polynomial holds one out to pick a degree), one held out to check it
@@ -59,14 +72,22 @@ def pareto_marks(result: BenchmarkRecord) -> dict[tuple[Config, Strategy], bool]
 
 
 def _close(rows: list[Measurement]) -> frozenset[frozenset[Strategy]]:
-    """The pairs of rows whose times are within noise of each other."""
-    return frozenset(frozenset((a.strategy, b.strategy)) for a, b in combinations(rows, 2) if _within_noise(a, b))
+    """The pairs of rows whose times the rounds cannot tell apart."""
+    return frozenset(frozenset((a.strategy, b.strategy)) for a, b in combinations(rows, 2) if not told_apart(a, b))
+
+
+def _undecided(close: frozenset[frozenset[Strategy]]) -> frozenset[frozenset[Strategy]]:
+    """The pairs within noise that hold off: whether that cache pays is open, so neither row beats the other (off
+    holds no cache, and would otherwise beat every cache the rounds cannot tell from it)."""
+    return frozenset(pair for pair in close if REFERENCE in pair)
 
 
 def _on_frontier(rows: list[Measurement], close: frozenset[frozenset[Strategy]]) -> list[bool]:
     """Each row's mark, its pairs within noise (``close``, by strategy) handed over as the rows' positions."""
     at = {m.strategy: i for i, m in enumerate(rows)}
-    return on_frontier([_point(m) for m in rows], {frozenset(at[s] for s in pair) for pair in close})
+    positions = {pair: frozenset(at[s] for s in pair) for pair in close}
+    undecided = [positions[pair] for pair in _undecided(close)]
+    return on_frontier([_point(m) for m in rows], positions.values(), undecided)
 
 
 @dataclass(frozen=True)
@@ -139,7 +160,14 @@ class Choice:
         return min(self.points, key=lambda s: self.points[s].seconds)
 
     def __str__(self) -> str:
-        return paragraph(self)
+        """The paragraph, wrapped to the shown table's width."""
+        return textwrap.fill(paragraph(self), WIDTH, break_long_words=False, break_on_hyphens=False)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self) if cycle else str(self))
+
+    def _repr_html_(self) -> str:
+        return f"<p>{html.escape(paragraph(self))}</p>"
 
 
 def choice(result: BenchmarkRecord) -> Choice:
@@ -148,7 +176,7 @@ def choice(result: BenchmarkRecord) -> Choice:
         raise KVMagicError(
             "which strategy to choose needs a comparison: {cache} with two strategies or more beside off", "cache"
         )
-    config = max(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.batch))
+    config = largest_config(result)
     rows = [m for m in result.measurements if m.config == config]
     if len(rows) < MIN_STRATEGIES:
         raise KVMagicError(
@@ -157,8 +185,13 @@ def choice(result: BenchmarkRecord) -> Choice:
             "cache",
         )
     points, close = {m.strategy: _point(m) for m in rows}, _close(rows)
+    undecided = _undecided(close)
     beaten_by = {
-        s: next(o for o in points if o != s and beats(points[o], point, frozenset((s, o)) in close))
+        s: next(
+            o
+            for o in points
+            if o != s and frozenset((s, o)) not in undecided and beats(points[o], point, frozenset((s, o)) in close)
+        )
         for s, point, mark in zip(points, points.values(), _on_frontier(rows, close))
         if not mark
     }
@@ -167,22 +200,19 @@ def choice(result: BenchmarkRecord) -> Choice:
     return Choice(config, points, beaten_by, fits, crossovers, searched, unfitted, result.frontier, falling, close)
 
 
-def _within_noise(a: Measurement, b: Measurement) -> bool:
-    """Whether the rounds cannot tell the two rows' times apart: the 95% interval of their per-round ratio (the
-    rounds ran side by side) holds 1. False where there is no interval (one round) or nothing to pair."""
+def largest_config(result: BenchmarkRecord) -> Config:
+    """The configuration a choice speaks of: the longest context, the largest batch among those."""
+    return max(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.batch))
+
+
+def told_apart(a: Measurement, b: Measurement) -> bool | None:
+    """Whether the rounds tell the two rows' times apart: the 95% interval of their per-round time ratio (the rounds
+    ran side by side) leaves out 1. None where there is no interval to tell by (one round, or rounds that did not
+    run side by side): such rows are within noise of each other too."""
     if len(a.seconds) != len(b.seconds) or min((*a.seconds, *b.seconds), default=0.0) <= 0:
-        return False
-    interval = speedup_interval(a.seconds, b.seconds)
-    return interval is not None and interval[0] <= 1 <= interval[1]
-
-
-def choice_notes(result: BenchmarkRecord) -> list[str]:
-    """The choice's paragraph, for a comparison with :data:`MIN_STRATEGIES` strategies or more at its largest
-    configuration; nothing for another."""
-    try:
-        return [str(choice(result))]
-    except KVMagicError:
-        return []
+        return None
+    found = speedup_interval(a.seconds, b.seconds)
+    return None if found is None else not found[0] <= 1 <= found[1]
 
 
 def _series(configs: list[Config], largest: Config) -> list[Config]:
@@ -266,7 +296,8 @@ def paragraph(found: Choice) -> str:
     ties = [str(s) for s in points if frozenset((s, fastest)) in found.close]
     if ties:
         named = ties[0] if len(ties) == 1 else f"{', '.join(ties[:-1])} and {ties[-1]}"
-        lead += f", though {named} {'is' if len(ties) == 1 else 'are'} within noise of its time"
+        lead = lead.replace(" is fastest", " has the fastest median", 1)
+        lead += f", but the rounds cannot tell {named} from it"
     others = [s for s in found.frontier if s != fastest]
     if others:  # the fastest median leaves the frontier where a row within its noise beats it on another figure
         where = "beside it" if fastest in found.frontier else "without it"

@@ -16,10 +16,24 @@ from typing import Any
 from kvmagic.core.strategy import DYNAMIC, OFF, Strategy
 
 __all__ = [
-    "ADDITIONS", "FRONTIER_MEANINGS", "MEANINGS", "PAIR_VIEW", "REGISTRY", "ROW_COLUMNS", "SHAPE_MEANINGS", "Addition",
-    "Column", "added", "cell", "column", "interval", "missing",
+    "ADDITIONS",
+    "FRONTIER_MEANINGS",
+    "MEANINGS",
+    "PAIR_VIEW",
+    "REGISTRY",
+    "ROW_COLUMNS",
+    "SHAPE_MEANINGS",
+    "WIDTH",
+    "Addition",
+    "Column",
+    "added",
+    "cell",
+    "column",
+    "interval",
+    "missing",
 ]  # fmt: skip
 
+WIDTH = 100  # the terminal width the shown table, its notes and the choice's paragraph are made to fit
 _PEAK = (
     "peak memory over the timed runs, reset before and read after each, outside the timed region: "
     "on CUDA and XPU the allocator's peak (`max_memory_allocated`) summed over the model's devices (tensors: "

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from kvmagic.results.columns import missing
-from kvmagic.results.shown import INTERVAL_HEADER, shown_table, shown_text, wide_cells, wide_text
+from kvmagic.results.shown import INTERVAL_HEADER, brief, shown_table, shown_text, wide_cells, wide_text
 
 __all__ = ["StyledTable", "TablePlot", "styled_table", "to_html"]
 
@@ -58,7 +58,8 @@ def _caption(metadata: Mapping[str, Any]) -> str:
 
 
 def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False) -> str:
-    """The shown table (every column if ``wide``) styled, the metadata in a collapsed caption, then the notes."""
+    """The shown table (every column if ``wide``) styled, the metadata in a collapsed caption, then the notes: the
+    first few (:func:`~kvmagic.results.shown.brief`), the rest folded beneath them, unless ``wide``."""
     shown, footnotes = wide_cells(frame) if wide else shown_table(frame)
     styler = shown.style.hide(axis="index").set_caption(_caption(metadata))
     styler = styler.set_table_styles([{"selector": "caption", "props": "text-align: left"}])  # a wide table's too
@@ -72,7 +73,11 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
     if "speedup_change" in shown.columns:
         marks = frame["significant"].map(lambda v: _MARKED if v is True else "").to_numpy()
         styler = styler.apply(lambda _: marks, subset=["speedup_change"], axis=0)
-    paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in [*footnotes, *notes])
+    kept, left = (list(notes), []) if wide else brief(notes, used=len(footnotes))
+    paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in [*footnotes, *kept])
+    if left:  # every note stays one click away, folded as the caption is
+        rest = "".join(f"<p>{html.escape(note)}</p>" for note in left)
+        paragraphs += f"<details><summary>{len(left)} more note{'s' if len(left) > 1 else ''}</summary>{rest}</details>"
     return str(styler.to_html()) + paragraphs
 
 

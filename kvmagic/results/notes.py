@@ -7,14 +7,16 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core import stats
 from kvmagic.core.intervals import speedup_estimate
-from kvmagic.core.strategy import FULL_CACHE, REFERENCE
+from kvmagic.core.strategy import REFERENCE
+from kvmagic.errors import KVMagicError
 from kvmagic.results.caution import caution_notes
-from kvmagic.results.choice import choice_notes
+from kvmagic.results.choice import choice
 from kvmagic.results.columns import cell, interval
 from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes
 from kvmagic.results.split_table import split_notes
+from kvmagic.results.verdict import quality_reference, verdict_lines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -28,28 +30,57 @@ if TYPE_CHECKING:
 __all__ = ["NEAR_TIE", "describe_mismatch", "more_pairs", "notes", "spread_warning"]
 
 NEAR_TIE = 0.05  # a logit gap this small is within the rounding noise of half precision
+_ROUNDING = 1e-9  # a speed-up this close to an end of its interval is on it: the two are computed apart
 FEW_STEPS = 16  # quality read over fewer forced steps than this is called rough
 
 
 def notes(result: BenchmarkRecord, *, spread: bool = True) -> list[str]:
-    """Plain-language remarks a reader of the table should not miss; without the warning on times that vary
+    """Plain-language remarks a reader of the table should not miss, the most important first: a comparison's
+    verdict (what the rounds tell, in the user's terms), what is wrong or surprising, then noise, then the rest (the
+    shown table keeps the first few: :func:`~kvmagic.results.shown.brief`). Without the warning on times that vary
     where ``spread`` is false (several models' results say theirs together: :func:`spread_warning`)."""
-    found = [*_sweep_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result), *_interval_notes(result)]
-    found += limits_notes(result)
-    found += frontier_notes(result) + _quality_notes(result) + prefix_notes(result) + split_notes(result)
-    found += choice_notes(result)
+    verdict = verdict_lines(result)
+    holding_one = _holding_one(result)
+    wrong = [*_partial_notes(result), *_shipped_notes(result), *_mismatch_notes(result), *_below_one(result)]
+    wrong += [] if verdict else holding_one
+    noise = [*(spread_warning([result]) if spread else []), *caution_notes(result), *_few_steps(result)]
+    noise += _outside(result)
+    rest = [*_stretched_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
+    rest += [*(holding_one if verdict else []), *limits_notes(result), *frontier_notes(result)]
+    rest += _quality_notes(result) + prefix_notes(result) + split_notes(result) + _crossover_notes(result)
+    return [*verdict, *wrong, *noise, *rest]
+
+
+def _shipped_notes(result: BenchmarkRecord) -> list[str]:
     shipped = result.facts.model_generation_settings
-    if shipped:
-        settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
-        found.append(f"the model ships {settings}: turned off here, so its own defaults generate differently")
+    if not shipped:
+        return []
+    settings = ", ".join(f"{key}={value!r}" for key, value in shipped.items())
+    return [f"the model ships {settings}: turned off here, so its own defaults generate differently"]
+
+
+def _mismatch_notes(result: BenchmarkRecord) -> list[str]:
+    """Where the one other strategy's tokens first differed, in words (the plain run's view has no column for it)."""
+    found = []
     for config in result.configs:
-        # Where the one other strategy's tokens first differed, in words (the plain run's view has no column for it).
         pair = result.only_pair(config)
         if pair is not None and pair.mismatch is not None:
             m, mismatch = pair.mismatch
             shown = result.shown_name
             found.append(f"{config}: {describe_mismatch(mismatch, shown(pair.reference.strategy), shown(m.strategy))}")
-    return found + (spread_warning([result]) if spread else []) + caution_notes(result)
+    return found
+
+
+def _crossover_notes(result: BenchmarkRecord) -> list[str]:
+    """Where one strategy overtakes another along a sweep, one line; the fits and their checks are the choice's."""
+    try:
+        found = choice(result)
+    except KVMagicError:
+        return []
+    if not found.crossovers:
+        return []
+    said = "; ".join(f"{c.overtaker} overtakes {c.overtaken} from {c.context} tokens" for c in found.crossovers)
+    return [f"crossovers, from fits checked at {found.crossovers[0].checked_at} tokens: {said} (result.choice())"]
 
 
 def more_pairs(*results: BenchmarkRecord) -> str:
@@ -123,21 +154,27 @@ def _quality_notes(result: BenchmarkRecord) -> list[str]:
         return []
     along = "the given text" if judged[0].along == "text" else "its greedy tokens"
     steps = min(q.steps for q in judged)
-    said = f"quality: against {FULL_CACHE}, teacher-forced along {along}, {steps} steps (--wide: every figure)"
+    said = f"quality: against {quality_reference(result.strategies)}, teacher-forced along {along}, {steps} steps"
     if all(q.lossless for q in judged):
         said += ("; every strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure "
                  "draws no trade-off")  # fmt: skip
-    if steps < FEW_STEPS:
-        said += "; few steps make rough figures: a longer -n, or --quality-text, reads more"
     if result.metadata.get("random_weights"):
         said += "; with random weights, how far a cache moves the logits, not what a trained model loses"
     return [said, *_ppl_notes(result)]
 
 
+def _few_steps(result: BenchmarkRecord) -> list[str]:
+    """Quality read over fewer than :data:`FEW_STEPS` forced steps: rough figures."""
+    steps = [m.quality.steps for m in result.measurements if m.quality is not None and not m.quality.lossless]
+    if not steps or min(steps) >= FEW_STEPS:
+        return []
+    return [f"quality read over only {min(steps)} steps: rough figures; a longer -n, or --quality-text, reads more"]
+
+
 def _ppl_notes(result: BenchmarkRecord) -> list[str]:
     """Each perplexity ratio within the noise of its steps (its rough interval holds 1), or below 1 beyond it:
     neither reads as predicting better than the full cache."""
-    found = []
+    found, reference = [], quality_reference(result.strategies)
     for m in result.measurements:
         q = m.quality
         if q is None or q.ppl_interval is None or q.ppl_ratio == 1:
@@ -147,27 +184,31 @@ def _ppl_notes(result: BenchmarkRecord) -> list[str]:
         ratio = cell("ppl_ratio")
         if low <= 1 <= high:
             found.append(f"{name}: ppl_ratio {ratio(q.ppl_ratio)} is within noise ({rough} holds 1): neither "
-                         f"better nor worse than {FULL_CACHE}'s")  # fmt: skip
+                         f"better nor worse than {reference}'s")  # fmt: skip
         elif q.ppl_ratio < 1:
             found.append(f"{name}: ppl_ratio {ratio(q.ppl_ratio)} ({rough}): surer of these tokens than "
-                         f"{FULL_CACHE}, not closer to its predictions (kl_nats says how far they moved)")  # fmt: skip
+                         f"{reference}, not closer to its predictions (kl_nats says how far they moved)")  # fmt: skip
     return found
 
 
-def _sweep_notes(result: BenchmarkRecord) -> list[str]:
-    found, facts = [], result.facts
-    if result.partial:
-        found.append(
-            f"partial: {facts.stopped} after {len(result.configs)} of {facts.configurations or '?'} configurations; "
-            "the rows shown are complete, the rest were not measured"
-        )
-        if facts.stopped.startswith("out of"):
-            found.append("to measure the rest: lower -n or -p, or load the model with a smaller --dtype")
+def _partial_notes(result: BenchmarkRecord) -> list[str]:
+    facts = result.facts
+    if not result.partial:
+        return []
+    said = f"partial: {facts.stopped} after {len(result.configs)} of {facts.configurations or '?'} configurations"
+    found = [f"{said}; the rows shown are complete, the rest were not measured"]
+    if facts.stopped.startswith("out of"):
+        found.append("to measure the rest: lower -n or -p, or load the model with a smaller --dtype")
+    return found
+
+
+def _stretched_notes(result: BenchmarkRecord) -> list[str]:
+    facts = result.facts
     natural = facts.natural_prompt_tokens
-    if facts.prompt_stretched and natural:
-        lengths = ", ".join(str(n) for n in dict.fromkeys(c.prompt_tokens for c in result.configs))
-        found.append(f"prompt stretched: the prompt's {natural} tokens repeated (or cut) to {lengths} tokens")
-    return found
+    if not (facts.prompt_stretched and natural):
+        return []
+    lengths = ", ".join(str(n) for n in dict.fromkeys(c.prompt_tokens for c in result.configs))
+    return [f"prompt stretched: the prompt's {natural} tokens repeated (or cut) to {lengths} tokens"]
 
 
 def _prediction_notes(result: BenchmarkRecord) -> list[str]:
@@ -189,32 +230,52 @@ def _prediction_notes(result: BenchmarkRecord) -> list[str]:
     return found
 
 
-def _interval_notes(result: BenchmarkRecord) -> list[str]:
-    """Each pair whose 95% interval holds 1 (its runs cannot tell which of the two was faster), lies below 1 (the
-    strategy was the slower), or leaves out the speed-up shown (a ratio of medians, which the machine's drift
-    between pairs can move past what every pair saw)."""
+def _intervals(result: BenchmarkRecord) -> list[tuple[str, Pair]]:
+    """Each pair of the reference and another strategy, with the name the notes give it."""
     found = []
     for config in result.configs:
         for strategy in [s for s in result.strategies if s != REFERENCE]:
             pair = result.pair(config, strategy)
-            low, high = pair.interval if pair is not None else (math.nan, math.nan)
-            name = (f"{config} " if len(result.configs) > 1 else "") + result.shown_name(strategy)
-            ends, ratio = f"95% interval {interval('speedup', low, high)}", cell("speedup")
-            if low <= 1 <= high:
-                found.append(
-                    f"{name}: the {ends} holds 1, so these runs cannot tell whether it is faster than "
-                    f"{result.shown_name(REFERENCE)}: {more_pairs(result)} for more pairs"
-                )
-                continue
-            if high < 1:
-                found.append(f"{name}: slower than {result.shown_name(REFERENCE)}: its {ends} lies below 1")
-            if pair is not None and math.isfinite(low) and not low <= pair.speedup <= high:
-                found.append(
-                    f"{name}: the speed-up {ratio(pair.speedup)} (a ratio of median times) lies outside its {ends}, "
-                    f"drawn from each pair's own ratio (median {ratio(_reach(pair)[0])}): the machine's speed changed "
-                    "between pairs, which a pair's own ratio cancels, so read the interval"
-                )
+            if pair is not None:
+                found.append(((f"{config} " if len(result.configs) > 1 else "") + result.shown_name(strategy), pair))
     return found
+
+
+def _holding_one(result: BenchmarkRecord) -> list[str]:
+    """Each pair whose 95% interval holds 1: its runs cannot tell which of the two was faster."""
+    off = result.shown_name(REFERENCE)
+    return [
+        f"{name}: the 95% interval {interval('speedup', *pair.interval)} holds 1, so these runs cannot tell whether it "
+        f"is faster than {off}: {more_pairs(result)} for more pairs"
+        for name, pair in _intervals(result)
+        if pair.interval[0] <= 1 <= pair.interval[1]
+    ]
+
+
+def _below_one(result: BenchmarkRecord) -> list[str]:
+    """Each pair whose 95% interval lies below 1: the strategy was the slower."""
+    off = result.shown_name(REFERENCE)
+    return [
+        f"{name}: slower than {off}: its 95% interval {interval('speedup', *pair.interval)} lies below 1"
+        for name, pair in _intervals(result)
+        if pair.interval[1] < 1
+    ]
+
+
+def _outside(result: BenchmarkRecord) -> list[str]:
+    """Each pair whose interval leaves out the speed-up shown (a ratio of medians, which the machine's drift between
+    pairs can move past what every pair saw)."""
+    ratio = cell("speedup")
+    return [
+        f"{name}: the speed-up {ratio(pair.speedup)} (a ratio of median times) lies outside its 95% interval "
+        f"{interval('speedup', low, high)}, drawn from each pair's own ratio (median {ratio(_reach(pair)[0])}): the "
+        "machine's speed changed between pairs, which a pair's own ratio cancels, so read the interval"
+        for name, pair in _intervals(result)
+        for low, high in [pair.interval]
+        if math.isfinite(low)
+        and not low <= 1 <= high
+        and not low * (1 - _ROUNDING) <= pair.speedup <= high * (1 + _ROUNDING)
+    ]
 
 
 def _auto_repeat_notes(result: BenchmarkRecord) -> list[str]:

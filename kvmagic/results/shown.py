@@ -20,18 +20,20 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.intervals import too_wide
 from kvmagic.results.choice import MIN_STRATEGIES
-from kvmagic.results.columns import cell, interval, missing
+from kvmagic.results.columns import WIDTH, cell, interval, missing
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "INTERVAL_HEADER", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "cell", "short_name", "shown_table",
-    "shown_text", "wide_cells", "wide_text", "wrapped_notes",
+    "INTERVAL_HEADER", "NOTE_LINES", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "brief", "cell", "more_notes",
+    "short_name", "shown_table", "shown_text", "wide_cells", "wide_text", "wrapped_notes",
 ]  # fmt: skip
 
-WIDTH = 100  # the terminal width the shown table is made to fit
+NOTE_LINES = 3  # lines of notes under the shown table, the most important first; --wide and .notes() give every one
+TOO_FEW = "too few rounds"  # the speed-up's cell where its interval is too wide to mean anything
 INTERVAL_HEADER = "speedup [95% CI]"  # the speed-up's column, where some row shows its interval beside it
 # In this order, each where the table has it (``model`` where models sit side by side): a baseline's change and a
 # prediction come before the KV size. "batch" shows only where some row has a batch over 1.
@@ -63,13 +65,16 @@ _IDENTIFYING = ("model", "prompt_tokens", "new_tokens", "batch", "strategy")
 
 
 def _speedups(frame: pd.DataFrame) -> list[str]:
-    """The speed-up, followed by its interval where both ends are known: ``3.47 [3.10, 3.90]``."""
+    """The speed-up, followed by its interval where both ends are known: ``3.47 [3.10, 3.90]``; an interval too wide
+    to mean anything (:func:`~kvmagic.core.intervals.too_wide`) in place of the figure: ``too few rounds [0.0075,
+    1704]``."""
     low = frame.get("speedup_ci_low", [math.nan] * len(frame))
     high = frame.get("speedup_ci_high", [math.nan] * len(frame))
     cells = []
     for value, lo, hi in zip(frame["speedup"], low, high):
         ends = interval("speedup", lo, hi)
-        cells.append(cell("speedup")(value) + (f" {ends}" if ends else "") if not missing(value) else "")
+        figure = TOO_FEW if ends and too_wide(lo, hi) else cell("speedup")(value)
+        cells.append(figure + (f" {ends}" if ends else "") if not missing(value) else "")
     return cells
 
 
@@ -133,7 +138,7 @@ def _left_out(frame: pd.DataFrame, name: str) -> bool:
     if name == "batch":
         return not _batched(frame)
     if name == "pareto":
-        return not _compared(frame)
+        return not _compared(frame) or all(value is True for value in frame["pareto"] if not missing(value))
     return name in _WHERE_READ and all(missing(value) for value in frame.get(name, ()))
 
 
@@ -197,11 +202,37 @@ def wrapped_notes(notes: Sequence[str], width: int = WIDTH, bullet: str = "") ->
     return [_filled(note, width, "  ", bullet) for note in notes]
 
 
+def brief(notes: Sequence[str], width: int = WIDTH, used: int = 0) -> tuple[list[str], list[str]]:
+    """The notes the shown table keeps, most important first as they come, in :data:`NOTE_LINES` lines at ``width``
+    (``used`` of them already taken by footnotes, one always left), and those it leaves out: where some are, the
+    last line says so (:func:`more_notes`)."""
+    room = max(NOTE_LINES - used, 1)
+    sizes = [len(_filled(note, width, "  ").splitlines()) for note in notes]
+    if sum(sizes) <= room:
+        return list(notes), []
+    kept: list[str] = []
+    left: list[str] = []
+    taken = 0
+    for note, size in zip(notes, sizes):
+        fits = taken + size <= room - 1
+        (kept if fits else left).append(note)
+        taken += size if fits else 0
+    return kept, left
+
+
+def more_notes(left_out: int) -> str:
+    """The line that says how many notes the shown table left out, and where every one is."""
+    return f"({left_out} more note{'s' if left_out > 1 else ''}: --wide, or .notes(), shows every one)"
+
+
 def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
-    """The shown table as plain text, its footnotes and then ``notes`` wrapped to ``width`` beneath it."""
+    """The shown table as plain text, its footnotes and then the first ``notes`` that fit :data:`NOTE_LINES` lines
+    (:func:`brief`), wrapped to ``width`` beneath it."""
     cells, footnotes = shown_table(frame, width)
     wrapped = [_filled(note, width, "    ") for note in footnotes]
-    return "\n".join([*_lines(cells), *wrapped, *wrapped_notes(notes, width)])
+    kept, left = brief(notes, width, sum(len(note.splitlines()) for note in wrapped))
+    said = wrapped_notes(kept, width) + ([more_notes(len(left))] if left else [])
+    return "\n".join([*_lines(cells), *wrapped, *said])
 
 
 def wide_cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
