@@ -82,7 +82,7 @@ def _check(rows: dict[str, tuple[list[float], int, float | None]]) -> list[str]:
         assert sorted(_names(found.group(1))) == sorted(slower) and found.group(2) == first
         assert all(median[name] > median[first] for name in slower)
     fastest = re.match(r"fastest: (.+?)(?: \(|;|$)", time)
-    untold = re.match(r"the rounds cannot tell (.+?) from off yet: (?:about -r (\d+) would|no count)", time)
+    untold = re.match(r"the rounds cannot tell (.+?) from off yet: (?:about -r (\d+) would|their times may)", time)
     if chosen:
         assert group == [chosen.group(1)] and chosen.group(1) != "off"
         assert chosen.group(2) == cell("speedup")(median["off"] / median[first])
@@ -192,8 +192,10 @@ def test_rows_the_rounds_cannot_tell_apart_are_named_together_and_never_ranked()
     rows = {"off": ([2.0, 2.1, 1.9, 2.0], 0, 0.0), "dynamic": ([0.5, 0.6, 0.45, 0.55], 1000, 0.0),
             "static": ([0.52, 0.5, 0.55, 0.5], 1000, 0.0)}  # fmt: skip
     (time, memory) = _check(rows)
-    assert time.startswith("fastest: static and dynamic (the rounds cannot tell them apart: ")  # static's median first
-    assert time.endswith("x off's speed); off slower than static") and "choose" not in time
+    assert time.startswith("fastest: static and dynamic (")  # static's median first
+    assert time.endswith("x off's speed); the rounds cannot tell them apart (their times may be the same: no -r up to "
+                         "100 would tell, from this spread); off slower than static")  # fmt: skip
+    assert "choose" not in time
     assert memory == "least KV at no quality loss: dynamic and static (0.0009537 MiB)"
 
 
@@ -269,3 +271,32 @@ def test_more_rounds_are_said_only_where_they_would_tell(rounds: int) -> None:
     apart = [1.0 + 0.01 * (i % 2) for i in range(rounds)]
     needed = rounds_to_tell(apart, [0.5] * rounds)
     assert needed is None or needed > rounds
+
+
+_CELLS = (
+    "-n 16 -w 1 -r 3 --cache off,dynamic,static",
+    "-n 8 -w 1 -r 3 --cache off,quantized:quanto,static",
+    "-n 8 -w 1 -r 3 --cache off,quantized:fp8,dynamic",
+    "-n 4 -w 1 -r 3",
+)
+
+
+@pytest.mark.parametrize("line", _CELLS)
+def test_a_real_cell_prints_its_table_and_at_most_three_lines_that_agree_with_it(shell, line: str) -> None:
+    """The issue's cells on tiny, through the magic: the table, then three lines at most, in text and in HTML; the
+    verdict's claims hold against the rows measured (the oracle above)."""
+    table = shell.run_cell_magic("kvbench", line + " -v found", "The KV cache stores each token's keys")
+    result = shell.user_ns["found"]
+    rows = len(result.measurements) if len(result.strategies) > 2 else len(result.configs)
+    footnotes = shown_table(result.to_dataframe())[1]
+    under = [line for line in repr(table).splitlines()[1 + rows :] if not line.startswith(("[", "    "))]
+    assert len(under) <= NOTE_LINES, under  # the footnotes to the rows' marks are the table's
+    kept, left = brief(result.notes())
+    page = table._repr_html_()
+    assert page.count("<p>") == len(result.notes()) + len(footnotes) and ("more note" in page) == bool(left)
+    if len(result.strategies) > 2:
+        measured = {str(m.strategy): m for m in result.measurements}
+        found = {name: (list(m.seconds), m.kv_bytes or 0, m.quality.kl_nats if m.quality else None)
+                 for name, m in measured.items()}  # fmt: skip
+        if all(found[name][1] or name == "off" for name in found):
+            assert _check(found) == verdict_lines(result) and kept[0] == verdict_lines(result)[0]

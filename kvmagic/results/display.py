@@ -73,7 +73,7 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
     if "speedup_change" in shown.columns:
         marks = frame["significant"].map(lambda v: _MARKED if v is True else "").to_numpy()
         styler = styler.apply(lambda _: marks, subset=["speedup_change"], axis=0)
-    kept, left = (list(notes), []) if wide else brief(notes, used=len(footnotes))
+    kept, left = (list(notes), []) if wide else brief(notes)
     paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in [*footnotes, *kept])
     if left:  # every note stays one click away, folded as the caption is
         rest = "".join(f"<p>{html.escape(note)}</p>" for note in left)

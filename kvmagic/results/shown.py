@@ -202,11 +202,11 @@ def wrapped_notes(notes: Sequence[str], width: int = WIDTH, bullet: str = "") ->
     return [_filled(note, width, "  ", bullet) for note in notes]
 
 
-def brief(notes: Sequence[str], width: int = WIDTH, used: int = 0) -> tuple[list[str], list[str]]:
-    """The notes the shown table keeps, most important first as they come, in :data:`NOTE_LINES` lines at ``width``
-    (``used`` of them already taken by footnotes, one always left), and those it leaves out: where some are, the
-    last line says so (:func:`more_notes`)."""
-    room = max(NOTE_LINES - used, 1)
+def brief(notes: Sequence[str], width: int = WIDTH) -> tuple[list[str], list[str]]:
+    """The notes the shown table keeps, most important first as they come, in :data:`NOTE_LINES` lines at ``width``,
+    and those it leaves out: where some are, the last line says so (:func:`more_notes`). The footnotes to the rows'
+    marks are the table's own, outside the count."""
+    room = NOTE_LINES
     sizes = [len(_filled(note, width, "  ").splitlines()) for note in notes]
     if sum(sizes) <= room:
         return list(notes), []
@@ -230,7 +230,7 @@ def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDT
     (:func:`brief`), wrapped to ``width`` beneath it."""
     cells, footnotes = shown_table(frame, width)
     wrapped = [_filled(note, width, "    ") for note in footnotes]
-    kept, left = brief(notes, width, sum(len(note.splitlines()) for note in wrapped))
+    kept, left = brief(notes, width)
     said = wrapped_notes(kept, width) + ([more_notes(len(left))] if left else [])
     return "\n".join([*_lines(cells), *wrapped, *said])
 

@@ -136,7 +136,7 @@ def _against_off(found: Verdict, strategies: tuple[Strategy, ...]) -> str:
 
 def _more(needed: int | None) -> str:
     if needed is None:
-        return "no count of rounds up to -r 100 would, from this spread: their times may be the same"
+        return "their times may be the same: no -r up to 100 would tell, from this spread"
     return f"about -r {needed} would, from this spread"
 
 
@@ -162,8 +162,7 @@ def _time_line(found: Verdict) -> str:
     if len(fastest) == 1:
         return f"{at}fastest: {first}" + (f" ({against})" if against else "") + slower
     needed = found.rounds_needed([(s, first) for s in fastest[1:]])
-    apart = f"the rounds cannot tell them apart: {_more(needed)}"
-    return f"{at}fastest: {_names(fastest)} ({apart}; {against})" + slower
+    return f"{at}fastest: {_names(fastest)} ({against}); the rounds cannot tell them apart ({_more(needed)})" + slower
 
 
 def _memory_line(found: Verdict) -> str:
