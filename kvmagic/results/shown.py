@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERVAL_HEADER", "NOTE_LINES", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "brief", "cell", "more_notes",
-    "short_name", "shown_table", "shown_text", "wide_cells", "wide_text", "wrapped_notes",
+    "noted", "short_name", "shown_table", "shown_text", "wide_cells", "wide_text", "wrapped_notes",
 ]  # fmt: skip
 
 NOTE_LINES = 3  # lines of notes under the shown table, the most important first; --wide and .notes() give every one
@@ -203,26 +203,33 @@ def wrapped_notes(notes: Sequence[str], width: int = WIDTH, bullet: str = "") ->
 
 
 def brief(notes: Sequence[str], width: int = WIDTH) -> tuple[list[str], list[str]]:
-    """The notes the shown table keeps, most important first as they come, in :data:`NOTE_LINES` lines at ``width``,
-    and those it leaves out: where some are, the last line says so (:func:`more_notes`). The footnotes to the rows'
-    marks are the table's own, outside the count."""
-    room = NOTE_LINES
-    sizes = [len(_filled(note, width, "  ").splitlines()) for note in notes]
-    if sum(sizes) <= room:
-        return list(notes), []
-    kept: list[str] = []
+    """The notes the shown table keeps, most important first as they come, in :data:`NOTE_LINES` lines at ``width``
+    with the count of the rest (:func:`noted`), and those it leaves out. The first note is always kept; the footnotes
+    to the rows' marks are the table's own, outside the count."""
+    kept: list[str] = list(notes[:1])
     left: list[str] = []
-    taken = 0
-    for note, size in zip(notes, sizes):
-        fits = taken + size <= room - 1
+    for i, note in enumerate(notes[1:], start=1):
+        unsaid = len(notes) - i - 1 + len(left)
+        fits = len(noted([*kept, note], unsaid, width)) <= NOTE_LINES
         (kept if fits else left).append(note)
-        taken += size if fits else 0
     return kept, left
 
 
 def more_notes(left_out: int) -> str:
-    """The line that says how many notes the shown table left out, and where every one is."""
-    return f"({left_out} more note{'s' if left_out > 1 else ''}: --wide, or .notes(), shows every one)"
+    """What says how many notes the shown table left out, and where every one is."""
+    return f"(+{left_out} note{'s' if left_out > 1 else ''}: --wide or .notes())"
+
+
+def noted(kept: Sequence[str], left_out: int, width: int = WIDTH) -> list[str]:
+    """The kept notes as lines that fit ``width``, the count of those left out at the end of the last line where it
+    fits there, else on a line of its own."""
+    lines = [line for note in wrapped_notes(kept, width) for line in note.splitlines()]
+    if not left_out:
+        return lines
+    more = more_notes(left_out)
+    if lines and len(lines[-1]) + 1 + len(more) <= width:
+        return [*lines[:-1], f"{lines[-1]} {more}"]
+    return [*lines, more]
 
 
 def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH) -> str:
@@ -231,8 +238,7 @@ def shown_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDT
     cells, footnotes = shown_table(frame, width)
     wrapped = [_filled(note, width, "    ") for note in footnotes]
     kept, left = brief(notes, width)
-    said = wrapped_notes(kept, width) + ([more_notes(len(left))] if left else [])
-    return "\n".join([*_lines(cells), *wrapped, *said])
+    return "\n".join([*_lines(cells), *wrapped, *noted(kept, len(left), width)])
 
 
 def wide_cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

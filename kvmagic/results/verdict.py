@@ -153,8 +153,10 @@ def _time_line(found: Verdict) -> str:
         untold = tuple(s for s in fastest if s != REFERENCE and not told_apart(found.rows[s], off))
         faster = tuple(s for s in fastest if s != REFERENCE and s not in untold)
         needed = found.rounds_needed([(s, REFERENCE) for s in untold])
-        said = f"{at}the rounds cannot tell {_names(untold)} from off yet: {_more(needed)}"
-        return said + (f"; {_names(faster)} faster than off ({_against_off(found, faster)})" if faster else "") + slower
+        said = f"{at}the rounds cannot tell {_names(untold)} from off yet ({_more(needed)})"
+        if faster:
+            said += f"; {_names(faster)} faster than off ({_against_off(found, faster).replace(' off', '')})"
+        return said + slower
     against = _against_off(found, fastest)
     if found.choose is not None:
         loss = " at no quality loss" if found.quality_read else ""
