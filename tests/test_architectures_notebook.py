@@ -65,7 +65,7 @@ def test_architectures_notebook_shows_the_lesson(monkeypatch: pytest.MonkeyPatch
     shown = table["text/plain"].splitlines()
     assert shown[0].split()[:3] == ["model", "prompt_tokens", "new_tokens"]
     assert [line.split()[0] for line in shown[1:13]] == [name for name in MODELS for _ in range(3)]
-    assert "gemma-3-270m: 6 layers, 5 of them over a sliding window of 128 (layers 0-4)" in table["text/plain"]
+    assert re.search(r"\(\+\d+ notes: --wide or \.notes\(\)\)$", table["text/plain"])  # three lines, then a count
     windowed = sliding_keep().windowed
     kept = f"stops growing at its window ({WINDOW} positions)" if windowed else "keeps every position"
     assert re.match(rf"transformers [\w.]+: a sliding layer's cache {re.escape(kept)}", _printed(shapes))
@@ -75,6 +75,7 @@ def test_architectures_notebook_shows_the_lesson(monkeypatch: pytest.MonkeyPatch
     assert len(re.findall(r"\b\d+\.\d\dx\b", pivot)) == 12
 
     models = ModelsResult.read_json(tmp_path / "architectures.json")
+    assert "gemma-3-270m: 6 layers, 5 of them over a sliding window of 128 (layers 0-4)" in models.notes()[3]
     frame = models.to_dataframe()
     assert frame["identical"].all() and frame["prompt_tokens"].tolist() == [32, 128, 512] * 4
     counted = frame["kv_cache_mib"] * 2**20

@@ -266,7 +266,15 @@ def test_quality_keeps_its_column_beside_long_press_names_and_their_footnotes() 
     ]  # fmt: skip
     remarks = dict.fromkeys(names[2:], "kvpress has not tested Exaone4ForCausalLM (only Llama, Mistral, Phi3)")
     result = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(names)), strategies=names, remarks=remarks)
+    # Every row is on the trade-off frontier, so the marks separate nothing and are not shown: the lossy order.
+    assert result.to_dataframe()["pareto"].tolist() == [True] * 4
+    assert str(result).splitlines()[0].split() == [
+        "prompt_tokens", "new_tokens", "strategy", "seconds", "speedup", "top1_agreement", "kl_nats", "note",
+    ]  # fmt: skip
+    # The 0.5 press holding as much as the 0.25 one (within 1%), at a higher KL, leaves the frontier: marks shown.
+    result.measurements[3] = dataclasses.replace(result.measurements[3], kv_bytes=1024 * 73 + 512)
     lines = str(result).splitlines()
+    assert result.to_dataframe()["pareto"].tolist() == [True, True, True, False]
     assert lines[0].split() == [
         "prompt_tokens", "new_tokens", "strategy", "tok_s", "speedup", "kl_nats", "kv_cache_mib", "pareto", "note",
     ]  # fmt: skip
@@ -276,5 +284,5 @@ def test_quality_keeps_its_column_beside_long_press_names_and_their_footnotes() 
     result.remarks = {}
     result.measurements = [dataclasses.replace(m, mismatch=None) for m in result.measurements]
     header = str(result).splitlines()[0].split()  # no footnotes, no note column: room for the agreement again
-    assert header[-4:] == ["top1_agreement", "kl_nats", "kv_cache_mib", "pareto"]
+    assert header[-4:] == ["top1_agreement", "kl_nats", "kv_cache_mib", "pareto"], header
     assert max(map(len, str(result).splitlines())) <= WIDTH

@@ -117,7 +117,8 @@ def test_the_magic_shows_one_table_and_keeps_it_in_a_variable(shell: Any, gemma:
     stored = shell.user_ns.pop("both")
     assert isinstance(stored, ModelsResult) and table.result is stored
     assert list(table.columns[:2]) == ["model", "prompt_tokens"] and repr(table).split()[0] == "model"
-    assert "5 of them over a sliding window of 16" in said(repr(table))
+    assert "5 of them over a sliding window of 16" in " ".join(stored.notes())  # one call away: three lines shown
+    assert said(repr(table)).endswith("notes: --wide or .notes())")
 
 
 def test_one_model_named_in_the_magic_is_one_model_s_result(shell: Any, tiny: Any) -> None:

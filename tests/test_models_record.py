@@ -153,7 +153,8 @@ def test_times_that_vary_in_several_models_are_one_warning_naming_each_model_s()
 def test_the_text_and_the_page_show_the_table_and_the_notes() -> None:
     models = _models()
     text, page = str(models), models._repr_html_()
-    assert text.splitlines()[1].split()[:2] == ["one", "8"] and text.endswith("float16: 512 KV bytes per\n  token")
+    assert text.splitlines()[1].split()[:2] == ["one", "8"] and text.endswith("(+1 note: --wide or .notes())")
+    assert all(note in " ".join(models.notes()) for note in ("two: 2 layers;", "float16: 512 KV bytes per token"))
     assert "<p>two: 2 layers;" in page and 'row1 col0" >two</td>' in page  # the notes beneath the rows
     assert "org/one=float32, two=float16</td>" in page  # the settings that differ, per model
 

@@ -15,7 +15,7 @@ from kvmagic.results.measurement import Measurement, Pair
 from kvmagic.results.records import Mismatch, StepProfile, first_mismatch
 from kvmagic.results.report import COLUMNS, figures
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.results.shown import wrapped_notes
+from kvmagic.results.shown import brief, noted, wide_text
 
 from .records import rounds, timed
 
@@ -56,7 +56,7 @@ def test_result_table_and_notes():
         *caution_notes(result),
     ]
     assert "differ from position 3" in result._repr_html_()
-    assert str(result).endswith("\n" + "\n".join(wrapped_notes(result.notes())))
+    assert str(result).endswith("\n" + "\n".join(noted(brief(result.notes())[0], len(brief(result.notes())[1]))))
     with pytest.raises(KVMagicError, match=r"has 2 configurations: name one"):
         _ = result.speedup
     assert result.pair(Config(16, 32)).speedup == 2.0
@@ -138,7 +138,7 @@ def test_noisy_strategies_are_named_in_one_warning_with_their_spreads() -> None:
         "warning: times vary (IQR over 10% of the median) for static 18%, quantized:fp8 26%: close other work or "
         "raise -r for more pairs before trusting the speed-ups"
     )
-    text = str(result)
+    text = wide_text(result.to_dataframe(), result.notes())  # the three lines under the short table keep the verdict
     assert text.count("vary") == 1 and max(map(len, text.splitlines())) <= 100
     assert result._repr_html_().count("times vary") == 1
     sweep = BenchmarkResult("tiny", [*_noisy((16, 8), names), *_noisy((16, 64), names)], spec=spec, strategies=names)

@@ -19,6 +19,7 @@ from kvmagic.results.measurement import Measurement, Pair
 from kvmagic.results.records import Mismatch, first_mismatch
 from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.shown import wide_text
 from kvmagic.runner.prompt import encode_prompt
 from kvmagic.runner.rounds import measure_rounds
 
@@ -154,7 +155,9 @@ def test_large_spread_is_warned_about_once_per_condition() -> None:
     notes = [note for note in result.notes() if "warning" in note]  # its interval holds 1 too: another note
     assert len(notes) == 1
     assert notes[0].startswith("warning: times vary (IQR over 10% of the median) for uncached 50%: close other work")
-    assert "warning" in str(result)
+    # Its interval holding 1 comes first under the short table; --wide shows the warning too.
+    assert str(result).endswith("(+1 note: --wide or .notes())") and "warning" in result.notes()[1]
+    assert "warning" in wide_text(result.to_dataframe(), result.notes())
     two = BenchmarkResult("m", _measurement([1.0, 2.0], [1.0, 3.0]))
     assert two.notes() == caution_notes(two)  # two runs: no IQR, only the note that they give no interval
 

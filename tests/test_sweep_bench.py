@@ -44,7 +44,7 @@ def test_sweep_measures_the_cross_product_at_exact_lengths(tiny) -> None:
     assert result.identical and not result.partial
     natural = len(_text_ids(tiny))
     stretched = f"prompt stretched: the prompt's {natural} tokens repeated (or cut) to 5, 9 tokens"
-    assert result.notes() == [stretched, *caution_notes(result)]
+    assert result.notes() == [*caution_notes(result), stretched]
     assert result.facts.configurations == 4
 
 

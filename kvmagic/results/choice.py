@@ -31,6 +31,7 @@ from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.columns import WIDTH, cell
+from kvmagic.results.measurement import MIN_REPEAT_FOR_SPREAD
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
@@ -207,9 +208,11 @@ def largest_config(result: BenchmarkRecord) -> Config:
 
 def told_apart(a: Measurement, b: Measurement) -> bool | None:
     """Whether the rounds tell the two rows' times apart: the 95% interval of their per-round time ratio (the rounds
-    ran side by side) leaves out 1. None where there is no interval to tell by (one round, or rounds that did not
-    run side by side): such rows are within noise of each other too."""
-    if len(a.seconds) != len(b.seconds) or min((*a.seconds, *b.seconds), default=0.0) <= 0:
+    ran side by side) leaves out 1. None where there is no interval to tell by (fewer than 3 rounds, as in the
+    table, or rounds that did not run side by side): such rows are within noise of each other too."""
+    if len(a.seconds) != len(b.seconds) or len(a.seconds) < MIN_REPEAT_FOR_SPREAD:
+        return None  # the table shows no interval below 3 rounds: neither do the words
+    if min((*a.seconds, *b.seconds)) <= 0:
         return None
     found = speedup_interval(a.seconds, b.seconds)
     return None if found is None else not found[0] <= 1 <= found[1]

@@ -19,6 +19,7 @@ from kvmagic.core.pareto import BYTES_TIE
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE, Strategy
 from kvmagic.results.choice import MIN_STRATEGIES, largest_config, told_apart
 from kvmagic.results.columns import cell, interval
+from kvmagic.results.measurement import MIN_REPEAT_FOR_SPREAD
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -41,7 +42,7 @@ class Verdict:
     rows: dict[Strategy, Measurement]
     fastest: tuple[Strategy, ...]
     slower: tuple[Strategy, ...]
-    one_round: bool  # no two rows have an interval to be told apart by
+    one_round: bool  # no two rows have an interval to be told apart by (fewer than 3 rounds)
     least_lossless: tuple[Strategy, ...]
     least_lossy: Strategy | None
     quality_read: bool
@@ -144,7 +145,9 @@ def _time_line(found: Verdict) -> str:
     at = f"at {found.config}, " if found.sweep else ""
     fastest, first = found.fastest, found.fastest[0]
     if found.one_round:
-        return f"{at}one round cannot rank these strategies: -r 3 or more gives each an interval"
+        rounds = min(len(m.seconds) for m in found.rows.values())
+        few = "one round" if rounds == 1 else f"{rounds} rounds"
+        return f"{at}{few} cannot rank these strategies: -r {MIN_REPEAT_FOR_SPREAD} or more gives each an interval"
     slower = f"; {_names(found.slower)} slower than {first}" if found.slower else ""
     if fastest == (REFERENCE,):
         return f"{at}fastest: off; every cache strategy here was slower than no cache"
