@@ -289,8 +289,8 @@ def test_a_real_cell_prints_its_table_and_at_most_three_lines_that_agree_with_it
     verdict's claims hold against the rows measured (the oracle above)."""
     table = shell.run_cell_magic("kvbench", line + " -v found", "The KV cache stores each token's keys")
     result = shell.user_ns["found"]
-    rows = len(result.measurements) if len(result.strategies) > 2 else len(result.configs)
-    footnotes = shown_table(result.to_dataframe())[1]
+    cells, footnotes = shown_table(result.to_dataframe())
+    rows = len(cells)  # a strategy that could not run here keeps its row, with its footnote
     under = [line for line in repr(table).splitlines()[1 + rows :] if not line.startswith(("[", "    "))]
     assert len(under) <= NOTE_LINES, under  # the footnotes to the rows' marks are the table's
     kept, left = brief(result.notes())
@@ -300,5 +300,5 @@ def test_a_real_cell_prints_its_table_and_at_most_three_lines_that_agree_with_it
         measured = {str(m.strategy): m for m in result.measurements}
         found = {name: (list(m.seconds), m.kv_bytes or 0, m.quality.kl_nats if m.quality else None)
                  for name, m in measured.items()}  # fmt: skip
-        if all(found[name][1] or name == "off" for name in found):
+        if len(found) > 2 and all(found[name][1] or name == "off" for name in found):  # fp8 may not run here
             assert _check(found) == verdict_lines(result) and kept[0] == verdict_lines(result)[0]

@@ -48,7 +48,8 @@ SHOWN_STRATEGY_COLUMNS = (
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH; then each, the most needed first, comes
 # back where the table fits with it.
-_LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "pareto", "kv_cache_mib")
+_LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "pareto", "kv_cache_mib", "seconds", "identical")
+# `identical` goes only where a footnote marks each row whose tokens differed: a cache comparison's.
 # Where some strategy lost quality, both its figures stay to the last: `identical` goes first (each row whose
 # tokens differed keeps its footnote), then the seconds (the speed-up says them against off) and the bytes held.
 _LEAST_NEEDED_LOSSY = ("peak_mib", "tok_s", "identical", "seconds", "kv_cache_mib", "top1_agreement", "kl_nats")
@@ -169,7 +170,7 @@ def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, 
     order = (
         (_LEAST_NEEDED_MARKED if "pareto" in full.columns else _LEAST_NEEDED_LOSSY) if _lossy(frame) else _LEAST_NEEDED
     )
-    for name in [n for n in order if n in full.columns]:
+    for name in [n for n in order if n in full.columns and (n != "identical" or "strategy" in full.columns)]:
         if _width(cells) <= width:
             break
         cells, dropped = cells.drop(columns=[name]), [name, *dropped]
