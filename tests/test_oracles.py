@@ -18,8 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmagic.core import intervals, stats
+from kvmagic.core.config import Config
 from kvmagic.core.pareto import Point, beats, better, on_frontier
+from kvmagic.core.spec import BenchSpec
+from kvmagic.results.compare import compare
+from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner.progress import HELD_SHORT, LEFT_OF_LATE, Eta
+
+from .records import timed
 
 # --- the trade-off frontier ------------------------------------------------------------------------------------------
 
@@ -233,6 +239,54 @@ def test_a_single_round_on_either_side_has_no_answer() -> None:
     for n in SIZES:
         assert intervals.significant_change([(3.0, 1.0)], two * (n // 2)) is None
         assert intervals.significant_change(two * (n // 2), [(3.0, 1.0)]) is None
+
+
+def _decides(now: Sequence[float], was: Sequence[float]) -> bool | None:
+    """The oracle's verdict on two runs' per-round log speed-ups: the exact test where it can reach 5%, else Welch."""
+    if min(len(now), len(was)) < 2:
+        return None
+    if _rank_test_reaches(len(now), len(was)):
+        return _exact_p(now, was) <= ALPHA
+    return _welch_oracle_p(now, was) <= ALPHA
+
+
+def _run(rounds: int, rng: random.Random, speedups: dict[str, float]) -> BenchmarkResult:
+    names = ["off", *speedups]
+    rows = []
+    for prompt in (16, 64):
+        drift = [rng.uniform(0.5, 2.0) for _ in range(rounds)]
+        rows.append(timed((prompt, 8), "off", [d * prompt / 16 for d in drift]))
+        for name, speedup in speedups.items():
+            times = [d * prompt / 16 / (speedup * math.exp(rng.gauss(0.0, 0.1))) for d in drift]
+            rows.append(timed((prompt, 8), name, times))
+    return BenchmarkResult(model="tiny", measurements=rows, spec=BenchSpec(cache=tuple(names)), strategies=names)
+
+
+@pytest.mark.parametrize(("now_rounds", "was_rounds"), [(1, 3), (2, 2), (3, 4), (2, 8), (4, 5), (5, 5), (8, 3)])
+def test_compare_judges_each_row_on_its_own_rounds_against_the_saved_ones(now_rounds: int, was_rounds: int) -> None:
+    """``--compare`` marks a row significant as the oracle judges that row's per-round speed-ups (its own rounds
+    against ``off``'s, at its own configuration) against the saved run's of the same row."""
+    rng = random.Random(now_rounds * 10 + was_rounds)
+    was = _run(was_rounds, rng, {"dynamic": 3.0, "static": 2.5, "quantized:fp8": 2.0})
+    now = _run(now_rounds, rng, {"dynamic": 3.0, "static": 2.0, "quantized:fp8": 2.6})
+    rows = compare(now, was).rows()
+    assert [row["strategy"] for row in rows] == [str(m.strategy) for m in now.measurements]
+    for row in rows:
+        config, strategy = Config(row["prompt_tokens"], row["new_tokens"]), row["strategy"]
+        if strategy == "off":
+            assert row["significant"] is None and math.isnan(row["speedup_was"])
+            continue
+        logs = []
+        for run in (now, was):
+            off, other = run.measurement("off", config), run.measurement(strategy, config)
+            assert off is not None and other is not None
+            logs.append([math.log(u / c) for u, c in zip(off.seconds, other.seconds)])
+        assert row["significant"] is _decides(*logs), (config, strategy)
+        saved = statistics.median(was.measurement("off", config).seconds) / statistics.median(
+            was.measurement(strategy, config).seconds
+        )
+        assert row["speedup_was"] == pytest.approx(saved)
+        assert row["speedup_change"] == pytest.approx(row["speedup"] / saved - 1)
 
 
 # --- the intervals ---------------------------------------------------------------------------------------------------
