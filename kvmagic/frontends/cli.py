@@ -33,7 +33,7 @@ from kvmagic.frontends.options import (
     meant,
     word_optional,
 )
-from kvmagic.frontends.split_rank import finished, join_ranks, refuse, report_result
+from kvmagic.frontends.split_rank import end_rank, join_ranks, refuse, report_result
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
@@ -185,7 +185,6 @@ def error_line(error: KVMagicError) -> str:
 
 def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     from kvmagic.frontends.split_request import check_split_request
-    from kvmagic.measure.split_lockstep import leave
     from kvmagic.model.loading import load_model
     from kvmagic.model.split_loading import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
@@ -225,8 +224,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
             _say(note, args)
     status = _gate(shown, thresholds)
     if split:
-        finished(status)
-        leave()
+        end_rank(status)
     return status
 
 

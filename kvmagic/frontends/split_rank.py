@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from kvmagic.errors import KVMagicError
 
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from kvmagic.results.result import BenchmarkResult
 
 __all__ = [
-    "LAUNCH_DIR", "RESULT", "finished", "join_ranks", "quiet_rank", "refuse", "report_result", "torchrun_hint",
+    "LAUNCH_DIR", "RESULT", "end_rank", "finished", "join_ranks", "quiet_rank", "refuse", "report_result",
+    "torchrun_hint",
 ]  # fmt: skip
 
 LAUNCH_DIR = "KVMAGIC_LAUNCH_DIR"  # set by the notebook's launcher: where each rank leaves what it reads back
@@ -111,3 +112,17 @@ def finished(status: int) -> None:
     folder = os.environ.get(LAUNCH_DIR)
     if folder:
         Path(folder, f"rank{os.environ.get('RANK', '0')}.done").write_text(str(status))
+
+
+def end_rank(status: int) -> NoReturn:
+    """End this rank once its part is done: its status left for the launcher, the process group left with every
+    rank, what it printed flushed, then the process ended without the interpreter's teardown. The split model's
+    device mesh still holds the process group then, and its destructor, run at teardown after the group was
+    destroyed, can abort the rank ("terminate called without an active exception") after a run that succeeded."""
+    from kvmagic.measure.split_lockstep import leave
+
+    finished(status)
+    leave()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
