@@ -106,6 +106,32 @@ def test_compare_adds_the_change_and_names_the_changed_setting(tmp_path):
     assert isinstance(row["significant"], bool)
     assert "differs from the saved run: warmup_tokens: 1 saved, 0 now" in data["comparison"]["notes"]
     assert "differs from the saved run: warmup_tokens: 1 saved, 0 now" in run.stderr
+    assert f"against {saved} (2 rounds saved, 2 now): " in said(run.stderr)  # the verdict names the baseline
+    again = kvbench("-m", "tiny", "-n", "2", "-w", "1", "--save", str(tmp_path / "again.md"), "hi")
+    assert again.returncode == 0 and f"saved {tmp_path / 'again.md'}\n" in again.stderr  # one line says where
+
+
+def test_a_save_that_fails_after_the_run_keeps_the_table_and_says_why(tmp_path, monkeypatch, capsys):
+    """The folder checked before the run is gone after it: the table still prints, one line says what was not
+    written, and the status is 2."""
+    import shutil
+
+    import kvmagic.runner.benchmark
+    from kvmagic.frontends.cli import main
+
+    folder, measure = tmp_path / "runs", kvmagic.runner.benchmark.run_benchmark
+    folder.mkdir()
+
+    def run_then_lose_the_folder(*args, **kwargs):
+        found = measure(*args, **kwargs)
+        shutil.rmtree(folder)
+        return found
+
+    monkeypatch.setattr(kvmagic.runner.benchmark, "run_benchmark", run_then_lose_the_folder)
+    assert main(["-m", "tiny", "-n", "2", "-w", "0", "--save", str(folder / "run.json"), "hi"]) == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].split()[:2] == ["prompt_tokens", "new_tokens"]
+    assert said(err).endswith(f"kvbench: error: cannot write '{folder / 'run.json'}': No such file or directory\n")
 
 
 ERRORS = [  # each message whole, except where argparse words it differently across Python versions
@@ -133,6 +159,10 @@ ERRORS = [  # each message whole, except where argparse words it differently acr
     (["-m", "tiny", "--no-expand", "hi"], None, "kvbench: error: --no-expand is the notebook's (%%kvbench)"),
     (["-m", "tiny", "--save", "/no/such/folder/out.json", "x"], None,
      "kvbench: error: cannot write '/no/such/folder/out.json': there is no folder '/no/such/folder'; create it"),
+    (["-m", "tiny", "--save", "/proc/kvmagic-run.json", "x"], None,  # a folder that takes no file: before the run
+     "kvbench: error: cannot write '/proc/kvmagic-run.json': No such file or directory; name a file in a folder you"),
+    (["-m", "tiny", "--compare", "before.json", "--fail-on", "speedup:-500%", "x"], None,
+     "kvbench: error: --fail-on 'speedup:-500%' can never fail: speedup cannot fall by 100% or more; write a fall"),
 ]  # fmt: skip
 
 

@@ -40,7 +40,13 @@ def test_change_and_significance_against_hand_computed_numbers():
     # Two pairs a run: Welch's t on the log ratios. ln 3, ln 3.2 against ln 2, ln 2.2: t = 6.78 on 1.76
     # degrees of freedom, p = 0.029; ln 2.1, ln 2.4 against them: t = 0.83, p = 0.50.
     assert frame.significant.tolist() == [True, False]
-    assert compare(now, was).notes() == caution_notes(now)  # nothing of the comparison's own
+    assert compare(now, was, "base.json").notes() == [
+        (
+            "against base.json (2 rounds saved, 2 now): the speed-up rose beyond noise at 8+16 tokens 2.10 -> 3.10 "
+            "(+48%); 1 other row within noise"
+        ),
+        *caution_notes(now),
+    ]
 
 
 def test_single_round_has_no_verdict_and_says_why():
@@ -50,11 +56,11 @@ def test_single_round_has_no_verdict_and_says_why():
     row = comparison.rows()[0]
     assert row["significant"] is None and row["speedup_change"] == pytest.approx(1.0)
     assert comparison.notes() == [
-        *caution_notes(now),
         (
-            "significant is empty where a run timed a single round: with -r 2 or more in both runs, a change "
-            "counts when a test of the runs' per-round speed-ups finds one at 5% (false alarms: 1 in 20 at most)"
+            "against the saved run (1 round saved, 2 now): 1 row timed in one round on a side, which cannot tell a "
+            "change from noise: time both runs with -r 2 or more"
         ),
+        *caution_notes(now),
     ]
 
 
@@ -68,12 +74,13 @@ def test_metadata_differences_and_unmatched_rows_are_notes():
     now.model = "other"
     comparison = compare(now, was)
     assert comparison.notes() == [
+        "against the saved run (2 rounds saved, 2 now): the speed-up moved 2.00 -> 2.00 (+0%), within noise",
+        (
+            "differs from the saved run: model: 'tiny' saved, 'other' now; dtype: 'float32' saved, 'bfloat16' now; "
+            "the prompt differs (its SHA-256 does not match); device: 'cpu' saved, not recorded now; transformers: "
+            "not recorded in the saved run, '5.24.0' now"
+        ),
         *caution_notes(now),
-        "differs from the saved run: model: 'tiny' saved, 'other' now",
-        "differs from the saved run: dtype: 'float32' saved, 'bfloat16' now",
-        "differs from the saved run: the prompt differs (its SHA-256 does not match)",
-        "differs from the saved run: device: 'cpu' saved, not recorded now",
-        "differs from the saved run: transformers: not recorded in the saved run, '5.24.0' now",
         "no saved row to compare with for 8+32 tokens",
         "saved rows not measured now: 8+64 tokens",
         "the saved run was interrupted: it has only the rows it finished",
@@ -93,11 +100,36 @@ def test_magic_compares_two_saved_runs(shell, tmp_path, capsys):
     assert same.speedup_change[0] == pytest.approx(same.speedup[0] / saved.speedup - 1)
     assert "differs" not in capsys.readouterr().out  # same settings, same prompt: nothing to report
     changed = shell.run_cell_magic("kvbench", f"-n 3 -w 0 -r 2 -o --compare {base}", PROMPT)
-    assert changed.notes() == [
-        *caution_notes(changed.result),
+    assert changed.notes()[1:] == [
         "differs from the saved run: warmup_tokens: 1 saved, 0 now",
+        *caution_notes(changed.result),
     ]
+    assert changed.notes()[0].startswith(f"against {base} (2 rounds saved, 2 now): ")
     assert changed.baseline == saved and changed.result.configs[0].new_tokens == 3
+
+
+def test_magic_says_where_it_saved_and_keeps_a_result_it_could_not_save(shell, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    import kvmagic.runner.benchmark
+
+    shell.run_cell_magic("kvbench", f"-n 2 -w 0 --save {tmp_path / 'run.json'}", PROMPT)
+    assert capsys.readouterr().out == f"saved {tmp_path / 'run.json'}\n"  # one line, where it wrote
+    shell.run_cell_magic("kvbench", f"-n 2 -w 0 -q --save {tmp_path / 'quiet.json'}", PROMPT)
+    assert capsys.readouterr().out == "" and (tmp_path / "quiet.json").is_file()  # -q prints nothing
+    folder, measure = tmp_path / "gone", kvmagic.runner.benchmark.run_benchmark
+    folder.mkdir()
+
+    def run_then_lose_the_folder(*args, **kwargs):
+        found = measure(*args, **kwargs)
+        shutil.rmtree(folder)
+        return found
+
+    monkeypatch.setattr(kvmagic.runner.benchmark, "run_benchmark", run_then_lose_the_folder)
+    table = shell.run_cell_magic("kvbench", f"-n 2 -w 0 -v kept --save {folder / 'run.json'}", PROMPT)
+    assert table.new_tokens.tolist() == [2] and shell.user_ns["kept"] is table.result  # nothing measured is lost
+    err = capsys.readouterr().err
+    assert said(err) == f"UsageError: cannot write '{folder / 'run.json'}': No such file or directory\n"
 
 
 def test_magic_reads_the_baseline_before_running(shell, tmp_path):
@@ -109,6 +141,11 @@ def test_magic_reads_the_baseline_before_running(shell, tmp_path):
         with pytest.raises(UsageError) as caught:
             shell.run_cell_magic("kvbench", f"-n 2000 --compare {path}", PROMPT)  # -n 2000 would fail later
         assert said(caught.value) == message
+    with pytest.raises(UsageError) as caught:  # a folder that takes no file is found before the run, too
+        shell.run_cell_magic("kvbench", "-n 2000 --save /proc/kvmagic-run.json", PROMPT)
+    assert said(caught.value) == (
+        "cannot write '/proc/kvmagic-run.json': No such file or directory; name a file in a folder you can write to"
+    )
 
 
 def test_each_setting_a_comparison_reads_is_recorded_under_its_own_name():
@@ -155,8 +192,14 @@ def test_a_comparison_of_strategies_matches_each_strategy_and_leaves_the_referen
     assert rows["quantized:quanto"]["speedup_was"] == pytest.approx(1.0)
     assert rows["quantized:quanto"]["speedup_change"] == pytest.approx(1.0)
     assert set(comparison.saved_rows()) == {(Config(8, 16), s) for s in ("off", "static", "quantized:quanto")}
-    # an empty verdict on the reference's own row is no single round: no note says so
-    assert comparison.notes() == list(now.notes())
+    # an empty verdict on the reference's own row is no single round: the verdict counts only the rows compared
+    assert comparison.notes() == [
+        (
+            "against the saved run (3 rounds saved, 3 now): the speed-up rose beyond noise at quantized:quanto at "
+            "8+16 tokens 1.00 -> 2.00 (+100%); 1 other row within noise"
+        ),
+        *now.notes(),
+    ]
     frame = comparison.to_dataframe()
     assert list(frame.columns) == [*now.to_dataframe().columns, *added("--compare").pair]
     assert frame["speedup_was"].tolist()[1:] == pytest.approx([2.0, 1.0])
@@ -178,8 +221,8 @@ def test_facts_of_the_run_itself_are_no_difference_and_numbers_are_shown_as_writ
         "threads: 8 saved, 4 now",
         "cuda: not recorded in the saved run, None now",
     ]
-    same = compare(now, now)
-    assert same.differences() == [] and repr(same) == f"<Comparison of {now!r} with {now!r}>"
+    same = compare(now, now, "before.json")
+    assert same.differences() == [] and repr(same) == f"<Comparison of {now!r} with before.json>"
 
 
 def test_a_comparison_shows_itself_as_its_table_and_notes():
@@ -188,11 +231,12 @@ def test_a_comparison_shows_itself_as_its_table_and_notes():
     was = _result(_measurement([(2.0, 1.0)]), dtype="float32")
     comparison = compare(_result(_measurement([(3.0, 1.0)]), dtype="bfloat16"), was)
     text = str(comparison)
-    assert text.splitlines()[0].split()[-2:] == ["speedup_change", "significant"]
+    assert "speedup saved -> now significant" in text.splitlines()[0]
+    assert text.splitlines()[1].split()[4:8] == ["2.00", "->", "3.00", "(+50%)"]
     assert "differs from the saved run: dtype: 'float32' saved, 'bfloat16' now" in said(text)
-    assert pretty(comparison) == text
+    assert pretty(comparison) == f"{comparison!r}\n{text}"  # -o: what it is, then what it shows
     html = comparison._repr_html_()
-    assert "differs from the saved run: dtype" in html
+    assert "differs from the saved run: dtype" in html and "<code>&lt;Comparison of" in html
     assert re.search(r">model</th><td[^>]*>tiny<", html) and re.search(r">dtype</th><td[^>]*>bfloat16<", html)
 
 
@@ -222,7 +266,7 @@ def test_a_plot_saved_with_the_baseline_is_no_difference(shell, tmp_path, monkey
     shell.run_cell_magic("kvbench", f"-n 2,3 -w 0 -r 2 -q --plot --save {base}", PROMPT)
     assert BenchmarkResult.read_json(base).spec.steps
     compared = shell.run_cell_magic("kvbench", f"-n 2,3 -w 0 -r 2 -o --compare {base}", PROMPT)
-    assert compared.notes() == compared.result.notes()  # nothing of the comparison's own
+    assert compared.notes()[1:] == compared.result.notes()  # the verdict alone: no difference
     assert compare(compared.baseline, compared.result).differences() == []  # nor the other way round
 
 
@@ -243,7 +287,8 @@ def test_the_plain_run_and_off_dynamic_measured_the_same_rows(shell, tmp_path):
     shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 -q --cache off,dynamic --save {pair}", PROMPT)
     for line in (f"--cache off,dynamic --compare {plain}", f"--compare {pair}"):
         compared = shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 -o {line}", PROMPT)
-        assert compared.notes() == compared.result.notes(), line  # no unmatched row, no difference
+        assert compared.notes()[1:] == compared.result.notes(), line  # the verdict alone: no unmatched row
+        assert "(2 rounds saved, 2 now)" in compared.notes()[0]
         assert compared.to_dataframe()["speedup_was"].notna().sum() == 1  # its dynamic row, against the saved one
 
 

@@ -49,8 +49,10 @@ def test_significant_change_is_marked():
     faster = BenchmarkResult("tiny", rounds((8, 4), [(4.0, 1.0), (4.4, 1.1)]))
     comparison = compare(faster, result)
     page = comparison._repr_html_()
-    column = list(shown_table(comparison.to_dataframe())[0].columns).index("speedup_change")
-    assert "+100.0%" in page and _styles(page)[f"row0_col{column}"].startswith("background-color: #fff3cd;")
+    column = list(shown_table(comparison.to_dataframe())[0].columns).index("speedup saved -> now")
+    assert "2.00 -&gt; 4.00 (+100%)" in page and _styles(page)[f"row0_col{column}"].startswith(
+        "background-color: #fff3cd;"
+    )
     wide = to_html(comparison.to_dataframe(), {}, wide=True)
     column = list(comparison.to_dataframe().columns).index("speedup_change")
     assert "+100.0%" in wide and _styles(wide)[f"row0_col{column}"].startswith("background-color: #fff3cd;")
@@ -158,10 +160,10 @@ def test_only_a_significant_change_is_marked_and_only_in_its_own_cell() -> None:
     assert frame["significant"].tolist() == [True, False]
     page = to_html(frame, {}, ["one note", "another"])
     columns = list(shown_table(frame)[0].columns)
-    change, speedup = columns.index("speedup_change"), columns.index("speedup")
+    change = columns.index("speedup saved -> now")
     styles = _styles(page)
     assert styles[f"row0_col{change}"] == "background-color: #fff3cd; font-weight: bold;"
-    assert f"row1_col{change}" not in styles and styles[f"row0_col{speedup}"] == "font-weight: bold;"
+    assert f"row1_col{change}" not in styles
     assert "<p>one note</p><p>another</p>" in page
 
 

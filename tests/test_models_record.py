@@ -164,7 +164,7 @@ def test_the_text_and_the_page_show_the_table_and_the_notes() -> None:
 
     printer = Printer()
     models._repr_pretty_(printer, cycle=False)
-    assert printer.said == text
+    assert printer.said == f"{models!r}\n{text}"
     models._repr_pretty_(printer, cycle=True)
     assert printer.said == repr(models)
 

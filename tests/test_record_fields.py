@@ -69,7 +69,7 @@ def test_a_question_with_no_single_answer_says_which_to_name():
         three.pair()
     assert str(raised.value) == "a comparison of strategies has a speed-up per strategy: name one of static, sink"
     assert three.pair(strategy="sink").speedup == pytest.approx(1.25)
-    assert repr(three) == "<BenchmarkResult tiny: 1 configurations x strategies off, static, sink; identical=True>"
+    assert repr(three) == "<BenchmarkResult tiny: 1 configuration x strategies off, static, sink; identical=True>"
 
 
 def test_a_mismatch_names_each_token_by_its_text_and_id_even_the_first_id():
@@ -98,7 +98,7 @@ class _Printer:
         self.said.append(value)
 
 
-def test_a_result_prints_as_its_table_and_as_its_summary_inside_itself():
+def test_a_result_prints_as_its_summary_then_its_table_and_as_its_summary_inside_itself():
     from kvmagic.results.compare import compare
 
     result = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]))
@@ -106,7 +106,7 @@ def test_a_result_prints_as_its_table_and_as_its_summary_inside_itself():
         printer = _Printer()
         shown._repr_pretty_(printer, False)
         shown._repr_pretty_(printer, True)  # a cycle: the one-line summary, not the table again
-        assert printer.said == [str(shown), repr(shown)]
+        assert printer.said == [f"{shown!r}\n{shown}", repr(shown)]  # -o: what it is, then what it shows
 
 
 def test_the_facts_a_setup_lists_leave_out_the_empty_ones_and_the_caches_sizes():

@@ -74,7 +74,8 @@ def test_every_layout_fits_in_100_columns_and_the_data_keeps_every_column():
     frame["speedup_ci_low"], frame["speedup_ci_high"] = 9.87654, 10.1234
     assert _fits(shown_text(frame)) and "speedup" in shown_text(frame) and "identical" in shown_text(frame)
     comparison = compare(long, _result(pairs=5)).to_dataframe()
-    assert _fits(shown_text(comparison)) and "speedup_change" in shown_text(comparison)
+    assert _fits(shown_text(comparison)) and "speedup saved -> now" in shown_text(comparison)
+    assert "kv_cache_mib" in shown_text(comparison)  # the plain table's columns stay beside the comparison's
     long.predictions = [Prediction(p, n, 2000.0, 100.0) for p, n in ((16, 64), (16384, 4096), (32768, 8192))]
     predicted = long.to_dataframe()
     assert _fits(shown_text(predicted)) and "predicted_speedup" in shown_text(predicted)
@@ -140,8 +141,11 @@ def test_a_cache_comparison_against_a_baseline_shows_each_strategys_change():
 
     text = str(compare(_strategies(), _strategies()))
     header = text.splitlines()[0].split()
-    assert header[-3:] == ["speedup_change", "significant", "note"]  # `identical` gave way: [1] marks where it is not
-    assert [line.split()[-1] for line in text.splitlines()[1:4]] == ["1.00", "False", "[1]"] and _fits(text)
+    assert "speedup saved -> now significant" in text.splitlines()[0] and header[-1] == "note"
+    rows = [line.split() for line in text.splitlines()[1:4]]
+    assert rows[0] == ["82", "64", "off", "2", "True"]  # the reference's own speed-up is no change: blank
+    assert rows[1][4:] == ["2.00", "->", "2.00", "(+0%)", "False", "True"]
+    assert rows[2][4:] == ["1.67", "->", "1.67", "(+0%)", "False", "False", "[1]"] and _fits(text)
 
 
 def test_a_comparison_without_footnotes_has_no_note_column():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
@@ -30,14 +32,27 @@ def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
     return baseline
 
 
-def finish(args: argparse.Namespace, result: BenchmarkResult | ModelsResult, baseline: BenchmarkResult | None) -> Any:
-    """Save the result if asked; return what to show: the result, or its comparison with the baseline."""
+def finish(
+    args: argparse.Namespace,
+    result: BenchmarkResult | ModelsResult,
+    baseline: BenchmarkResult | None,
+    say: Callable[[str], None],
+) -> tuple[Any, str]:
+    """Save the result if asked, saying where in one line (``say``); return what to show (the result, or its
+    comparison with the baseline) and, where the save failed after all, why: the measured result is never lost to
+    a file that could not be written (a full disk, a folder that changed since it was checked)."""
+    failed = ""
     if args.save:
-        result.save(args.save)
+        try:
+            result.save(args.save)
+        except KVMagicError as error:
+            failed = str(error)
+        else:
+            say(f"saved {Path(args.save).expanduser().resolve()}")
     if baseline is None:
-        return result
+        return result, failed
     from kvmagic.results.compare import compare
     from kvmagic.results.result import BenchmarkResult
 
     assert isinstance(result, BenchmarkResult)  # several models are refused a baseline before they run
-    return compare(result, baseline)
+    return compare(result, baseline, name=args.compare), failed

@@ -214,7 +214,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
         said(loaded)
         result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
         report_result(result)
-    shown: Any = finish(args, result, baseline)
+    shown, unsaved = finish(args, result, baseline, say=lambda line: _say(line, args))
     if not args.quiet:
         sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
     if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it, wrapped as the table's
@@ -223,6 +223,9 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
         for note in wrapped_notes(shown.notes()):
             _say(note, args)
     status = _gate(shown, thresholds)
+    if unsaved:  # the table is out; the one line says what did not happen
+        print(error_line(KVMagicError(unsaved)), file=sys.stderr)
+        status = status or 2
     if split:
         end_rank(status)
     return status

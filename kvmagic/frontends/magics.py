@@ -12,6 +12,7 @@ import functools
 import inspect
 import re
 import shlex
+import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
@@ -320,9 +321,11 @@ class KVMagics(Magics):
             spec = bench_spec(args, configured)
             result = self._measure(args, names, prompt.strip(), spec, configured)
             replaced = store(namespace, args.var, result) if args.var is not None else None
-            shown = finish(args, result, baseline)
+            shown, unsaved = finish(args, result, baseline, say=lambda line: None if args.quiet else print(line))
         except KVMagicError as error:
             raise _usage_error(error) from None
+        if unsaved:  # the result stays the cell's value (and -v's): only the file is missing
+            print(f"UsageError: {_usage_error(KVMagicError(unsaved))}", file=sys.stderr)
         if args.plot and result.measurements:
             _show(result.plot())
         if replaced and not args.quiet:

@@ -149,6 +149,7 @@ class BenchmarkRecord:
                              f"{f'x{p.config.batch}' if p.config.batch > 1 else ''} tokens: {p.speedup:.2f}x"
                              for p in self.pairs())  # fmt: skip
         else:
-            rows = f"{len(self.configs)} configurations x strategies {', '.join(map(str, self.strategies))}"
+            configs, strategies = len(self.configs), ", ".join(map(str, self.strategies))
+            rows = f"{configs} configuration{'' if configs == 1 else 's'} x strategies {strategies}"
         partial = "; partial" if self.partial else ""
         return f"<{type(self).__name__} {self.model}: {rows}; identical={self.identical}{partial}>"

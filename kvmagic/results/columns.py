@@ -31,6 +31,7 @@ __all__ = [
     "column",
     "interval",
     "missing",
+    "moved",
 ]  # fmt: skip
 
 WIDTH = 100  # the terminal width the shown table, its notes and the choice's paragraph are made to fit
@@ -102,8 +103,10 @@ MEANINGS: dict[str, str] = {
     "comm_ms": "`--tp`: milliseconds per generated token this row's strategy spent in collectives, as "
     "`uncached_comm_ms` counts them",
     "comm_share": "`--tp`: the share of this strategy's profiled run spent in collectives (the slowest rank's)",
-    "speedup_was": "`--compare`: the baseline's speed-up for the same configuration and strategy",
-    "speedup_change": "`--compare`: `speedup / speedup_was - 1` (0.25: the speed-up grew by a quarter)",
+    "speedup_was": "`--compare`: the baseline's speed-up for the same configuration and strategy; the shown table "
+    "writes it, the new one and the change in one cell, `speedup saved -> now`: `3.18 -> 2.67 (-16%)`",
+    "speedup_change": "`--compare`: `speedup / speedup_was - 1` (0.25: the speed-up grew by a quarter); shown in "
+    "whole per cent in the `speedup saved -> now` cell",
     "significant": "`--compare`: a test of the two runs' per-round speed-ups finds a change at 5% "
     "(docs/statistics.md); empty when either run timed one round",
     "strategy": "the KV-cache strategy of this row (docs/strategies.md)",
@@ -336,6 +339,12 @@ def cell(name: str) -> Callable[[Any], str]:
     column registry gives it: a change as a signed percentage, a speed-up (or its interval's ends) to 3 digits, any
     other number to 4, a missing value blank."""
     return {"change": _change, "speedup": _ratio}.get(column(name).form, _figure)
+
+
+def moved(was: float, now: float) -> str:
+    """A speed-up against its baseline's, as the comparison's table and verdict both write it: ``3.18 -> 2.67
+    (-16%)``, the change in whole per cent so that the cell stays narrow (its column holds the exact change)."""
+    return f"{_ratio(was)} -> {_ratio(now)} ({now / was - 1:+.0%})"
 
 
 def interval(name: str, low: float, high: float) -> str:

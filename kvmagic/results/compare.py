@@ -13,21 +13,21 @@ only untimed runs, such as ``--plot``'s hooked one, is no difference).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import significant_change
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
-from kvmagic.results.columns import added
+from kvmagic.results.columns import added, moved
 from kvmagic.results.measurement import Pair
 from kvmagic.results.result import BenchmarkResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Comparison", "compare", "row_key"]
+__all__ = ["Comparison", "Judged", "compare", "row_key", "verdict"]
 
 # Facts about the run itself rather than about what it measured.
 _RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
@@ -47,6 +47,7 @@ class Comparison:
 
     result: BenchmarkResult
     baseline: BenchmarkResult
+    name: str = "the saved run"  # the baseline as the verdict names it: the file it was read from, where there is one
 
     def rows(self) -> list[dict[str, Any]]:
         rows = []
@@ -97,9 +98,30 @@ class Comparison:
             found.append(f"{key}: not recorded in the saved run, {_show(now[key])} now")
         return found
 
+    def verdict(self) -> str:
+        """One line: against which baseline and how many rounds a side, which rows' speed-ups moved beyond the runs'
+        noise and how, and how many did not or cannot be told (:func:`verdict`)."""
+        return verdict(self.name, self._judged())
+
+    def _judged(self) -> list[Judged]:
+        """Each row the baseline also measured, with both sides' speed-ups, rounds and the test's answer."""
+        judged = []
+        named = not (self.result.plain and self.baseline.plain)
+        for row in self.rows():
+            config, strategy = row_key(row)
+            now, was = (_pair(r, config, strategy) for r in (self.result, self.baseline))
+            if now is not None and was is not None:
+                where = _name((config, strategy), named)
+                judged.append(Judged(where, was.speedup, now.speedup, len(was.rounds), len(now.rounds),
+                                     row["significant"]))  # fmt: skip
+        return judged
+
     def notes(self) -> list[str]:
-        notes = list(self.result.notes())
-        notes += [f"differs from the saved run: {d}" for d in self.differences()]
+        notes = [self.verdict()]
+        differences = self.differences()
+        if differences:  # one line: a comparison set up unlike its baseline is the first thing to doubt
+            notes.append(f"differs from the saved run: {'; '.join(differences)}")
+        notes += self.result.notes()
         rows, saved = self.rows(), self.saved_rows()
         # Strategies are named where either run compared them; two plain runs' rows differ only in configuration.
         named = not (self.result.plain and self.baseline.plain)
@@ -113,11 +135,6 @@ class Comparison:
             notes.append(f"saved rows not measured now: {', '.join(dict.fromkeys(missing))}")
         if self.baseline.partial:
             notes.append("the saved run was interrupted: it has only the rows it finished")
-        if any(row["significant"] is None and not math.isnan(row["speedup_was"]) for row in rows):
-            notes.append(
-                "significant is empty where a run timed a single round: with -r 2 or more in both runs, a change "
-                "counts when a test of the runs' per-round speed-ups finds one at 5% (false alarms: 1 in 20 at most)"
-            )
         return notes
 
     def __str__(self) -> str:
@@ -126,20 +143,81 @@ class Comparison:
         return shown_text(self.to_dataframe(), self.notes())
 
     def __repr__(self) -> str:
-        return f"<Comparison of {self.result!r} with {self.baseline!r}>"
+        return f"<Comparison of {self.result!r} with {self.name}>"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(repr(self) if cycle else str(self))
+        printer.text(repr(self) if cycle else f"{self!r}\n{self}")
 
     def _repr_html_(self) -> str:
         from kvmagic.results.display import to_html
 
-        return to_html(self.to_dataframe(), {"model": self.result.model, **self.result.setup()}, self.notes())
+        return to_html(self.to_dataframe(), {"model": self.result.model, **self.result.setup()}, self.notes(),
+                       title=repr(self))  # fmt: skip
 
 
-def compare(result: BenchmarkResult, baseline: BenchmarkResult) -> Comparison:
-    """``result`` against ``baseline`` (e.g. ``BenchmarkResult.read_json("before.json")``)."""
-    return Comparison(result, baseline)
+def compare(result: BenchmarkResult, baseline: BenchmarkResult, name: str = "the saved run") -> Comparison:
+    """``result`` against ``baseline`` (e.g. ``BenchmarkResult.read_json("before.json")``), which the verdict calls
+    ``name`` (the file's name, say)."""
+    return Comparison(result, baseline, name)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One row both runs measured: where it is, each side's speed-up and rounds, and whether the change is beyond
+    the runs' noise (None: a side timed one round, too few to tell)."""
+
+    where: str
+    was: float
+    now: float
+    rounds_was: int
+    rounds_now: int
+    significant: bool | None
+
+    @property
+    def moved(self) -> str:
+        """Both speed-ups and the change, written as the table writes them (:func:`~kvmagic.results.columns.moved`)."""
+        return moved(self.was, self.now)
+
+
+SHOWN_MOVES = 2  # rows whose move the verdict spells out; the rest it counts
+
+
+def verdict(name: str, judged: Sequence[Judged]) -> str:
+    """The comparison in one line, in the words the test allows: a row is said to have risen or fallen only where
+    the test found its change beyond noise, one within noise is counted as such, and one a side timed in a single
+    round is said to be beyond telling, with what would tell."""
+    if not judged:
+        return f"against {name}: no row matches a saved one, so nothing is compared"
+    rounds = f"{_rounds([j.rounds_was for j in judged])} saved, {_rounds([j.rounds_now for j in judged], False)} now"
+    parts = []
+    for rose in (True, False):
+        moved = [j for j in judged if j.significant and (j.now > j.was) == rose]
+        if moved:
+            spelled = [f"{j.where} {j.moved}" for j in moved[:SHOWN_MOVES]]
+            more = f", and {len(moved) - SHOWN_MOVES} more" if len(moved) > SHOWN_MOVES else ""
+            parts.append(f"the speed-up {'rose' if rose else 'fell'} beyond noise at {', '.join(spelled)}{more}")
+    within = [j for j in judged if j.significant is False]
+    if within and not parts and len(judged) == 1:
+        parts.append(f"the speed-up moved {within[0].moved}, within noise")
+    elif within:
+        parts.append(f"{_count(len(within), 'other row' if parts else 'row')} within noise"
+                     if parts else f"no speed-up changed beyond noise ({_count(len(within), 'row')})")  # fmt: skip
+    unknown = [j for j in judged if j.significant is None]
+    if unknown:
+        parts.append(f"{_count(len(unknown), 'row')} timed in one round on a side, which cannot tell a change from "
+                     "noise: time both runs with -r 2 or more")  # fmt: skip
+    return f"against {name} ({rounds}): {'; '.join(parts)}"
+
+
+def _rounds(counts: Sequence[int], unit: bool = True) -> str:
+    """``3 rounds``, or their range where rows differ (``2-5 rounds``, as ``-r auto`` leaves them)."""
+    low, high = min(counts), max(counts)
+    number = str(low) if low == high else f"{low}-{high}"
+    return f"{number} round{'' if high == 1 else 's'}" if unit else number
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _show(value: Any) -> str:

@@ -16,7 +16,15 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from kvmagic.results.columns import missing
-from kvmagic.results.shown import INTERVAL_HEADER, brief, shown_table, shown_text, wide_cells, wide_text
+from kvmagic.results.shown import (
+    COMPARED_HEADER,
+    INTERVAL_HEADER,
+    brief,
+    shown_table,
+    shown_text,
+    wide_cells,
+    wide_text,
+)
 
 __all__ = ["StyledTable", "TablePlot", "styled_table", "to_html"]
 
@@ -57,9 +65,12 @@ def _caption(metadata: Mapping[str, Any]) -> str:
     return f"<details><summary>how this was measured</summary><table>{rows}</table></details>"
 
 
-def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False) -> str:
+def to_html(
+    frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False, title: str = ""
+) -> str:
     """The shown table (every column if ``wide``) styled, the metadata in a collapsed caption, then the notes: the
-    first few (:func:`~kvmagic.results.shown.brief`), the rest folded beneath them, unless ``wide``."""
+    first few (:func:`~kvmagic.results.shown.brief`), the rest folded beneath them, unless ``wide``. A ``title`` (the
+    object's repr, where the object is shown rather than its table) leads it."""
     shown, footnotes = wide_cells(frame) if wide else shown_table(frame)
     styler = shown.style.hide(axis="index").set_caption(_caption(metadata))
     styler = styler.set_table_styles([{"selector": "caption", "props": "text-align: left"}])  # a wide table's too
@@ -70,15 +81,17 @@ def to_html(frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[st
     if "identical" in shown.columns:
         flags = frame["identical"].map(lambda v: _FLAGGED if _differs(v) else "")
         styler = styler.apply(lambda _: flags.to_numpy(), subset=["identical"], axis=0)
-    if "speedup_change" in shown.columns:
+    marked = [c for c in (COMPARED_HEADER, "speedup_change") if c in shown.columns]
+    if marked:
         marks = frame["significant"].map(lambda v: _MARKED if v is True else "").to_numpy()
-        styler = styler.apply(lambda _: marks, subset=["speedup_change"], axis=0)
+        styler = styler.apply(lambda _: marks, subset=marked, axis=0)
     kept, left = (list(notes), []) if wide else brief(notes)
     paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in [*footnotes, *kept])
     if left:  # every note stays one click away, folded as the caption is
         rest = "".join(f"<p>{html.escape(note)}</p>" for note in left)
         paragraphs += f"<details><summary>{len(left)} more note{'s' if len(left) > 1 else ''}</summary>{rest}</details>"
-    return str(styler.to_html()) + paragraphs
+    heading = f"<p><code>{html.escape(title)}</code></p>" if title else ""
+    return heading + str(styler.to_html()) + paragraphs
 
 
 class StyledTable(pd.DataFrame):

@@ -63,6 +63,12 @@ def parse_fail_on(specs: str | Iterable[str], strategies: bool = False) -> tuple
         if match is None or match["metric"] not in metrics:
             raise KVMagicError(f"cannot read {{fail_on}} {part.strip()!r}: write {form}", "fail_on")
         size = float(match["size"]) / 100
+        if match["sign"] == "-" and size >= 1:  # a ratio or a time is above 0: it cannot fall by all of itself
+            raise KVMagicError(
+                f"{{fail_on}} {part.strip()!r} can never fail: {match['metric']} cannot fall by 100% or more; "
+                f"write a fall under 100%, e.g. {match['metric']}:-5%",
+                "fail_on",
+            )
         thresholds.append(Threshold(match["metric"], -size if match["sign"] == "-" else size))
     if not thresholds:
         raise KVMagicError(f"{{fail_on}} is empty: write {form}", "fail_on")

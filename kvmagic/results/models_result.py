@@ -49,12 +49,12 @@ class ModelsResult(ModelsRecord, Kept):
         return shown_text(self.to_dataframe(), self.notes())
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(repr(self) if cycle else str(self))
+        printer.text(repr(self) if cycle else f"{self!r}\n{self}")  # -o: what it is, then its table
 
     def _repr_html_(self) -> str:
         from kvmagic.results.display import to_html
 
-        return to_html(self.to_dataframe(), self.setup(), self.notes())
+        return to_html(self.to_dataframe(), self.setup(), self.notes(), title=repr(self))
 
     def plot(self) -> SweepFigure:
         """Time, speed-up and KV cache against the context, one colour per model."""

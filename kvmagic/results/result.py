@@ -51,12 +51,12 @@ class BenchmarkResult(BenchmarkRecord, Kept):
         return shown_text(self.to_dataframe(), self.notes())
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(repr(self) if cycle else str(self))
+        printer.text(repr(self) if cycle else f"{self!r}\n{self}")  # -o: what it is, then its table
 
     def _repr_html_(self) -> str:
         from kvmagic.results.display import to_html
 
-        return to_html(self.to_dataframe(), {"model": self.model, **self.setup()}, self.notes())
+        return to_html(self.to_dataframe(), {"model": self.model, **self.setup()}, self.notes(), title=repr(self))
 
     def plot(self) -> SweepFigure:
         """Time and speed-up against length, and per-step latency when measured, and quality's cost where it

@@ -88,7 +88,8 @@ def export_format(path: str | Path) -> str:
 
 def writable(path: str | Path) -> None:
     """Refuse a file that cannot be written before a long benchmark rather than after it: a folder that is
-    not there, or a name that is a folder."""
+    not there, a name that is a folder, or a folder that takes no file (opening the file to append, which changes
+    nothing in one that is there)."""
     target = Path(path).expanduser()
     if target.is_dir():
         raise KVMagicError(
@@ -97,6 +98,17 @@ def writable(path: str | Path) -> None:
     folder = target.parent
     if not folder.is_dir():
         raise KVMagicError(f"cannot write {str(path)!r}: there is no folder {str(folder)!r}; create it or name another")
+    existed = target.exists()
+    try:  # a folder may take no file at all (read-only, or a kernel's): only trying tells
+        with target.open("a", encoding="utf-8"):
+            pass
+    except OSError as error:
+        raise KVMagicError(
+            f"cannot write {str(path)!r}: {error.strerror or error}; name a file in a folder you can write to"
+        ) from None
+    finally:
+        if not existed and target.exists():
+            target.unlink()  # only the file the try made: nothing is left behind before the run
 
 
 def json_text(data: Any) -> str:

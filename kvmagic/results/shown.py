@@ -21,29 +21,33 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.intervals import too_wide
+from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.results.choice import MIN_STRATEGIES
-from kvmagic.results.columns import WIDTH, cell, interval, missing
+from kvmagic.results.columns import WIDTH, cell, interval, missing, moved
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "INTERVAL_HEADER", "NOTE_LINES", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "brief", "cell", "more_notes",
-    "noted", "short_name", "shown_table", "shown_text", "wide_cells", "wide_text", "wrapped_notes",
+    "COMPARED_HEADER", "INTERVAL_HEADER", "NOTE_LINES", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "brief",
+    "cell", "more_notes", "noted", "short_name", "shown_table", "shown_text", "wide_cells", "wide_text",
+    "wrapped_notes",
 ]  # fmt: skip
 
 NOTE_LINES = 3  # lines of notes under the shown table, the most important first; --wide and .notes() give every one
 TOO_FEW = "too few rounds"  # the speed-up's cell where its interval is too wide to mean anything
 INTERVAL_HEADER = "speedup [95% CI]"  # the speed-up's column, where some row shows its interval beside it
-# In this order, each where the table has it (``model`` where models sit side by side): a baseline's change and a
-# prediction come before the KV size. "batch" shows only where some row has a batch over 1.
+COMPARED_HEADER = "speedup saved -> now"  # the speed-up's column against a baseline: both figures and the change
+# In this order, each where the table has it (``model`` where models sit side by side): against a baseline, whether
+# the change is beyond noise beside the speed-up's cell that holds it; a prediction before the KV size. "batch" shows
+# only where some row has a batch over 1.
 SHOWN_COLUMNS = (
-    "model", "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "identical",
-    "speedup_change", "significant", "predicted_speedup", "kv_cache_mib",
+    "model", "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "significant", "identical",
+    "predicted_speedup", "kv_cache_mib",
 )  # fmt: skip
 SHOWN_STRATEGY_COLUMNS = (
-    "model", "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "identical",
-    "speedup_change", "significant", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "pareto",
+    "model", "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "significant",
+    "identical", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "pareto",
     "note",
 )  # fmt: skip
 # Left out one by one, in this order, while the table is wider than WIDTH; then each, the most needed first, comes
@@ -79,6 +83,17 @@ def _speedups(frame: pd.DataFrame) -> list[str]:
     return cells
 
 
+def _compared_speedups(frame: pd.DataFrame) -> list[str]:
+    """Against a baseline, the saved speed-up, the new one and the change in one cell (:func:`moved`); ``none ->
+    2.67`` where the baseline has no such row (the notes name it); blank for the reference's row, which has none."""
+    strategies = frame["strategy"] if "strategy" in frame else [None] * len(frame)
+    references = [s is not None and Strategy.of(s) == REFERENCE for s in strategies]
+    return [
+        "" if missing(now) or reference else f"none -> {cell('speedup')(now)}" if missing(was) else moved(was, now)
+        for now, was, reference in zip(frame["speedup"], frame["speedup_was"], references)
+    ]
+
+
 def _numbered(texts: Iterable[Sequence[str]]) -> tuple[list[str], list[str]]:
     """Each row's marks for its texts, and the footnotes: one per distinct text, numbered in order of appearance."""
     numbers: dict[str, int] = {}
@@ -109,6 +124,8 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             marks, footnotes = _footnotes(frame)
             if footnotes:
                 cells[name] = marks
+        elif name == "speedup" and "speedup_was" in frame.columns:
+            cells[COMPARED_HEADER] = _compared_speedups(frame)
         elif name == "speedup":
             speedups = _speedups(frame)
             cells[INTERVAL_HEADER if any("[" in text for text in speedups) else name] = speedups
