@@ -12,8 +12,9 @@ from kvmagic.core.spec import BenchSpec
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.notes import notes
 from kvmagic.results.records import Mismatch
-from kvmagic.results.report import COLUMNS, short_mismatch
+from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.rows import short_mismatch
 from kvmagic.results.shown import shown_text
 
 from .conftest import PROMPT

@@ -17,20 +17,20 @@ from kvmagic import run_benchmark
 from kvmagic.core.compression import PressName, expand_presses
 from kvmagic.core.frontier import kv_bytes, layout
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
+from kvmagic.core.limits import Limits, StrategyLimit
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import parse, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, press
 from kvmagic.measure.strategies import checked, resolve
-from kvmagic.results.limits_table import strategy_limit_values
 from kvmagic.results.records import Mismatch, RunFacts
-from kvmagic.results.report import MIB, strategy_row
 from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.rows import MIB
 from kvmagic.results.shown import WIDTH
 
 from .conftest import PROMPT
-from .records import timed
+from .records import table_row, timed
 from .shapes import SHAPE
 
 MISSING = "needs kvpress: pip install 'kvmagic[press]'"
@@ -158,10 +158,10 @@ def test_a_press_row_sets_its_promise_beside_what_it_held() -> None:
     """P = 100, N = 4, 16 bytes a position: the ratio 0.25 keeps int(100 x 0.75) = 75 prompt positions + 3 new."""
     config, position = (100, 4, 1), KVSizes(16, (None,))
     held = timed(config, "press:knorm:0.25", [0.1], kv_bytes=78 * 16)
-    row = strategy_row(held.config, held.strategy, held, None, "", position, full_bytes=103 * 16)
+    row = table_row(held, sizes=position)  # the full cache's 103 x 16 bytes, as predicted
     assert row["kv_promised_mib"] == 78 * 16 / MIB and row["kv_cache_mib"] == 78 * 16 / MIB and row["note"] == ""
     dynamic = timed(config, "dynamic", [0.1], kv_bytes=103 * 16)
-    assert math.isnan(strategy_row(dynamic.config, dynamic.strategy, dynamic, None, "", position)["kv_promised_mib"])
+    assert math.isnan(table_row(dynamic, sizes=position)["kv_promised_mib"])
 
 
 def test_a_press_on_a_sliding_model_promises_each_layer_its_own_positions() -> None:
@@ -169,7 +169,8 @@ def test_a_press_on_a_sliding_model_promises_each_layer_its_own_positions() -> N
     layer holds min(77, 7) + 1 = 8 of the 78 promised positions, plus its window as 8 bytes."""
     sizes = KVSizes(16, (8, None), SlidingKeep(windowed=True, kept=-1, view=True, fixed_bytes=8))
     held = timed((100, 4, 1), "press:knorm:0.25", [0.1], kv_bytes=(8 + 78) * 16 + 8)
-    row = strategy_row(held.config, held.strategy, held, None, "", sizes, full_bytes=(8 + 103) * 16 + 8)
+    assert sizes.after(*held.config) == (8 + 103) * 16 + 8  # the full cache the row is held against
+    row = table_row(held, sizes=sizes)
     assert row["kv_promised_mib"] == row["kv_cache_mib"] == ((8 + 78) * 16 + 8) / MIB
     assert row["cache_tokens"] == 78 and row["note"] == ""
 
@@ -177,14 +178,15 @@ def test_a_press_on_a_sliding_model_promises_each_layer_its_own_positions() -> N
 def test_a_press_that_held_the_full_cache_is_said_to_mask() -> None:
     config, position, full = (100, 4, 2), KVSizes(16, (None,)), 2 * 103 * 16
     masked = timed(config, "press:lukv:0.5", [0.1], kv_bytes=full)
-    row = strategy_row(masked.config, masked.strategy, masked, None, "kvpress has not tested X", position, full)
+    assert position.after(*config) == full
+    row = table_row(masked, sizes=position, remark="kvpress has not tested X")
     assert row["kv_promised_mib"] == 2 * 16 * (50 + 3) / MIB
     assert row["note"] == (
         f"kvpress has not tested X; holds {full / MIB:.4g} MiB, no less than the full cache: lukv masks the "
         "positions it drops (attention skips them) instead of freeing them"
     )
     nothing_dropped = timed(config, "press:lukv:0", [0.1], kv_bytes=full)
-    row = strategy_row(nothing_dropped.config, nothing_dropped.strategy, nothing_dropped, None, "", position, full)
+    row = table_row(nothing_dropped, sizes=position)
     assert row["note"] == f"lukv at ratio 0 drops none of the {config[0]} prompt tokens: its cache is the full one"
 
 
@@ -198,10 +200,14 @@ def test_the_frontier_counts_a_press_whole_at_the_prefill_and_cut_after() -> Non
 
 
 def test_a_press_has_no_bound_of_a_full_cache() -> None:
-    limits = types.SimpleNamespace(cached=types.SimpleNamespace(decode_tok_s=10.0, reached=lambda s: 0.5))
-    row = strategy_limit_values(timed((8, 2, 1), "press:knorm:0.5", [0.1]), limits)  # type: ignore[arg-type]
-    assert all(math.isnan(value) for value in row.values())
-    assert strategy_limit_values(timed((8, 2, 1), "dynamic", [0.1]), limits)["of_limit"] == 0.5  # type: ignore[arg-type]
+    bound = StrategyLimit(0.2, 0.025, 0.2, 0.05, "memory", 2)  # 1 token in 0.1 s: 10 tok/s
+    names = ["off", "dynamic", "press:knorm:0.5"]
+    rows = [timed((8, 2, 1), name, [0.1]) for name in names]
+    result = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
+                             limits=[Limits(8, 2, 1, bound, bound, None, 0.5)])  # fmt: skip
+    frame = result.to_dataframe().set_index("strategy")
+    assert frame.loc["press:knorm:0.5", ["limit_tok_s", "of_limit"]].isna().all()
+    assert frame.loc["dynamic", "of_limit"] == bound.reached(0.1)
 
 
 def test_remarks_survive_a_file() -> None:

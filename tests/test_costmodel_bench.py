@@ -13,7 +13,7 @@ from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import MIN_AUTO_PAIRS
 from kvmagic.measure.costmodel_probe import probe
-from kvmagic.results.columns import added
+from kvmagic.results.report import added
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import benchmark, rounds
 from kvmagic.runner.prompt import stretch_prompt

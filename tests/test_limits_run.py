@@ -8,7 +8,7 @@ import math
 import pytest
 
 from kvmagic import run_benchmark
-from kvmagic.results.columns import added
+from kvmagic.results.report import added
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT

@@ -15,7 +15,7 @@ from kvmagic.measure.accelerator import PeakMemory, track_peak
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, kv_sizes, sliding_keep
 from kvmagic.measure.timing import profiled_generate
-from kvmagic.results.report import MIB
+from kvmagic.results.rows import MIB
 from kvmagic.runner.prompt import encode_prompt
 
 from .conftest import PROMPT

@@ -7,8 +7,10 @@ import math
 import pytest
 
 from kvmagic.core.spec import BenchSpec
-from kvmagic.results.columns import PAIR_VIEW, REGISTRY, ROW_COLUMNS, column
+from kvmagic.results.columns import column, names
+from kvmagic.results.report import ADDITIONS
 from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.rows import PAIR, ROWS
 from kvmagic.results.shown import cell
 
 from .records import pair
@@ -30,13 +32,13 @@ def _same(a: object, b: object) -> bool:
 def test_the_plain_table_shows_the_comparisons_rows_side_by_side() -> None:
     plain = BenchmarkResult("tiny", MEASURED).to_dataframe()
     rows = BenchmarkResult("tiny", MEASURED, BenchSpec(cache="off,dynamic")).to_dataframe()
-    assert list(plain.columns) == list(PAIR_VIEW) and list(rows.columns) == list(ROW_COLUMNS)
-    sides = [name for name in PAIR_VIEW if REGISTRY[name].side is not None]
+    assert list(plain.columns) == list(names(PAIR)) and list(rows.columns) == list(names(ROWS))
+    sides = [name for name in names(PAIR) if column(name).side is not None]
     assert len(sides) == 16  # every uncached_*/cached_* column, the speed-up, its interval and the cache's bytes
     for config, shown in zip(CONFIGS, plain.to_dict("records")):
         mine = rows[(rows["prompt_tokens"] == config[0]) & (rows["new_tokens"] == config[1])].set_index("strategy")
         for name in sides:
-            strategy, source = REGISTRY[name].side  # type: ignore[misc]
+            strategy, source = column(name).side  # type: ignore[misc]
             assert _same(shown[name], mine.loc[str(strategy), source]), name
         assert shown["identical"] == bool(mine["identical"].all())
 
@@ -63,9 +65,6 @@ def test_each_column_is_written_as_its_registered_form(name: str, unit: str, wri
     assert column(name).unit == unit and cell(name)(1.2345) == written
 
 
-def test_every_column_a_table_shows_is_registered_with_a_meaning() -> None:
-    from kvmagic.results.columns import ADDITIONS
-
-    tables = [PAIR_VIEW, ROW_COLUMNS, *(a.pair for a in ADDITIONS.values()), *(a.rows for a in ADDITIONS.values())]
-    names = {name for table in tables for name in table}
-    assert sorted(name for name in names if not REGISTRY.get(name) or not REGISTRY[name].meaning) == []
+def test_every_column_a_table_shows_is_declared_with_a_meaning() -> None:
+    tables = [PAIR, ROWS, *(a.pair_columns for a in ADDITIONS.values()), *(a.row_columns for a in ADDITIONS.values())]
+    assert sorted(c.name for table in tables for c in table if not c.meaning or column(c.name) is not c) == []

@@ -9,9 +9,16 @@ import pandas as pd
 import pytest
 
 from kvmagic.results import columns
-from kvmagic.results.columns import REGISTRY, column
+from kvmagic.results.columns import column
+from kvmagic.results.frontier_table import FRONTIER
+from kvmagic.results.models_table import MODEL, SHAPES
+from kvmagic.results.report import ADDITIONS
+from kvmagic.results.rows import PAIR, ROWS
 
-# Each registered column's unit, as docs/columns.md shows it (checked against the committed page).
+# Every column of every table, as declared (a name two tables share, each declaration of it).
+DECLARED = [*PAIR, *ROWS, *(c for a in ADDITIONS.values() for c in (*a.row_columns, *a.pair_columns)), MODEL, *SHAPES,
+            *FRONTIER]  # fmt: skip
+# Each declared column's unit, as docs/columns.md shows it (checked against the committed page).
 UNITS = {
     "tokens": ("prompt_tokens", "new_tokens", "cache_tokens", "reused_tokens", "sliding_window", "max_new_tokens",
                "max_context", "max_prompt"),
@@ -37,16 +44,14 @@ UNITS = {
 
 
 def test_every_column_has_the_unit_the_columns_page_prints() -> None:
-    """The registry is built once, at import: the rule that reads a unit off a name is checked as it is applied and
-    as it would be to each name again (a slip in the rule shows in either)."""
-    assert sorted(name for names in UNITS.values() for name in names) == sorted(REGISTRY)
+    """Each declaration of a name gives it the same unit, the one written here by hand."""
+    assert sorted(name for names in UNITS.values() for name in names) == sorted({c.name for c in DECLARED})
     found = {name: unit for unit, names in UNITS.items() for name in names}
-    assert {name: column(name).unit for name in REGISTRY} == found
-    assert {name: columns._unit(name) for name in REGISTRY} == found
+    assert [(c.name, c.unit) for c in DECLARED if c.unit != found[c.name]] == []
 
 
 def test_each_unit_writes_its_cells_in_its_own_form() -> None:
-    forms = {name: column(name).form for name in REGISTRY}
+    forms = {c.name: column(c.name).form for c in DECLARED}
     assert {name for name, form in forms.items() if form == "change"} == {"speedup_change"}
     assert {name for name, form in forms.items() if form == "speedup"} == set(UNITS["times faster"])
     assert column("no_such_column") == columns.Column("no_such_column", "")
@@ -257,7 +262,7 @@ def test_times_that_vary_on_a_cpu_with_threads_suggest_one_thread(metadata: dict
 
 
 def test_a_cell_says_which_sequence_of_a_batch_differed_counting_from_one() -> None:
-    from kvmagic.results.report import short_mismatch
+    from kvmagic.results.rows import short_mismatch
 
     assert short_mismatch(_mismatch(None)) == "3: 'a' (id 97) vs 'b' (id 98)"
     assert short_mismatch(_mismatch(None, sequence=1)) == "3: 'a' (id 97) vs 'b' (id 98) in sequence 2"
@@ -265,14 +270,14 @@ def test_a_cell_says_which_sequence_of_a_batch_differed_counting_from_one() -> N
 
 def test_an_older_file_s_bytes_and_first_token_come_from_its_hooked_run_only_where_the_row_has_none() -> None:
     from kvmagic.results.records import StepProfile
-    from kvmagic.results.report import MIB, figures
+    from kvmagic.results.rows import MIB, figures
 
     from .records import timed
 
     hooked = StepProfile((0.25, 0.5), (1.0, 1.0), (1, 2), peak_bytes=4 * MIB, kv_bytes=2 * MIB)
     old = figures(timed((16, 64), "dynamic", [1.0, 2.0, 1.5], profile=hooked))
     assert (old["kv_cache_mib"], old["peak_mib"], old["ttft_s"]) == (2, 4, 0.25)
-    assert (old["s"], old["min_s"]) == (1.5, 1.0)
+    assert (old["seconds"], old["min_s"]) == (1.5, 1.0)
     new = figures(timed((16, 64), "dynamic", [1.0], profile=hooked, kv_bytes=MIB, peak_bytes=3 * MIB, ttft_s=0.125))
     assert (new["kv_cache_mib"], new["peak_mib"], new["ttft_s"]) == (1, 3, 0.125)
     bare = figures(timed((16, 64), "dynamic", [1.0]))
@@ -553,12 +558,11 @@ def test_the_plain_tables_interval_after_auto_is_the_anytime_one_its_pair_gives(
 def test_a_batchs_cache_tokens_are_each_sequences_positions() -> None:
     """16 bytes a position: 2 x 78 x 16 bytes held for a batch of 2 is room for 78 positions, not 156."""
     from kvmagic.core.kvbytes import KVSizes
-    from kvmagic.results.report import strategy_row
 
-    from .records import timed
+    from .records import table_row, timed
 
     held = timed((100, 4, 2), "dynamic", [0.1], kv_bytes=2 * 78 * 16)
-    assert strategy_row(held.config, held.strategy, held, None, sizes=KVSizes(16, (None,)))["cache_tokens"] == 78
+    assert table_row(held, sizes=KVSizes(16, (None,)))["cache_tokens"] == 78
 
 
 def test_a_note_spells_a_speedup_and_its_interval_as_the_table_does() -> None:

@@ -13,8 +13,9 @@ from kvmagic.errors import KVMagicError
 from kvmagic.results.caution import caution_notes
 from kvmagic.results.measurement import Measurement, Pair
 from kvmagic.results.records import Mismatch, StepProfile, first_mismatch
-from kvmagic.results.report import COLUMNS, figures
+from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.rows import figures
 from kvmagic.results.shown import brief, noted, wide_text
 
 from .records import rounds, timed

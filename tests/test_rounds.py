@@ -13,12 +13,12 @@ import transformers
 import kvmagic
 from kvmagic import run_benchmark
 from kvmagic.core.stop import FixedRounds
-from kvmagic.results import report
 from kvmagic.results.caution import caution_notes
-from kvmagic.results.measurement import Measurement, Pair
+from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import Mismatch, first_mismatch
 from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
+from kvmagic.results.rows import short_mismatch
 from kvmagic.results.shown import wide_text
 from kvmagic.runner.prompt import encode_prompt
 from kvmagic.runner.rounds import measure_rounds
@@ -112,9 +112,7 @@ def test_a_token_that_shows_as_nothing_says_what_it_is() -> None:
     mismatch = Mismatch(run=0, position=4, expected_id=245, actual_id=-1, expected_token="\ufffd")
     assert mismatch.expected == "'\ufffd' (id 245, part of a character)"
     assert mismatch.actual == "no token (its run had ended)"
-    assert (
-        report.short_mismatch(mismatch) == "4: '\ufffd' (id 245, part of a character) vs no token (its run had ended)"
-    )
+    assert short_mismatch(mismatch) == "4: '\ufffd' (id 245, part of a character) vs no token (its run had ended)"
 
 
 def test_a_real_run_forced_to_differ_reports_where_and_by_how_much(tiny, monkeypatch) -> None:
@@ -141,7 +139,7 @@ def test_the_magic_shows_the_mismatch(shell, tiny, monkeypatch) -> None:
 
 
 def test_spread_columns_against_hand_computed_numbers() -> None:
-    row = report.row(Pair(*_measurement([4.0, 2.0, 3.0], [1.0, 1.0, 1.0])))
+    row = BenchmarkResult("m", _measurement([4.0, 2.0, 3.0], [1.0, 1.0, 1.0])).to_dataframe().iloc[0]
     assert (row["uncached_s"], row["uncached_min_s"], row["uncached_iqr_s"]) == (3.0, 2.0, 1.0)
     assert (row["cached_s"], row["cached_min_s"], row["cached_iqr_s"]) == (1.0, 1.0, 0.0)
     # Three pairs: Student's t (2 degrees of freedom, 4.303) on the logs of 4, 2 and 3.

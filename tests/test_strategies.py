@@ -10,12 +10,14 @@ import torch
 import transformers
 
 from kvmagic import run_benchmark
+from kvmagic.core.config import Config
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import DYNAMIC, OFF, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.measure import capabilities, strategies
 from kvmagic.measure.strategies import Setup, checked, resolve, setups
-from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS, strategy_row
+from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS
+from kvmagic.results.report import rows as table_rows
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import plan, rounds
 
@@ -219,7 +221,7 @@ def test_every_runnable_strategy_is_timed_interleaved_against_off(compared) -> N
     for config in compared.configs:
         found = {m.strategy: m for m in compared.measurements if m.config == config}
         assert list(found) == runnable and all(len(m.seconds) == 2 for m in found.values())
-        rows = {n: strategy_row(config, n, found[n], found["off"]) for n in runnable}
+        rows = {r["strategy"]: r for r in table_rows(compared) if Config.of(r) == config}
         assert rows["off"]["speedup"] == 1.0 and rows["off"]["kv_cache_mib"] == 0
         for name in runnable:  # two runs each: the median is their mean
             assert rows[name]["seconds"] == pytest.approx(sum(found[name].seconds) / 2)
@@ -229,9 +231,7 @@ def test_every_runnable_strategy_is_timed_interleaved_against_off(compared) -> N
 def test_exact_caches_match_off_and_a_quantized_cache_is_smaller(compared) -> None:
     for config in compared.configs:
         found = {m.strategy: m for m in compared.measurements if m.config == config}
-        rows = {
-            n: strategy_row(config, found[n].strategy, found[n], found["off"]) for n in ["dynamic", "static", QUANTIZED]
-        }
+        rows = {r["strategy"]: r for r in table_rows(compared) if Config.of(r) == config}
         assert rows["dynamic"]["identical"] and rows["static"]["identical"]  # float32 on CPU: exact
         assert 0 < rows[QUANTIZED]["kv_cache_mib"] < rows["dynamic"]["kv_cache_mib"]
         quantized = found[QUANTIZED].mismatch

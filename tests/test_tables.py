@@ -12,11 +12,12 @@ from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.limits import Hardware, Limits, StrategyLimit
 from kvmagic.core.spec import BenchSpec
 from kvmagic.results.frontier_table import FRONTIER_COLUMNS, frontier_notes, frontier_table
-from kvmagic.results.limits_table import limit_values, limits_notes, strategy_limit_values
+from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes, prefix_values
 from kvmagic.results.records import Ranks, RunFacts, Split
+from kvmagic.results.report import added
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.results.split_table import split_notes, split_values, strategy_split_values
+from kvmagic.results.split_table import split_notes
 
 from .records import pair, timed
 
@@ -35,9 +36,17 @@ def _split(*rows: tuple[tuple[int, int], Ranks, Ranks]) -> BenchmarkResult:
     return BenchmarkResult("tiny", measurements, split=Split("gloo", ("cpu (x)", "cpu (x)")))
 
 
+def _values(result: BenchmarkResult, option: str, row: int = 0, strategy: str = "") -> dict[str, object]:
+    """What ``option`` added to a row of the result's table: the plain run's ``row``, or ``strategy``'s row."""
+    frame = result.to_dataframe()
+    if strategy:
+        return frame.set_index("strategy").loc[strategy, list(added(option).rows)].to_dict()
+    return frame.iloc[row][list(added(option).pair)].to_dict()
+
+
 def test_a_split_row_takes_the_slowest_rank_s_collectives_and_the_fullest_rank_s_cache() -> None:
     result = _split(((10, 4), _ranks((0, 0), (0.2, 0.3)), _ranks((2 * MIB, 3 * MIB), (0.1, 0.05))))
-    values = split_values(result.pairs()[0])
+    values = _values(result, "--tp")
     assert values == {
         "ranks": 2,
         "kv_rank_mib": 3.0,  # the fuller rank's, in MiB
@@ -47,10 +56,14 @@ def test_a_split_row_takes_the_slowest_rank_s_collectives_and_the_fullest_rank_s
         "cached_comm_share": pytest.approx(0.1 / 0.5),
         "ranks_identical": True,
     }
-    unsplit = strategy_split_values(None)
+    names = ["off", "dynamic", "static"]  # static did not run; off ran unsplit
+    rows = [timed((10, 4), "off", [0.4]), *result.measurements[1:]]
+    compared = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
+                               skipped={"static": "x"}, split=result.split)  # fmt: skip
+    unsplit = _values(compared, "--tp", strategy="static")
     assert unsplit.pop("ranks_identical") is None and set(unsplit) == {"ranks", "kv_rank_mib", "comm_ms", "comm_share"}
-    assert all(math.isnan(value) for value in unsplit.values())
-    assert strategy_split_values(timed((10, 4), "off", [0.4]))["ranks_identical"] is None  # a row run unsplit
+    assert all(math.isnan(value) for value in unsplit.values())  # type: ignore[arg-type]
+    assert _values(compared, "--tp", strategy="off")["ranks_identical"] is None  # a row run unsplit
     assert split_notes(BenchmarkResult("tiny", pair((10, 4), [0.4], [0.2]))) == []
     assert split_notes(result)[0] == (
         "split over 2 ranks by tensor parallelism (gloo, cpu); times are the slowest rank's; every rank generated the "
@@ -64,7 +77,7 @@ def test_the_split_note_reads_the_longest_context_and_names_each_rank_that_diffe
         ((10, 4), _ranks((0, 0), (0.2, 0.3)), _ranks((2 * MIB, 3 * MIB), (0.1, 0.05))),
         ((4, 16), _ranks((0, 0), (0.4, 0.1), ("a", "b", "b")), short_prompt_long_run),
     )
-    assert split_values(result.pairs()[0])["ranks_identical"] and not split_values(result.pairs()[1])["ranks_identical"]
+    assert _values(result, "--tp", 0)["ranks_identical"] and not _values(result, "--tp", 1)["ranks_identical"]
     notes = split_notes(result)
     assert notes[0] == "split over 2 ranks by tensor parallelism (gloo, cpu); times are the slowest rank's"
     assert notes[1] == (
@@ -190,8 +203,8 @@ def _limits(config: tuple[int, int, int], weights_share: float = 0.75) -> Limits
 
 
 def test_the_limit_columns_count_every_sequence_and_take_each_side_s_bound() -> None:
-    result = BenchmarkResult("tiny", pair((64, 8, 2), [1.6], [0.25]))
-    values = limit_values(result.pairs()[0], _limits((64, 8, 2)))
+    result = BenchmarkResult("tiny", pair((64, 8, 2), [1.6], [0.25]), limits=[_limits((64, 8, 2))])
+    values = _values(result, "--limits")
     assert values == {
         "uncached_limit_tok_s": pytest.approx(2 * 7 / 0.7),
         "cached_limit_tok_s": pytest.approx(2 * 7 / 0.175),
@@ -199,16 +212,20 @@ def test_the_limit_columns_count_every_sequence_and_take_each_side_s_bound() -> 
         "cached_of_limit": pytest.approx(0.8),
         "limit_speedup": pytest.approx(4.0),
     }
-    assert all(math.isnan(value) for value in limit_values(result.pairs()[0], None).values())
-    off, dynamic = result.measurements
-    assert strategy_limit_values(off, _limits((64, 8, 2))) == {"limit_tok_s": pytest.approx(20.0),
-                                                               "of_limit": pytest.approx(0.5)}  # fmt: skip
-    assert strategy_limit_values(dynamic, _limits((64, 8, 2)))["limit_tok_s"] == pytest.approx(80.0)
-    assert set(strategy_limit_values(None, _limits((64, 8, 2)))) == {"limit_tok_s", "of_limit"}
+    unbounded = BenchmarkResult("tiny", result.measurements, limits=[_limits((16, 8, 2))])  # not this configuration
+    assert all(math.isnan(value) for value in _values(unbounded, "--limits").values())  # type: ignore[arg-type]
+    names = ["off", "dynamic", "quantized:fp8", "dynamic+prefix", "static"]
+    rows = [*result.measurements, *(timed((64, 8, 2), name, [0.25]) for name in names[2:4])]
+    compared = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
+                               skipped={"static": "x"}, limits=result.limits)  # fmt: skip
+    assert _values(compared, "--limits", strategy="off") == {"limit_tok_s": pytest.approx(20.0),
+                                                            "of_limit": pytest.approx(0.5)}  # fmt: skip
+    assert _values(compared, "--limits", strategy="dynamic")["limit_tok_s"] == pytest.approx(80.0)
+    assert all(math.isnan(v) for v in _values(compared, "--limits", strategy="static").values())  # type: ignore[arg-type]
     # a quantized cache moves fewer bytes than the bound counts, a warm twin computes less: neither has a bound
     for name in ("quantized:fp8", "dynamic+prefix"):
-        unbound = strategy_limit_values(timed((64, 8, 2), name, [0.25]), _limits((64, 8, 2)))
-        assert all(math.isnan(value) for value in unbound.values()), name
+        unbound = _values(compared, "--limits", strategy=name)
+        assert all(math.isnan(value) for value in unbound.values()), name  # type: ignore[arg-type]
 
 
 def test_the_limits_note_reads_the_longest_context_against_the_hardware() -> None:

@@ -6,16 +6,17 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kvmagic.core.spec import BenchSpec
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Option
-from kvmagic.results.columns import ADDITIONS, FRONTIER_MEANINGS, MEANINGS, SHAPE_MEANINGS, added, column
-from kvmagic.results.frontier_table import FRONTIER_COLUMNS
-from kvmagic.results.models_table import MODEL_COLUMN, SHAPE_COLUMNS
-from kvmagic.results.report import COLUMNS, STRATEGY_COLUMNS
-from kvmagic.results.shown import SHOWN_COLUMNS, SHOWN_STRATEGY_COLUMNS
+from kvmagic.results.columns import Column
+from kvmagic.results.frontier_table import FRONTIER
+from kvmagic.results.models_table import MODEL, SHAPES
+from kvmagic.results.report import ADDITIONS, added
+from kvmagic.results.rows import PAIR, ROWS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REGENERATE = "make docs"
@@ -94,32 +95,32 @@ def options_page() -> str:
     )
 
 
-def _column_rows(columns: Sequence[str], meanings: Mapping[str, str], shown: Sequence[str] = ()) -> list[str]:
-    missing = [c for c in columns if c not in meanings]
-    if missing:
-        raise SystemExit(f"no meaning for column(s) {', '.join(missing)}: add it to kvmagic/results/columns.py")
-    mark = {c: " (shown)" for c in shown}
+def _column_rows(columns: Sequence[Column[Any]]) -> list[str]:
+    """A table of ``columns`` as declared: each name (marked where the short table keeps it), unit and meaning."""
+    unmeant = [c.name for c in columns if not c.meaning]
+    if unmeant:
+        raise SystemExit(f"no meaning for column(s) {', '.join(unmeant)}: give its declaration one")
     return ["| column | unit | meaning |", "|---|---|---|"] + [
-        f"| `{c}`{mark.get(c, '')} | {column(c).unit} | {_cell(_shows(c) + meanings[c])} |" for c in columns
+        f"| `{c.name}`{' (shown)' if c.shown else ''} | {c.unit} | {_cell(_shows(c) + c.meaning)} |" for c in columns
     ]
 
 
-def _shows(name: str) -> str:
-    """Which strategy row's column a plain-run column shows, from the registry."""
-    side = column(name).side
-    return "" if side is None or side[1] == name else f"`{side[0]}`'s `{side[1]}`: "
+def _shows(declared: Column[Any]) -> str:
+    """Which strategy row's column a plain-run column shows, as it declares."""
+    side = declared.side
+    return "" if side is None or side[1] == declared.name else f"`{side[0]}`'s `{side[1]}`: "
 
 
-def _added(view: str, shown: Sequence[str]) -> list[str]:
+def _added(view: str) -> list[str]:
     """The columns each option adds to the plain run's view (``pair``) or to a comparison's rows (``rows``), as
-    the registry's :data:`ADDITIONS` has them; ``--compare``'s have a section of their own."""
+    :data:`ADDITIONS` has them; ``--compare``'s have a section of their own."""
     found = []
     for option, addition in ADDITIONS.items():
-        columns = getattr(addition, view)
+        columns = getattr(addition, f"{view}_columns")
         if columns and option != "--compare":
             about = f", {addition.about}" if addition.about else ""
             found += [f"With `{option}`{about}:", ""]
-            found += [*_column_rows(columns, MEANINGS, shown), ""]
+            found += [*_column_rows(columns), ""]
     return found
 
 
@@ -127,7 +128,7 @@ def columns_page() -> str:
     """Every column of the benchmark's tables and of the frontier's, with what it means."""
     return "\n".join(
         [
-            _HEADER.format(source="the column registry, kvmagic/results/columns.py", command=REGENERATE),
+            _HEADER.format(source="the columns' declarations", command=REGENERATE),
             "# Columns",
             "",
             "The DataFrame `%%kvbench` returns (`result.to_dataframe()`), `-o`, `--save` and the command's `csv`,",
@@ -142,45 +143,44 @@ def columns_page() -> str:
             "`pareto` and `kv_cache_mib`. Where some strategy lost quality, its `top1_agreement` and `kl_nats` stay",
             "to the last: `identical` goes first (each row that differed keeps its footnote), then `seconds` (the",
             "speed-up says them against `off`) and the bytes; where the table also marks the trade-off frontier,",
-            "`top1_agreement` goes before the bytes, the marks and `kl_nats`. Beside a baseline, `kv_cache_mib`",
-            "always goes.",
+            "`top1_agreement` goes before the bytes, the marks and `kl_nats`.",
             "",
-            "## The plain run: one row per configuration (`PAIR_VIEW`, kvmagic/results/columns.py)",
+            "## The plain run: one row per configuration (`PAIR`, kvmagic/results/rows.py)",
             "",
             "The plain run is the comparison `off,dynamic`; its table is a view of those two rows side by side:",
             "`uncached_*` shows a column of `off`'s row, `cached_*` one of `dynamic`'s (below, which one). `batch`",
             "is shown only where some row has a batch over 1.",
             "",
-            *_column_rows(COLUMNS, MEANINGS, SHOWN_COLUMNS),
+            *_column_rows(PAIR),
             "",
-            *_added("pair", SHOWN_COLUMNS),
-            "## `--cache`: one row per configuration and strategy (`ROW_COLUMNS`, kvmagic/results/columns.py)",
+            *_added("pair"),
+            "## `--cache`: one row per configuration and strategy (`ROWS`, kvmagic/results/rows.py)",
             "",
             "In the table shown first, `first_mismatch` and `note` become marks in `note` that point to footnotes.",
             "",
-            *_column_rows(STRATEGY_COLUMNS, MEANINGS, SHOWN_STRATEGY_COLUMNS),
+            *_column_rows(ROWS),
             "",
-            *_added("rows", SHOWN_STRATEGY_COLUMNS),
+            *_added("row"),
             "## Beside a baseline: `--compare`",
             "",
             "Either table gains, per row matched by configuration and strategy:",
             "",
-            *_column_rows(added("--compare").pair, MEANINGS, SHOWN_COLUMNS),
+            *_column_rows(added("--compare").pair_columns),
             "",
             "## Models side by side: `-m A,B` (kvmagic/results/models_table.py)",
             "",
             "Either table, one model's rows after another's, is led by:",
             "",
-            *_column_rows((MODEL_COLUMN,), MEANINGS, SHOWN_COLUMNS),
+            *_column_rows((MODEL,)),
             "",
             "and `models.shape_table()` (`SHAPE_COLUMNS`) has a row per model, which the notes beneath the table say",
             "in a sentence each:",
             "",
-            *_column_rows(SHAPE_COLUMNS, SHAPE_MEANINGS),
+            *_column_rows(SHAPES),
             "",
             "## `--frontier`: `frontier_table(result)` (`FRONTIER_COLUMNS`, kvmagic/results/frontier_table.py)",
             "",
-            *_column_rows(FRONTIER_COLUMNS, FRONTIER_MEANINGS),
+            *_column_rows(FRONTIER),
             "",
         ]
     )

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import significant_change
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
-from kvmagic.results.columns import added, moved
+from kvmagic.results.columns import Column, declare, moved, names
 from kvmagic.results.measurement import Pair
 from kvmagic.results.result import BenchmarkResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Comparison", "Judged", "compare", "row_key", "verdict"]
+__all__ = ["COMPARED", "Comparison", "Judged", "compare", "row_key", "verdict"]
 
 # Facts about the run itself rather than about what it measured.
 _RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
@@ -36,6 +36,16 @@ _RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
 # the same with them or without.
 _UNTIMED = frozenset({"steps", "quality"})
 _NO_DIFFERENCE = _RUN_ONLY | _UNTIMED
+# What a comparison adds to either table, per row matched by configuration and strategy (filled by Comparison.rows).
+COMPARED = declare(
+    Column[Any]("speedup_was", "`--compare`: the baseline's speed-up for the same configuration and strategy; the "
+                "shown table writes it, the new one and the change in one cell, `speedup saved -> now`: `3.18 -> "
+                "2.67 (-16%)`", "times faster", "speedup"),
+    Column[Any]("speedup_change", "`--compare`: `speedup / speedup_was - 1` (0.25: the speed-up grew by a quarter); "
+                "shown in whole per cent in the `speedup saved -> now` cell", "change", "change"),
+    Column[Any]("significant", "`--compare`: a test of the two runs' per-round speed-ups finds a change at 5% "
+                "(docs/statistics.md); empty when either run timed one round", shown=True, after="speedup"),
+)  # fmt: skip
 
 
 @dataclass
@@ -72,7 +82,7 @@ class Comparison:
     def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame(self.rows(), columns=[*self.result.to_dataframe().columns, *added("--compare").pair])
+        return pd.DataFrame(self.rows(), columns=[*self.result.to_dataframe().columns, *names(COMPARED)])
 
     def differences(self) -> list[str]:
         """How the two runs were set up differently, from the metadata both record."""

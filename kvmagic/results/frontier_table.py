@@ -8,19 +8,42 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from kvmagic.results.columns import Column, Form, names
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = ["FRONTIER_COLUMNS", "frontier_notes", "frontier_table"]
+__all__ = ["FRONTIER", "FRONTIER_COLUMNS", "frontier_notes", "frontier_table"]
 
-FRONTIER_COLUMNS = (
-    "strategy", "prompt_tokens", "new_tokens", "batch", "kv_bytes_per_token", "peak_mib", "max_new_tokens",
-    "max_context", "max_prompt", "max_batch", "limited_by", "checked_peak_mib", "check_error", "fitted",
+# A table of its own: its columns are not the benchmark's, though some share a name (not declared with them).
+_DECLARED: tuple[tuple[str, str, str, Form], ...] = (
+    ("strategy", "the strategy (`uncached`/`cached` for the plain run's pair)", "", "text"),
+    ("prompt_tokens", ("the prompt tokens of the configuration the frontier is predicted around (the largest "
+     "measured)"), "tokens", "figure"),
+    ("new_tokens", "that configuration's new tokens", "tokens", "figure"),
+    ("batch", "that configuration's batch", "", "figure"),
+    ("kv_bytes_per_token", "KV bytes per position per sequence, averaged over the configuration's cached positions",
+     "bytes", "figure"),
+    ("peak_mib", "the configuration's predicted peak memory beyond the weights", "MiB", "figure"),
+    ("max_new_tokens", "the most new tokens that fit after the given prompt; 0 if not even one fits", "tokens",
+     "figure"),
+    ("max_context", "the longest context, the prompt plus `max_new_tokens` (0 if none fits)", "tokens", "figure"),
+    ("max_prompt", "the longest prompt that still leaves room for the given new tokens; 0 if none does", "tokens",
+     "figure"),
+    ("max_batch", "the largest batch that fits at the given prompt and new tokens", "", "figure"),
+    ("limited_by", "`memory`, or `positions` where the model's position limit comes before memory", "", "text"),
+    ("checked_peak_mib", "`--frontier check`: the tensors the check run took at the predicted length", "MiB",
+     "figure"),
+    ("check_error", "`--frontier check`: the prediction's error on tensors (+0.05: they took 5% more than predicted)",
+     "share", "figure"),
+    ("fitted", "`--frontier check`: whether the device's peak stayed within the memory free", "", "text"),
 )  # fmt: skip
+FRONTIER = tuple(Column[Any](name, meaning, unit, form) for name, meaning, unit, form in _DECLARED)
+FRONTIER_COLUMNS = names(FRONTIER)
 _MIB = 2**20
 
 

@@ -7,48 +7,62 @@ and matrix throughput allow does (:mod:`kvmagic.core.limits` holds the arithmeti
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.limits import Limits, limits_note
-from kvmagic.results.columns import added, cell
+from kvmagic.core.strategy import DYNAMIC, OFF
+from kvmagic.results.columns import Column, cell, declare
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
     from kvmagic.results.benchmark_record import BenchmarkRecord
-    from kvmagic.results.measurement import Measurement, Pair
+    from kvmagic.results.measurement import Pair
+    from kvmagic.results.rows import PairRow, Row
 
-__all__ = [
-    "limit_values",
-    "limits_notes",
-    "matching",
-    "strategy_limit_values",
-]
+__all__ = ["LIMITS_PAIR", "LIMITS_ROWS", "limits_notes", "matching"]
 
 
-def limit_values(pair: Pair, limits: Limits | None) -> dict[str, float]:
-    """The plain row's limit columns: bound tokens/s counted as the measured tok_s are (decode, every sequence),
-    the measured share of the bound (bound seconds / measured seconds) and the speed-up the bounds imply."""
-    if limits is None:
-        return dict.fromkeys(added("--limits").pair, math.nan)
-    batch = pair.config.batch
-    return {
-        "uncached_limit_tok_s": batch * limits.uncached.decode_tok_s,
-        "cached_limit_tok_s": batch * limits.cached.decode_tok_s,
-        "uncached_of_limit": limits.uncached.reached(pair.reference.median_s),
-        "cached_of_limit": limits.cached.reached(pair.other.median_s),
-        "limit_speedup": limits.speedup,
-    }
-
-
-def strategy_limit_values(m: Measurement | None, limits: Limits | None) -> dict[str, float]:
+def _bound(row: Row) -> tuple[float, float]:
     """A strategy row's bound tok/s and the share of it measured: ``off`` is bound as the uncached strategy, a
     cache of full-precision keys and values as the cached one. A quantized cache and a press (which drops
     positions) move fewer bytes than the bound counts, and a warm twin computes less than the bound counts (not
     its prompt's prefix): none of them has one."""
+    limits, m = matching(row.record, row.config), row.m
     if limits is None or m is None or not m.strategy.lossless or m.strategy.warm:
-        return dict.fromkeys(added("--limits").rows, math.nan)
+        return math.nan, math.nan
     bound = limits.cached if m.strategy.caches else limits.uncached
-    return {"limit_tok_s": m.config.batch * bound.decode_tok_s, "of_limit": bound.reached(m.median_s)}
+    return m.config.batch * bound.decode_tok_s, bound.reached(m.median_s)
+
+
+def _limit_speedup(row: PairRow) -> float:
+    limits = matching(row.record, row.config)
+    return math.nan if limits is None else limits.speedup
+
+
+LIMITS_ROWS = declare(
+    Column[Any]("limit_tok_s", "`--limits`: the most decode tok/s the device allows this strategy (`off` from the "
+                  "uncached limit, a full-precision cache from the cached one; none for a quantized cache or a press, "
+                  "which move fewer bytes, nor for a warm twin, which skips its prefix)", "tokens/s",
+                  read=lambda row: _bound(row)[0]),
+    Column[Any]("of_limit", "`--limits`: the limit's seconds / the measured seconds for this strategy", "share",
+                  read=lambda row: _bound(row)[1]),
+)  # fmt: skip
+# The plain row's: bound tokens/s counted as the measured tok_s are (decode, every sequence), the measured share of
+# the bound (bound seconds / measured seconds), each its side's, and the speed-up the bounds imply.
+LIMITS_PAIR = declare(
+    Column[Any]("uncached_limit_tok_s", "`--limits`: the most decode tok/s the device allows with the cache "
+                      "off, counted as the measured tok/s are (every sequence)", "tokens/s",
+                      side=(OFF, "limit_tok_s")),
+    Column[Any]("cached_limit_tok_s", "`--limits`: the most decode tok/s the device allows with the cache on",
+                      "tokens/s", side=(DYNAMIC, "limit_tok_s")),
+    Column[Any]("uncached_of_limit", "`--limits`: the limit's seconds / the measured seconds, cache off (1 = at "
+                      "the device's limit)", "share", side=(OFF, "of_limit")),
+    Column[Any]("cached_of_limit", "`--limits`: the limit's seconds / the measured seconds, cache on", "share",
+                      side=(DYNAMIC, "of_limit")),
+    Column[Any]("limit_speedup", "`--limits`: the speed-up with each strategy at its limit, uncached limit's "
+                      "seconds / cached's; not a ceiling on the measured `speedup`, which is it x `cached_of_limit` / "
+                      "`uncached_of_limit`", "times faster", "speedup", read_pair=_limit_speedup),
+)  # fmt: skip
 
 
 def matching(result: BenchmarkRecord, config: Config) -> Limits | None:

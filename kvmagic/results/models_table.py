@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.results.columns import SHAPE_MEANINGS
+from kvmagic.results.columns import Column, declare, names
 from kvmagic.results.notes import notes as result_notes
 from kvmagic.results.notes import spread_warning
 from kvmagic.results.report import table as result_table
@@ -17,10 +17,46 @@ if TYPE_CHECKING:
     from kvmagic.core.shape import ModelShape
     from kvmagic.results.models_record import ModelsRecord
 
-__all__ = ["MODEL_COLUMN", "SHAPE_COLUMNS", "models_notes", "models_table", "shape_table", "shape_values"]
+__all__ = [
+    "MODEL",
+    "MODEL_COLUMN",
+    "SHAPES",
+    "SHAPE_COLUMNS",
+    "models_notes",
+    "models_table",
+    "shape_table",
+    "shape_values",
+]
 
-MODEL_COLUMN = "model"
-SHAPE_COLUMNS = tuple(SHAPE_MEANINGS)
+MODEL = declare(
+    Column[Any]("model", "`-m A,B`, models side by side: the model this row measured, each loaded in turn and "
+                "released before the next; absent where one model is measured", form="text", shown=True,
+                identifies=True),
+)[0]  # fmt: skip
+MODEL_COLUMN = MODEL.name
+# ``models.shape_table()``: one row per model of models side by side, the sizes its KV cache follows (a table of its
+# own, not declared with the benchmark's).
+_SHAPES = (
+    ("model", "the model", ""),
+    ("layers", "decoder layers, each with its own keys and values", ""),
+    ("sliding_layers", ("the layers that attend over a sliding window rather than the whole context (numbered from "
+     "0)"), ""),
+    ("sliding_window", "the window, in positions, of those layers; empty where every layer attends to everything",
+     "tokens"),
+    ("heads", "attention (query) heads per layer", ""),
+    ("kv_heads", "key-value heads per layer: fewer than `heads` under grouped-query attention", ""),
+    ("group_size", ("`heads / kv_heads`: query heads that share one key-value head, what grouped-query attention "
+     "divides the cache by"), ""),
+    ("head_dim", "the size of one head's key (and value)", ""),
+    ("dtype", "the element type the keys and values are kept in", ""),
+    ("token_kv_bytes", ("KV bytes one more token adds to one sequence's cache, every layer: 2 x `kv_heads` x "
+     "`head_dim` x element size x `layers`"), "bytes"),
+    ("windowed_token_kv_bytes", ("the same once the context passes the sliding window: the full-attention layers' "
+     "alone where the installed transformers keeps a sliding layer to its window (probed), every layer's where it "
+     "keeps every position"), "bytes"),
+)  # fmt: skip
+SHAPES = tuple(Column[Any](name, meaning, unit) for name, meaning, unit in _SHAPES)
+SHAPE_COLUMNS = names(SHAPES)
 
 
 def models_table(models: ModelsRecord) -> pd.DataFrame:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.results.columns import cell, interval
+from kvmagic.results.columns import Column, cell, declare, interval, some_value
 from kvmagic.results.measurement import Pair
 
 if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement
 
-__all__ = ["prefix_notes", "prefix_values"]
+__all__ = ["PREFIX_ROWS", "prefix_notes", "prefix_values"]
 
 
 def _cold(result: BenchmarkRecord, m: Measurement) -> Measurement | None:
@@ -42,6 +42,24 @@ def prefix_values(result: BenchmarkRecord, m: Measurement | None) -> dict[str, A
         "warm_ttft_speedup": cold.ttft_s / m.ttft_s if m.ttft_s > 0 else math.nan,
         "same_as_cold": m.generated_ids == cold.generated_ids,
     }
+
+
+def _of(name: str) -> Any:
+    return lambda row: prefix_values(row.record, row.m)[name]
+
+
+PREFIX_ROWS = declare(
+    Column[Any]("reused_tokens", "`--prefix`: the prompt's first tokens whose cache a warm twin (`NAME+prefix`) "
+                  "starts each run from (a copy of one built once, untimed); 0 for a strategy that starts cold",
+                  "tokens", read=_of("reused_tokens")),
+    Column[Any]("warm_speedup", "`--prefix`: the cold strategy's median seconds over its warm twin's (`dynamic` "
+                  "over `dynamic+prefix`): what keeping the prefix's cache saves", "times faster", "speedup",
+                  read=_of("warm_speedup"), shown=True, after="identical", shown_when=some_value("warm_speedup")),
+    Column[Any]("warm_ttft_speedup", "`--prefix`: the same for the time to first token, where the saving shows "
+                  "most", "times faster", "speedup", read=_of("warm_ttft_speedup")),
+    Column[Any]("same_as_cold", "`--prefix`: whether the warm twin's first run generated the same tokens as its "
+                  "cold self's first run", read=_of("same_as_cold")),
+)  # fmt: skip
 
 
 def prefix_notes(result: BenchmarkRecord) -> list[str]:

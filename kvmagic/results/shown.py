@@ -22,51 +22,31 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.intervals import too_wide
 from kvmagic.core.strategy import REFERENCE, Strategy
-from kvmagic.results.choice import MIN_STRATEGIES
-from kvmagic.results.columns import WIDTH, cell, interval, missing, moved
+from kvmagic.results.columns import WIDTH, cell, column, interval, missing, moved
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "COMPARED_HEADER", "INTERVAL_HEADER", "NOTE_LINES", "SHOWN_COLUMNS", "SHOWN_STRATEGY_COLUMNS", "WIDTH", "brief",
-    "cell", "more_notes", "noted", "short_name", "shown_table", "shown_text", "wide_cells", "wide_text",
-    "wrapped_notes",
+    "COMPARED_HEADER", "INTERVAL_HEADER", "NOTE_LINES", "WIDTH", "brief", "cell", "more_notes", "noted", "short_name",
+    "shown_names", "shown_table", "shown_text", "wide_cells", "wide_text", "wrapped_notes",
 ]  # fmt: skip
 
 NOTE_LINES = 3  # lines of notes under the shown table, the most important first; --wide and .notes() give every one
 TOO_FEW = "too few rounds"  # the speed-up's cell where its interval is too wide to mean anything
 INTERVAL_HEADER = "speedup [95% CI]"  # the speed-up's column, where some row shows its interval beside it
 COMPARED_HEADER = "speedup saved -> now"  # the speed-up's column against a baseline: both figures and the change
-# In this order, each where the table has it (``model`` where models sit side by side): against a baseline, whether
-# the change is beyond noise beside the speed-up's cell that holds it; a prediction before the KV size. "batch" shows
-# only where some row has a batch over 1.
-SHOWN_COLUMNS = (
-    "model", "prompt_tokens", "new_tokens", "batch", "uncached_s", "cached_s", "speedup", "significant", "identical",
-    "predicted_speedup", "kv_cache_mib",
-)  # fmt: skip
-SHOWN_STRATEGY_COLUMNS = (
-    "model", "prompt_tokens", "new_tokens", "batch", "strategy", "seconds", "tok_s", "speedup", "significant",
-    "identical", "warm_speedup", "top1_agreement", "kl_nats", "kv_cache_mib", "peak_mib", "pareto",
-    "note",
-)  # fmt: skip
-# Left out one by one, in this order, while the table is wider than WIDTH; then each, the most needed first, comes
-# back where the table fits with it.
-_LEAST_NEEDED = ("peak_mib", "tok_s", "top1_agreement", "kl_nats", "pareto", "kv_cache_mib", "seconds", "identical")
-# `identical` goes only where a footnote marks each row whose tokens differed: a cache comparison's.
-# Where some strategy lost quality, both its figures stay to the last: `identical` goes first (each row whose
-# tokens differed keeps its footnote), then the seconds (the speed-up says them against off) and the bytes held.
-_LEAST_NEEDED_LOSSY = ("peak_mib", "tok_s", "identical", "seconds", "kv_cache_mib", "top1_agreement", "kl_nats")
-# Where the table also marks the trade-off frontier, it keeps the marks and what they are drawn from (the bytes,
-# `kl_nats`) before `top1_agreement`.
-_LEAST_NEEDED_MARKED = (
-    "peak_mib", "tok_s", "identical", "seconds", "top1_agreement", "kv_cache_mib", "pareto", "kl_nats",
-)  # fmt: skip
-# Shown only where some row has a value: quality where it was read, a warm twin's speed-up over its cold self.
-_WHERE_READ = ("top1_agreement", "kl_nats", "warm_speedup")
-# What says which row a line of the wide table is: each block of its columns starts with these, where present
-# ("batch" where some row has a batch over 1).
-_IDENTIFYING = ("model", "prompt_tokens", "new_tokens", "batch", "strategy")
+
+
+def shown_names(names: Sequence[str]) -> list[str]:
+    """The columns of a table of these ``names`` that the short table keeps, in its order: as declared (a column
+    declared ``after`` another right behind it: against a baseline, whether the change is beyond noise beside the
+    speed-up's cell that holds it)."""
+    shown = [name for name in names if column(name).shown]
+    for name in [n for n in shown if column(n).after in shown]:
+        shown.remove(name)
+        shown.insert(shown.index(column(name).after) + 1, name)
+    return shown
 
 
 def _speedups(frame: pd.DataFrame) -> list[str]:
@@ -119,7 +99,8 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     strategies = "strategy" in frame.columns
     cells: dict[str, list[str]] = {}
     footnotes: list[str] = []
-    for name in SHOWN_STRATEGY_COLUMNS if strategies else SHOWN_COLUMNS:
+    for name in shown_names(list(frame.columns)):
+        when = column(name).shown_when
         if name == "note" and strategies:
             marks, footnotes = _footnotes(frame)
             if footnotes:
@@ -129,11 +110,11 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         elif name == "speedup":
             speedups = _speedups(frame)
             cells[INTERVAL_HEADER if any("[" in text for text in speedups) else name] = speedups
-        elif _left_out(frame, name):
+        elif when is not None and not when(frame):
             continue
-        elif name == "model" and name in frame.columns:
+        elif name == "model":
             cells[name] = _short_names([str(model) for model in frame[name]])
-        elif name in frame.columns:
+        else:
             cells[name] = [cell(name)(value) for value in frame[name]]
     return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
 
@@ -151,25 +132,6 @@ def short_name(model: str) -> str:
     return model.rstrip("/").rsplit("/", 1)[-1] or model
 
 
-def _left_out(frame: pd.DataFrame, name: str) -> bool:
-    """A column with nothing to say here: the batch where every row has one sequence, a figure no row has."""
-    if name == "batch":
-        return not _batched(frame)
-    if name == "pareto":
-        return not _compared(frame) or all(value is True for value in frame["pareto"] if not missing(value))
-    return name in _WHERE_READ and all(missing(value) for value in frame.get(name, ()))
-
-
-def _compared(frame: pd.DataFrame) -> bool:
-    """Some configuration has :data:`~kvmagic.results.choice.MIN_STRATEGIES` rows that ran or more: a trade-off
-    frontier worth marking."""
-    if "pareto" not in frame.columns:
-        return False
-    ran = frame[[not missing(value) for value in frame["pareto"]]]
-    keys = [name for name in ("model", "prompt_tokens", "new_tokens", "batch") if name in ran.columns]
-    return not ran.empty and int(ran.groupby(keys).size().max()) >= MIN_STRATEGIES
-
-
 def _batched(frame: pd.DataFrame) -> bool:
     return "batch" in frame.columns and any(not missing(b) and b > 1 for b in frame["batch"])
 
@@ -184,12 +146,13 @@ def shown_table(frame: pd.DataFrame, width: int = WIDTH) -> tuple[pd.DataFrame, 
     """The shown columns of ``frame`` (a result's or a comparison's table) as text cells, and their footnotes."""
     full, footnotes = _cells(frame)
     cells, dropped = full, list[str]()
-    order = (
-        (_LEAST_NEEDED_MARKED if "pareto" in full.columns else _LEAST_NEEDED_LOSSY) if _lossy(frame) else _LEAST_NEEDED
-    )
-    for name in [n for n in order if n in full.columns and (n != "identical" or "strategy" in full.columns)]:
+    which = (2 if "pareto" in full.columns else 1) if _lossy(frame) else 0
+    ranked = [n for n in full.columns if column(n).gives_way[which] is not None]
+    for name in sorted(ranked, key=lambda n: column(n).gives_way[which] or 0):
         if _width(cells) <= width:
             break
+        if name == "identical" and "strategy" not in full.columns:
+            continue  # `identical` goes only where a footnote marks each row whose tokens differed: a comparison's
         cells, dropped = cells.drop(columns=[name]), [name, *dropped]
     for name in dropped:  # the most needed first, back where the table still fits without it gone
         tried = full[[n for n in full.columns if n in cells.columns or n == name]]
@@ -279,7 +242,7 @@ def wide_text(frame: pd.DataFrame, notes: Sequence[str] = (), width: int = WIDTH
     between them), each led by the columns that say which row it is; then the footnotes and ``notes``, wrapped to
     ``width``."""
     cells, footnotes = wide_cells(frame)
-    leading = [n for n in _IDENTIFYING if n in frame.columns and (n != "batch" or _batched(frame))]
+    leading = [n for n in frame.columns if column(n).identifies and (n != "batch" or _batched(frame))]
     lines: list[str] = []
     for block in _blocks(cells, leading, width):
         lines += ["", *_lines(cells[block])] if lines else _lines(cells[block])

@@ -11,33 +11,25 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.results.columns import added, cell
+from kvmagic.core.strategy import DYNAMIC, OFF
+from kvmagic.results.columns import Column, cell, declare
 
 if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
-    from kvmagic.results.measurement import Measurement, Pair
+    from kvmagic.results.measurement import Measurement
+    from kvmagic.results.rows import PairRow
 
-__all__ = ["split_notes", "split_values", "strategy_split_values"]
+__all__ = ["SPLIT_PAIR", "SPLIT_ROWS", "split_notes"]
 
 MIB = 2**20
 
 
-def split_values(pair: Pair) -> dict[str, Any]:
-    """The plain row's split columns: its pair's, each side's collectives named for it."""
-    uncached, cached = strategy_split_values(pair.reference), strategy_split_values(pair.other)
-    return {
-        "ranks": cached["ranks"],
-        "kv_rank_mib": cached["kv_rank_mib"],
-        **{f"{side}_{key}": values[key] for key in ("comm_ms", "comm_share") for side, values in
-           (("uncached", uncached), ("cached", cached))},
-        "ranks_identical": uncached["ranks_identical"] and cached["ranks_identical"],
-    }  # fmt: skip
-
-
-def strategy_split_values(m: Measurement | None) -> dict[str, Any]:
-    """A comparison's row's split columns."""
+def _ranks(m: Measurement | None) -> dict[str, Any]:
+    """A measurement's split figures: its ranks, the fullest rank's cache, its collectives per token and share of
+    the profiled run (the slowest rank's), and whether every rank generated rank 0's tokens."""
     if m is None or m.ranks is None:
-        return {**dict.fromkeys(added("--tp").rows, math.nan), "ranks_identical": None}
+        return {"ranks": math.nan, "kv_rank_mib": math.nan, "comm_ms": math.nan, "comm_share": math.nan,
+                "ranks_identical": None}  # fmt: skip
     return {
         "ranks": len(m.ranks.kv_bytes),
         "kv_rank_mib": max(m.ranks.kv_bytes) / MIB,
@@ -45,6 +37,45 @@ def strategy_split_values(m: Measurement | None) -> dict[str, Any]:
         "comm_share": m.ranks.communication_share,
         "ranks_identical": m.ranks.agree,
     }
+
+
+def _of(name: str) -> Any:
+    return lambda row: _ranks(row.m)[name]
+
+
+def _agree(row: PairRow) -> Any:
+    """Every rank agreed on both sides' tokens (None where a side kept no ranks)."""
+    return row.sides[OFF]["ranks_identical"] and row.sides[DYNAMIC]["ranks_identical"]
+
+
+_RANKS = Column[Any]("ranks", "`--tp`: the ranks (processes, one per device) the model was split over by tensor "
+                     "parallelism", read=_of("ranks"), side=(DYNAMIC, "ranks"))  # fmt: skip
+_KV_RANK = Column[Any](
+    "kv_rank_mib", "`--tp`: the KV cache the fullest rank held (the cached run's, or the row's strategy's; "
+    "`kv_cache_mib` is every rank's together); each rank holds its share of the KV heads", "MiB",
+    read=_of("kv_rank_mib"), side=(DYNAMIC, "kv_rank_mib"),
+)  # fmt: skip
+SPLIT_ROWS = declare(
+    _RANKS, _KV_RANK,
+    Column[Any]("comm_ms", "`--tp`: milliseconds per generated token this row's strategy spent in collectives, as "
+                  "`uncached_comm_ms` counts them", "ms", read=_of("comm_ms")),
+    Column[Any]("comm_share", "`--tp`: the share of this strategy's profiled run spent in collectives (the slowest "
+                  "rank's)", "share", read=_of("comm_share")),
+    Column[Any]("ranks_identical", "`--tp`: every rank generated rank 0's tokens in every timed run",
+                read=_of("ranks_identical"), read_pair=_agree),
+)  # fmt: skip
+SPLIT_PAIR = declare(
+    _RANKS, _KV_RANK,
+    Column[Any]("uncached_comm_ms", "`--tp`: milliseconds per generated token spent in collectives (all-reduces, "
+                      "gathers), cache off: the slowest rank's time covered by collectives over one extra, profiled "
+                      "run, divided by new_tokens", "ms", side=(OFF, "comm_ms")),
+    Column[Any]("cached_comm_ms", "`--tp`: the same, cache on (each step communicates one token's activations, "
+                      "not the prefix's)", "ms", side=(DYNAMIC, "comm_ms")),
+    Column[Any]("uncached_comm_share", "`--tp`: the share of the profiled uncached run spent in collectives "
+                      "(the slowest rank's)", "share", side=(OFF, "comm_share")),
+    Column[Any]("cached_comm_share", "`--tp`: the same, cache on", "share", side=(DYNAMIC, "comm_share")),
+    SPLIT_ROWS[-1],
+)  # fmt: skip
 
 
 def split_notes(result: BenchmarkRecord) -> list[str]:
@@ -58,12 +89,12 @@ def split_notes(result: BenchmarkRecord) -> list[str]:
     pairs = [pair for config in result.configs if (pair := result.only_pair(config)) is not None]
     if pairs:
         pair = max(pairs, key=lambda p: (p.config.prompt_tokens + p.config.new_tokens, p.config.batch))
-        values = split_values(pair)
+        uncached, cached = _ranks(pair.reference), _ranks(pair.other)
         total, ms, mib = (pair.other.kv_bytes or 0) / MIB, cell("comm_ms"), cell("kv_rank_mib")
         found.append(
-            f"{pair.config}: collectives took {values['uncached_comm_share']:.0%} of an uncached run "
-            f"({ms(values['uncached_comm_ms'])} ms per step) and {values['cached_comm_share']:.0%} of a cached one "
-            f"({ms(values['cached_comm_ms'])} ms per step); the KV cache is {mib(values['kv_rank_mib'])} MiB per "
+            f"{pair.config}: collectives took {uncached['comm_share']:.0%} of an uncached run "
+            f"({ms(uncached['comm_ms'])} ms per step) and {cached['comm_share']:.0%} of a cached one "
+            f"({ms(cached['comm_ms'])} ms per step); the KV cache is {mib(cached['kv_rank_mib'])} MiB per "
             f"rank, {mib(total)} MiB in all"
         )
     for m in result.measurements:
