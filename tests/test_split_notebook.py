@@ -35,7 +35,8 @@ def test_a_split_run_in_a_kernel_shows_the_table_and_returns_the_result(monkeypa
     assert progress.startswith("kvbench --tp 2: starting 2 ranks, each loading tiny\n")
     assert "tiny: Exaone4ForCausalLM, 3.87 M parameters, float32 on cpu, split over 2 ranks (gloo)" in progress
     shown = next(o["data"] for o in outputs[3] if o.output_type == "execute_result")
-    assert shown["text/plain"].startswith("prompt_tokens new_tokens uncached_s cached_s")
+    title, header = shown["text/plain"].splitlines()[:2]  # -o: what it is, then its table
+    assert title.startswith("<BenchmarkResult tiny: 48+4 tokens: ") and header.startswith("prompt_tokens new_tokens")
     assert "split over 2 ranks" in shown["text/html"]  # every note is in the page, those past three folded
     printed = "".join(o.get("text", "") for o in outputs[4] if o.output_type == "stream")
     assert printed.strip() == "BenchmarkResult 2 True [True, True]"
