@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from IPython.core.error import UsageError
 
 from kvmagic.errors import KVMagicError
-from kvmagic.frontends.cli import _fail_on, error_line, parser
+from kvmagic.frontends.cli import _fail_on, error_line, main, parser
 from kvmagic.frontends.magics import KVMagics, _usage_error, parse_line
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Host, Option, bench_spec, defaults, word_optional
 from kvmagic.frontends.values import prompt_apart
@@ -152,3 +152,19 @@ def test_a_typo_of_the_optional_word_is_refused_not_measured(capsys: pytest.Capt
     assert capsys.readouterr().err == (
         "kvbench: error: argument --frontier: expected nothing or 'check', got 'chek' (see kvbench --help)\n"
     )
+
+
+@pytest.mark.parametrize("flag", ["--quality-text", "--save", "--compare", "--cache", "-n"])
+def test_a_value_of_two_dashes_is_refused_in_one_line(flag: str) -> None:
+    """``--save=--``: Python 3.11's argparse reads ``--`` as the end of the options and leaves the option an empty
+    list, which once reached the file reader as a traceback."""
+    with pytest.raises(UsageError) as caught:
+        parse_line(KVMagics.kvbench, f"{flag}=-- the prompt")
+    assert (
+        str(caught.value)
+        == f"%kvbench: {flag if flag != '-n' else '--new-tokens'} needs a value, and -- is none: give it one"
+    )
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit):
+        main([f"{flag}=--", "the prompt"])
+    assert said(err.getvalue()).startswith(f"kvbench: error: {flag if flag != '-n' else '--new-tokens'} needs a value")

@@ -28,6 +28,7 @@ from kvmagic.frontends.options import (
     bench_spec,
     check_before_loading,
     defaults,
+    emptied,
     flag,
     load_kwargs,
     meant,
@@ -143,6 +144,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     if notebook:
         cli.error(notebook)
     args = cli.parse_args(prompt_apart(words, word_optional("cli"), one_word=True))
+    if emptied(cli, args):
+        cli.error(f"{emptied(cli, args)} needs a value, and -- is none: give it one")
     try:
         return _run(args, words, sys.stdin if stdin is None else stdin)
     except KVMagicError as error:

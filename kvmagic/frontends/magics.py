@@ -31,6 +31,7 @@ from kvmagic.frontends.options import (
     Option,
     bench_spec,
     check_before_loading,
+    emptied,
     flag,
     load_kwargs,
     meant,
@@ -122,7 +123,7 @@ def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
     if prompt_last:
         words = prompt_apart(words, word_optional("magic"), one_word=False)
     try:
-        return func.parser.parse_args(words)
+        args = func.parser.parse_args(words)
     except UsageError as error:
         said = _ARGUMENT.sub(r"\1:", one_line(str(error)))
         quoted = _quoted(func.parser, words) if prompt_last else None
@@ -137,6 +138,9 @@ def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
             )
             message = f"%{name}: {said} ({fix})"
         raise UsageError(message) from None
+    if emptied(func.parser, args):
+        raise UsageError(f"%{name}: {emptied(func.parser, args)} needs a value, and -- is none: give it one")
+    return args
 
 
 def _quoted(parser: Any, words: Sequence[str]) -> str | None:

@@ -42,6 +42,7 @@ __all__ = [
     "bench_spec",
     "check_before_loading",
     "defaults",
+    "emptied",
     "flag",
     "load_kwargs",
     "meant",
@@ -296,6 +297,15 @@ def unrecognized(message: str) -> list[str]:
     if not message.startswith("unrecognized arguments:"):
         return []
     return [word.partition("=")[0] for word in message.removeprefix("unrecognized arguments:").split()]
+
+
+def emptied(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The flag whose one value came back as an empty list, where the value was ``--`` (``--save=--``): Python
+    3.11's argparse takes it for the end of the options; empty when none did."""
+    for action in parser._actions:
+        if action.option_strings and action.nargs in (None, "?") and getattr(args, action.dest, None) == []:
+            return action.option_strings[-1]
+    return ""
 
 
 def meant(message: str, parser: argparse.ArgumentParser) -> str:
