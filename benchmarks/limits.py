@@ -2,10 +2,10 @@
 
 Run: ``PYTHONPATH=. python benchmarks/limits.py [--threads 1] [--part hardware,bounds,frontier]``.
 
-Part 1: the probe's copy bandwidth and matmul throughput (kvmagic.measure.limits_probe) against the
+Part 1: the probe's copy bandwidth and matmul throughput (kvmagic.addons.limits.limits_probe) against the
 best this script reaches by hand with plain torch at several sizes. Part 2, on ``tiny`` and on a
 Llama of about 134M parameters built here with seeded random weights: the bound seconds and decode
-tokens/s of each strategy (kvmagic.core.limits) against ``run_benchmark``'s measured ones. Part 3,
+tokens/s of each strategy (kvmagic.addons.limits.bounds) against ``run_benchmark``'s measured ones. Part 3,
 on both: the memory frontier under an imposed budget, then one generate per strategy at the
 predicted frontier, its peak measured (the process's resident memory on a CPU, and the live
 tensors alone) beside the prediction.
@@ -22,10 +22,10 @@ import torch
 
 from kvmagic import load_model, run_benchmark
 from kvmagic.core.frontier import frontier, layout, peak_bytes
-from kvmagic.core.limits import limits_for, limits_note
-from kvmagic.measure import limits_probe
+from kvmagic.addons.limits.bounds import limits_for, limits_note
+from kvmagic.addons.limits import limits_probe
 from kvmagic.measure.frontier_probe import check_fit, measure_activations
-from kvmagic.measure.limits_probe import measure_hardware
+from kvmagic.addons.limits.limits_probe import measure_hardware
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.strategies import resolve
 from kvmagic.model.loading import LoadedModel

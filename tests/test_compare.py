@@ -10,10 +10,11 @@ from IPython.core.error import UsageError
 
 from kvmagic.core.config import Config
 from kvmagic.results.caution import caution_notes
-from kvmagic.results.compare import compare
+from kvmagic.results.columns import names
+from kvmagic.results.compare import COMPARED, compare
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import RunFacts
-from kvmagic.results.report import COLUMNS, added
+from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, said
@@ -33,7 +34,7 @@ def test_change_and_significance_against_hand_computed_numbers():
     was = _result(_measurement([(2.0, 1.0), (2.2, 1.0)]), _measurement([(2.0, 1.0), (2.2, 1.0)], new_tokens=32))
     now = _result(_measurement([(3.0, 1.0), (3.2, 1.0)]), _measurement([(2.1, 1.0), (2.4, 1.0)], new_tokens=32))
     frame = compare(now, was).to_dataframe()
-    assert list(frame.columns) == [*COLUMNS, *added("--compare").pair]
+    assert list(frame.columns) == [*COLUMNS, *names(COMPARED)]
     assert frame.speedup_was.tolist() == pytest.approx([2.1, 2.1])
     assert frame.speedup_change.tolist() == pytest.approx([3.1 / 2.1 - 1, 2.25 / 2.1 - 1])
     # Two pairs a run: Welch's t on the log ratios. ln 3, ln 3.2 against ln 2, ln 2.2: t = 6.78 on 1.76
@@ -94,7 +95,7 @@ def test_magic_compares_two_saved_runs(shell, tmp_path, capsys):
     shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 -q --save {base}", PROMPT)
     saved = BenchmarkResult.read_json(base)
     same = shell.run_cell_magic("kvbench", f"-n 3 -w 1 -r 2 --compare {base}", PROMPT)
-    assert list(same.columns) == [*COLUMNS, *added("--compare").pair]
+    assert list(same.columns) == [*COLUMNS, *names(COMPARED)]
     assert same.speedup_was[0] == pytest.approx(saved.speedup)
     assert same.speedup_change[0] == pytest.approx(same.speedup[0] / saved.speedup - 1)
     assert "differs" not in capsys.readouterr().out  # same settings, same prompt: nothing to report
@@ -200,7 +201,7 @@ def test_a_comparison_of_strategies_matches_each_strategy_and_leaves_the_referen
         *now.notes(),
     ]
     frame = comparison.to_dataframe()
-    assert list(frame.columns) == [*now.to_dataframe().columns, *added("--compare").pair]
+    assert list(frame.columns) == [*now.to_dataframe().columns, *names(COMPARED)]
     assert frame["speedup_was"].tolist()[1:] == pytest.approx([2.0, 1.0])
     # a strategy the baseline did not run has no row to compare with
     fewer = BenchmarkResult("tiny", was.measurements[:2], spec=BenchSpec(cache="off,static"),
@@ -243,7 +244,7 @@ def test_a_run_with_no_row_still_has_every_column_of_a_comparison():
     """Interrupted before its first configuration: the table is empty, but a script reading it finds its columns."""
     empty = BenchmarkResult(model="tiny", measurements=[])
     frame = compare(empty, _result(_measurement([(2.0, 1.0)] * 2))).to_dataframe()
-    assert frame.empty and list(frame.columns) == [*COLUMNS, *added("--compare").pair]
+    assert frame.empty and list(frame.columns) == [*COLUMNS, *names(COMPARED)]
 
 
 def test_every_unmatched_configuration_is_named_once_in_one_note():

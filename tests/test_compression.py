@@ -14,10 +14,11 @@ from contextlib import contextmanager
 import pytest
 
 from kvmagic import run_benchmark
+from kvmagic.addons.limits.bounds import Limits, StrategyLimit
+from kvmagic.addons.limits.limits_table import Bounds
 from kvmagic.core.compression import PressName, expand_presses
 from kvmagic.core.frontier import kv_bytes, layout
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
-from kvmagic.core.limits import Limits, StrategyLimit
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import parse, parse_list
@@ -204,7 +205,7 @@ def test_a_press_has_no_bound_of_a_full_cache() -> None:
     names = ["off", "dynamic", "press:knorm:0.5"]
     rows = [timed((8, 2, 1), name, [0.1]) for name in names]
     result = BenchmarkResult("m", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
-                             limits=[Limits(8, 2, 1, bound, bound, None, 0.5)])  # fmt: skip
+                             addons={"limits": Bounds(None, (Limits(8, 2, 1, bound, bound, None, 0.5),))})  # fmt: skip
     frame = result.to_dataframe().set_index("strategy")
     assert frame.loc["press:knorm:0.5", ["limit_tok_s", "of_limit"]].isna().all()
     assert frame.loc["dynamic", "of_limit"] == bound.reached(0.1)

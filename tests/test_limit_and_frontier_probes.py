@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kvmagic.addons.limits import limits_probe
 from kvmagic.core.frontier import kv_bytes, layout
-from kvmagic.measure import limits_probe
 from kvmagic.measure.frontier_probe import check_fit, free_bytes, measure_activations
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, kv_sizes

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kvmagic.core.limits import (
+from kvmagic.addons.limits.bounds import (
     COMPUTE,
     MEMORY,
     Hardware,

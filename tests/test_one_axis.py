@@ -8,7 +8,7 @@ import pytest
 
 from kvmagic.core.spec import BenchSpec
 from kvmagic.results.columns import column, names
-from kvmagic.results.report import ADDITIONS
+from kvmagic.results.report import additions
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.rows import PAIR, ROWS
 from kvmagic.results.shown import cell
@@ -66,5 +66,5 @@ def test_each_column_is_written_as_its_registered_form(name: str, unit: str, wri
 
 
 def test_every_column_a_table_shows_is_declared_with_a_meaning() -> None:
-    tables = [PAIR, ROWS, *(a.pair_columns for a in ADDITIONS.values()), *(a.row_columns for a in ADDITIONS.values())]
+    tables = [PAIR, ROWS, *(a.pair_columns for a in additions()), *(a.row_columns for a in additions())]
     assert sorted(c.name for table in tables for c in table if not c.meaning or column(c.name) is not c) == []

@@ -12,11 +12,11 @@ from kvmagic.results import columns
 from kvmagic.results.columns import column
 from kvmagic.results.frontier_table import FRONTIER
 from kvmagic.results.models_table import MODEL, SHAPES
-from kvmagic.results.report import ADDITIONS
+from kvmagic.results.report import additions
 from kvmagic.results.rows import PAIR, ROWS
 
 # Every column of every table, as declared (a name two tables share, each declaration of it).
-DECLARED = [*PAIR, *ROWS, *(c for a in ADDITIONS.values() for c in (*a.row_columns, *a.pair_columns)), MODEL, *SHAPES,
+DECLARED = [*PAIR, *ROWS, *(c for a in additions() for c in (*a.row_columns, *a.pair_columns)), MODEL, *SHAPES,
             *FRONTIER]  # fmt: skip
 # Each declared column's unit, as docs/columns.md shows it (checked against the committed page).
 UNITS = {

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
+from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit
+from kvmagic.addons.limits.limits_table import Bounds, limits_notes
 from kvmagic.core.config import Config
 from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
-from kvmagic.core.limits import Hardware, Limits, StrategyLimit
 from kvmagic.core.spec import BenchSpec
 from kvmagic.results.frontier_table import FRONTIER_COLUMNS, frontier_notes, frontier_table
-from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes, prefix_values
 from kvmagic.results.records import Ranks, RunFacts, Split
 from kvmagic.results.report import added
@@ -202,8 +202,13 @@ def _limits(config: tuple[int, int, int], weights_share: float = 0.75) -> Limits
     return Limits(*config, _bound(0.8), _bound(0.2), None, weights_share)
 
 
+def _bounds(hardware: Hardware | None, config: tuple[int, int, int]) -> dict[str, Bounds]:
+    """What ``--limits`` kept of a run: the hardware probed and one configuration's bound."""
+    return {"limits": Bounds(hardware, (_limits(config),))}
+
+
 def test_the_limit_columns_count_every_sequence_and_take_each_side_s_bound() -> None:
-    result = BenchmarkResult("tiny", pair((64, 8, 2), [1.6], [0.25]), limits=[_limits((64, 8, 2))])
+    result = BenchmarkResult("tiny", pair((64, 8, 2), [1.6], [0.25]), addons=_bounds(None, (64, 8, 2)))
     values = _values(result, "--limits")
     assert values == {
         "uncached_limit_tok_s": pytest.approx(2 * 7 / 0.7),
@@ -212,12 +217,12 @@ def test_the_limit_columns_count_every_sequence_and_take_each_side_s_bound() -> 
         "cached_of_limit": pytest.approx(0.8),
         "limit_speedup": pytest.approx(4.0),
     }
-    unbounded = BenchmarkResult("tiny", result.measurements, limits=[_limits((16, 8, 2))])  # not this configuration
+    unbounded = BenchmarkResult("tiny", result.measurements, addons=_bounds(None, (16, 8, 2)))  # not this configuration
     assert all(math.isnan(value) for value in _values(unbounded, "--limits").values())  # type: ignore[arg-type]
     names = ["off", "dynamic", "quantized:fp8", "dynamic+prefix", "static"]
     rows = [*result.measurements, *(timed((64, 8, 2), name, [0.25]) for name in names[2:4])]
     compared = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
-                               skipped={"static": "x"}, limits=result.limits)  # fmt: skip
+                               skipped={"static": "x"}, addons=result.addons)  # fmt: skip
     assert _values(compared, "--limits", strategy="off") == {"limit_tok_s": pytest.approx(20.0),
                                                             "of_limit": pytest.approx(0.5)}  # fmt: skip
     assert _values(compared, "--limits", strategy="dynamic")["limit_tok_s"] == pytest.approx(80.0)
@@ -231,13 +236,20 @@ def test_the_limit_columns_count_every_sequence_and_take_each_side_s_bound() -> 
 def test_the_limits_note_reads_the_longest_context_against_the_hardware() -> None:
     rows = pair((64, 8), [1.6], [0.4]) + pair((16, 64), [3.2], [0.4])
     hardware = Hardware(1e11, 1e13, "cpu (x)")
-    result = BenchmarkResult("tiny", rows, hardware=hardware, limits=[_limits((64, 8, 1), 0.25), _limits((16, 64, 1))])
-    assert limits_notes(BenchmarkResult("tiny", rows, limits=result.limits)) == []  # no hardware probed: no note
+    result = BenchmarkResult(
+        "tiny", rows, addons={"limits": Bounds(hardware, (_limits((64, 8, 1), 0.25), _limits((16, 64, 1))))}
+    )
+    assert (
+        limits_notes(BenchmarkResult("tiny", rows, addons={"limits": Bounds(None, result.addons["limits"].limits)}))
+        == []
+    )  # no hardware probed: no note
     (note,) = limits_notes(result)
     assert note.startswith(f"limits ({hardware.describe()}), at 16+64 tokens: cached decode is memory-bound")
     assert "cached runs at 50% of what memory bandwidth allows and uncached runs at 25%" in note
     assert "a smaller dtype would help most" in note  # 16+64's own bound (weights 75% of the bytes), not 64+8's
-    result.limits = [_limits((64, 8, 1), 0.25)]  # the longest configuration has no bound: the longest that has
+    result.addons["limits"] = Bounds(
+        hardware, (_limits((64, 8, 1), 0.25),)
+    )  # the longest configuration has no bound: the longest that has
     (note,) = limits_notes(result)
     assert note.startswith(f"limits ({hardware.describe()}), at 64+8 tokens:") and "a quantized cache would" in note
 
@@ -271,7 +283,7 @@ def test_the_limits_speed_up_is_not_a_ceiling_on_the_measured_one() -> None:
     """At 16+64 both limits hold 0.8 s uncached and 0.2 s cached: 4.00x; measured 3.2 / 0.4 = 8.00x, above it,
     since the cached run reaches 0.2 / 0.4 = 50% of its limit and the uncached 0.8 / 3.2 = 25%: 4 x 50 / 25 = 8."""
     rows = pair((64, 8), [1.6], [0.4]) + pair((16, 64), [3.2], [0.4])
-    result = BenchmarkResult("tiny", rows, hardware=Hardware(1e11, 1e13, "cpu (x)"), limits=[_limits((16, 64, 1))])
+    result = BenchmarkResult("tiny", rows, addons=_bounds(Hardware(1e11, 1e13, "cpu (x)"), (16, 64, 1)))
     (note,) = limits_notes(result)
     assert note.endswith(
         "; with each at its limit, the speed-up would be 4.00x (limit_speedup), a ratio of two least times, not a "
@@ -279,8 +291,8 @@ def test_the_limits_speed_up_is_not_a_ceiling_on_the_measured_one() -> None:
     )
     assert "allow" not in note.split("; ")[-1]
     names = ["off", "dynamic", "static"]
-    compared = BenchmarkResult("tiny", [*rows[2:], timed((16, 64), "static", [0.5])], hardware=result.hardware,
-                               limits=result.limits, spec=BenchSpec(cache=tuple(names)), strategies=names)  # fmt: skip
+    compared = BenchmarkResult("tiny", [*rows[2:], timed((16, 64), "static", [0.5])], addons=result.addons,
+                               spec=BenchSpec(cache=tuple(names)), strategies=names)  # fmt: skip
     (note,) = limits_notes(compared)  # each row's of_limit says its share: no measured speed-up to set beside it
     assert note.endswith(
         "; with each at its limit, the speed-up would be 4.00x, a ratio of two least times, not a ceiling on the "

@@ -12,9 +12,10 @@ import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
+from kvmagic.core.addon import addons
 from kvmagic.core.lengths import parse_lengths
 from kvmagic.core.strategy import BACKENDS, DYNAMIC, OFF, REFERENCE, Strategy, parse_list
 from kvmagic.errors import KVMagicError
@@ -27,6 +28,8 @@ __all__ = [
     "BenchSpec",
     "Repeat",
     "check_field",
+    "flag",
+    "names",
 ]
 
 PAIR_COLUMNS = {OFF: "uncached", DYNAMIC: "cached"}  # how the plain run's table and notes name them
@@ -42,7 +45,9 @@ class BenchSpec:
     """The request: lengths, warm-up, repeats and their stop rule, budget, strategies, what to add.
 
     ``new_tokens``/``prompt_tokens``/``batch`` take a number, a sequence or the length grammar
-    (``"16-256*4"``) and are kept as tuples; ``cache`` takes ``"off,dynamic"`` or a sequence.
+    (``"16-256*4"``) and are kept as tuples; ``cache`` takes ``"off,dynamic"`` or a sequence. ``addons`` holds
+    the fields every add-on adds (:class:`~kvmagic.core.addon.Field`), by name, each checked by its add-on and
+    filled with its default: ``BenchSpec.of(limits=True)`` sets one, ``spec.option("limits")`` reads it.
     """
 
     new_tokens: tuple[int, ...] = (64,)
@@ -60,24 +65,44 @@ class BenchSpec:
     steps: bool = False
     threads: int | None = None  # torch's CPU threads for the run; None: torch's own
     batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
-    limits: bool = False  # probe the hardware and set each row against the limit it allows
     frontier: str | None = None  # "predict": each strategy's frontier in the memory free; "check": and run at it
     quality: bool = True  # with cache: each strategy's logits against the full cache's, teacher-forced (untimed)
     quality_text: str | None = None  # with cache: judge quality along this text instead of the greedy tokens
     prefix: int | str | None = None  # tokens of the prompt whose cache is built once and reused (or MARKED)
+    addons: Mapping[str, Any] = field(default_factory=dict)  # every add-on's fields, by name
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            object.__setattr__(self, field.name, check_field(field.name, getattr(self, field.name)))
+        for found in dataclasses.fields(self):
+            if found.name != "addons":
+                object.__setattr__(self, found.name, check_field(found.name, getattr(self, found.name)))
+        object.__setattr__(self, "addons", _addon_fields(self.addons))
         _check_across(self)
+        for addon in addons():
+            addon.refuse(self)
 
     @classmethod
     def of(cls, spec: BenchSpec | None = None, **changes: Any) -> BenchSpec:
-        """``spec`` (or the defaults) with ``changes``; an unknown name is refused, not ignored."""
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})
+        """``spec`` (or the defaults) with ``changes``, the centre's fields and any add-on's alike; an unknown name
+        is refused, not ignored."""
+        unknown = sorted(set(changes) - set(names()))
         if unknown:
-            raise KVMagicError(f"unknown benchmark option {unknown[0]!r}: use one of {', '.join(_NAMES)}")
-        return dataclasses.replace(spec or cls(), **changes)
+            raise KVMagicError(f"unknown benchmark option {unknown[0]!r}: use one of {', '.join(names())}")
+        own = {name: value for name, value in changes.items() if name in _CHECKS}
+        base = spec or cls()
+        added = {**base.addons, **{name: value for name, value in changes.items() if name not in _CHECKS}}
+        return dataclasses.replace(base, **own, addons=added)
+
+    def option(self, name: str) -> Any:
+        """The value of an add-on's field ``name``."""
+        return self.addons[name]
+
+    if not TYPE_CHECKING:  # a notebook's ``spec.limits``: the centre reads an add-on's field with option()
+
+        def __getattr__(self, name: str) -> Any:
+            fields = self.__dict__.get("addons", {})
+            if name in fields:
+                return fields[name]
+            raise AttributeError(f"{type(self).__name__!r} has no field {name!r}")
 
     @property
     def rounds(self) -> int:
@@ -114,17 +139,36 @@ class BenchSpec:
             record["quality"] = "off" if not self.quality else "text" if self.quality_text else "greedy"
         if self.prefix is not None:
             record["prefix"] = self.prefix
+        for addon in addons():
+            record.update(addon.recorded(self))
         return record
 
     def to_dict(self) -> dict[str, Any]:
-        found = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        """Every field by its name, an add-on's beside the centre's, as a file keeps it."""
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "addons"}
+        found = {k: list(v) if isinstance(v, tuple) else v for k, v in {**own, **self.addons}.items()}
         found["cache"] = None if self.cache is None else [str(s) for s in self.cache]
         return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BenchSpec:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """What :meth:`to_dict` wrote; a field no longer known (an add-on not installed) is left out."""
+        known = set(names())
+        return cls.of(**{k: v for k, v in data.items() if k in known})
+
+
+def names() -> tuple[str, ...]:
+    """Every field's name: the centre's, then each add-on's."""
+    return (*_CHECKS, *(f.name for addon in addons() for f in addon.fields))
+
+
+def _addon_fields(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Each add-on's fields, checked, those not given at their defaults; a name no add-on has is refused."""
+    declared = {f.name: f for addon in addons() for f in addon.fields}
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise KVMagicError(f"unknown benchmark option {unknown[0]!r}: use one of {', '.join(names())}")
+    return {name: f.check(name, given.get(name, f.default)) for name, f in declared.items()}
 
 
 def _check_across(spec: BenchSpec) -> None:
@@ -197,8 +241,12 @@ def _check_prefix(spec: BenchSpec) -> None:
 
 
 def check_field(name: str, value: Any) -> Any:
-    """``value`` as field ``name`` keeps it, or a :class:`KVMagicError` that says what it takes."""
-    return _CHECKS[name](name, value)
+    """``value`` as field ``name`` (the centre's or an add-on's) keeps it, or a :class:`KVMagicError` that says what
+    it takes."""
+    if name in _CHECKS:
+        return _CHECKS[name](name, value)
+    declared = next(f for addon in addons() for f in addon.fields if f.name == name)
+    return declared.check(name, value)
 
 
 def _lengths(name: str, value: Any) -> tuple[int, ...]:
@@ -239,7 +287,7 @@ def _fraction(name: str, value: Any) -> float:
     return float(value)
 
 
-def _flag(name: str, value: Any) -> bool:
+def flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise KVMagicError(f"{{{name}}} must be True or False, got {value!r}", name)
     return value
@@ -294,19 +342,17 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "repeat": _repeat,
     "ci_target": _fraction,
     "auto_cap": _seconds,
-    "chat": _flag,
+    "chat": flag,
     "max_seconds": _seconds,
-    "predict": _flag,
+    "predict": flag,
     "cache": _names,
     "kv_bits": lambda name, value: None if value is None else _count(name, value, 1),  # None: the backend's own width
-    "compile": _flag,
-    "steps": _flag,
+    "compile": flag,
+    "steps": flag,
     "threads": _threads,
     "batch": _lengths,
-    "limits": _flag,
     "frontier": _frontier,
-    "quality": _flag,
+    "quality": flag,
     "quality_text": _text,
     "prefix": _prefix,
 }
-_NAMES: Sequence[str] = tuple(_CHECKS)

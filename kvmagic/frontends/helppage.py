@@ -20,7 +20,8 @@ __all__ = ["BENCH_GROUPS", "WIDTH", "Formatter", "add_grouped", "describe", "fit
 
 WIDTH = 100  # the columns of the terminal a page or a message is made to fit
 
-# The benchmark's options by purpose, as parameter names, each in one group (tests/test_help.py checks).
+# The centre's benchmark options by purpose, as parameter names, each in one group (tests/test_help.py checks); an
+# add-on's option names its group (``Option.purpose``).
 BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "what to measure",
@@ -29,7 +30,7 @@ BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("how long", ("repeat", "ci_target", "auto_cap", "warmup_tokens", "max_seconds", "threads")),
     ("what to show", ("output", "var", "quiet", "wide", "plot", "steps", "save", "compare", "fail_on")),
     ("strategies", ("cache", "quality", "quality_text", "kv_bits", "compile")),
-    ("scale", ("predict", "limits", "frontier", "tp")),
+    ("scale", ("predict", "frontier", "tp")),
 )
 _INDENT = 22  # where the overview's flags start
 _wrap = functools.partial(textwrap.wrap, break_long_words=False, break_on_hyphens=False)  # between words only
@@ -50,7 +51,8 @@ def add_grouped(parser: argparse.ArgumentParser, host: Host) -> None:
     """The benchmark options ``host`` has, one argument group per purpose."""
     ours = {option.dest: option for option in BENCH_OPTIONS if host in option.hosts}
     for title, names in BENCH_GROUPS:
-        add_arguments(parser.add_argument_group(title), [ours[name] for name in names if name in ours], host)
+        grouped = [*(ours[name] for name in names if name in ours), *(o for o in ours.values() if o.purpose == title)]
+        add_arguments(parser.add_argument_group(title), grouped, host)
 
 
 def describe(parser: argparse.ArgumentParser, about: str, examples: str) -> None:

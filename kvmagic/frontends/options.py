@@ -10,16 +10,15 @@ None, and None means "the configured default".
 from __future__ import annotations
 
 import argparse
-import builtins
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from kvmagic.core.addon import addons
 from kvmagic.core.lengths import LENGTH_FORMS
-from kvmagic.core.spec import FRONTIER_MODES, MARKED, BenchSpec, check_field
+from kvmagic.core.spec import FRONTIER_MODES, MARKED, BenchSpec, names
 from kvmagic.core.strategy import BACKENDS, KNOWN
 from kvmagic.errors import KVMagicError, did_you_mean
+from kvmagic.frontends.option import Host, Option
 from kvmagic.frontends.values import (
     at_least_one,
     frontier_mode,
@@ -51,76 +50,11 @@ __all__ = [
     "word_optional",
 ]
 
-Host = Literal["magic", "cli"]
-_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(BenchSpec))
-
 
 def _default(name: str) -> Any:
     """The request's own default, so the front ends and the API cannot drift apart (one length as a number)."""
     value = getattr(BenchSpec(), name)
     return value[0] if isinstance(value, tuple) and len(value) == 1 else value
-
-
-@dataclass(frozen=True)
-class Option:
-    """One option: its argparse spelling, and whether it is a configurable default.
-
-    ``cli_flags`` spells it differently for the command (``%kvload MODEL`` is ``kvbench --model MODEL``);
-    ``hosts`` says where it exists at all (``-o`` and ``-v`` mean nothing outside a notebook).
-    ``choices`` validate a configured default of a load option, which argparse never sees (the
-    request checks its own fields); ``words`` are what a numeric option also takes in place of a
-    number (``-r auto``). ``examples`` are argument texts that keep a run on tiny short, one or two per
-    option (an empty text: the flag alone): what the test of every pair of options runs.
-    """
-
-    flags: tuple[str, ...]
-    help: str
-    dest: str
-    default: Any = None
-    type: Callable[[str], Any] | None = None
-    action: str | builtins.type[argparse.Action] | None = None
-    metavar: str | None = None
-    configurable: bool = False
-    cli_flags: tuple[str, ...] | None = None
-    hosts: tuple[Host, ...] = ("magic", "cli")
-    choices: tuple[str, ...] | None = None
-    words: tuple[str, ...] = ()
-    nargs: str | None = None  # "?": the flag alone, or with one word (--frontier check)
-    examples: tuple[str, ...] = ()
-
-    def spelling(self, host: Host) -> tuple[str, ...]:
-        return self.cli_flags if host == "cli" and self.cli_flags else self.flags
-
-    def argparse_kwargs(self, host: Host) -> dict[str, Any]:
-        """What ``add_argument`` takes, with the default spelled out in the help."""
-        kwargs: dict[str, Any] = {"help": self.help + self._default_help(host)}
-        if self.spelling(host)[0].startswith("-"):
-            kwargs["dest"] = self.dest
-        else:
-            kwargs["nargs"] = "?"
-        if self.nargs == "?":  # a flag with an optional word: alone it means the first of its modes
-            kwargs.update(nargs="?", const=FRONTIER_MODES[0])
-        for name in ("type", "action", "metavar"):
-            value = getattr(self, name)
-            if value is not None:
-                kwargs[name] = value
-        # A configurable option's flag defaults to None so the configured value can fill it in.
-        if self.default is not None and not self.configurable:
-            kwargs["default"] = self.default
-        return kwargs
-
-    def _default_help(self, host: Host) -> str:
-        where = f"%%config KVMagics.{self.dest}" if self.configurable and host == "magic" else ""
-        if self.default is None or (self.default is False and not self.configurable):
-            return f" ({where})" if where else ""  # no default of its own to show (torch's threads)
-        return f" (default: {self.default}{'; ' + where if where else ''})"
-
-    def check(self, value: Any) -> None:
-        """Refuse ``value`` as this option's default: the request's own check, or the choices."""
-        if self.dest in _SPEC_FIELDS:
-            check_field(self.dest, value)
-        elif self.choices is not None and value not in self.choices:
-            raise KVMagicError(f"{{{self.dest}}} must be one of {', '.join(self.choices)}, got {value!r}", self.dest)
 
 
 LOAD_OPTIONS: tuple[Option, ...] = (
@@ -144,7 +78,7 @@ LOAD_OPTIONS: tuple[Option, ...] = (
            "random_weights", action="store_true", examples=("",)),
 )  # fmt: skip
 
-BENCH_OPTIONS: tuple[Option, ...] = (
+_BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("-n", "--new-tokens"), f"Tokens to generate per timed run; a sweep: {LENGTH_FORMS}.", "new_tokens",
            _default("new_tokens"), type=lengths, configurable=True, examples=("2", "2,3")),
     Option(("-p", "--prompt-tokens"), "Stretch (or cut) the prompt to this many tokens by repeating its own tokens; "
@@ -226,13 +160,10 @@ BENCH_OPTIONS: tuple[Option, ...] = (
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true",
            examples=("",)),
-    Option(("--limits",), "Probe the device's copy bandwidth and matrix throughput first (once per session) and add "
-           "each strategy's limit (the most tok/s the device allows), the share of it measured, the speed-up with "
-           "both at their limits, and which of the two governs.", "limits", action="store_true", examples=("",)),
     Option(("--frontier",), "After measuring, predict for each strategy the longest context and the largest batch "
            "that fit in the memory free on the model's device; --frontier check also runs one cached generate at "
            "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?",
-           examples=("", "check")),
+           const=FRONTIER_MODES[0], examples=("", "check")),
     Option(("--tp",), "Split the model by its own tensor-parallel plan over the ranks torchrun starts (torchrun "
            "--nproc-per-node N -m kvmagic --tp ...); every rank measures in lockstep, rank 0 prints one table.",
            "tp", action="store_true", hosts=("cli",), examples=("",)),
@@ -251,6 +182,8 @@ BENCH_OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 
+# The centre's options, then each add-on's.
+BENCH_OPTIONS = (*_BENCH_OPTIONS, *(option for addon in addons() for option in addon.options))
 # The options that are also ``KVMagics`` traits, by trait name.
 CONFIGURABLE = {o.dest: o for o in (*LOAD_OPTIONS, *BENCH_OPTIONS) if o.configurable}
 
@@ -330,7 +263,7 @@ def load_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict
 
 def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> BenchSpec:
     """The request the parsed benchmark options (and the configured defaults) ask for; a plot needs the steps."""
-    values = {name: resolved(args, configured, name) for name in _SPEC_FIELDS if name in vars(args)}
+    values = {name: resolved(args, configured, name) for name in names() if name in vars(args)}
     for name in ("ci_target", "auto_cap"):  # given here, not configured: a target of -r auto without it
         if getattr(args, name, None) is not None and values.get("repeat") != "auto":
             raise KVMagicError(f"{{{name}}} is for {{repeat}} auto: add {{repeat}} auto, or drop it", name, "repeat")

@@ -8,10 +8,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.frontier import Frontier
-from kvmagic.core.limits import Hardware, Limits
 from kvmagic.core.spec import PAIR_COLUMNS, BenchSpec
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
@@ -32,7 +32,9 @@ class BenchmarkRecord:
     ``skipped`` why some could not run here, ``remarks`` what to know of some that ran (a press on a model
     kvpress has not tested). ``metadata`` records the environment (versions, device,
     dtype); ``facts`` what the run found out besides times. With ``predict``, ``predictions`` holds the cost
-    model's figures for every configuration, including those left unmeasured by the budget.
+    model's figures for every configuration, including those left unmeasured by the budget. ``addons`` holds what
+    each add-on the run used kept, by its name; a result answers what an add-on says of its data as attributes
+    (``result.limits``).
     """
 
     model: str
@@ -45,15 +47,23 @@ class BenchmarkRecord:
     facts: RunFacts = field(default_factory=RunFacts)
     predictions: list[Prediction] = field(default_factory=list)
     cost_model: CostModel | None = None
-    hardware: Hardware | None = None  # with ``limits``: what the device reached in its probes
-    limits: list[Limits] = field(default_factory=list)  # with ``limits``: each configuration's bound
     frontier: Frontier | None = None  # with ``frontier``: each strategy's reach, and any check run at it
     split: Split | None = None  # with ``tp``: the ranks the model was split over
+    addons: dict[str, Any] = field(default_factory=dict)  # add-on name -> what it kept of the run
 
     def __post_init__(self) -> None:  # strategies given by their names (a file, an older caller) are read once
         self.strategies = [Strategy.of(s) for s in self.strategies]
         self.skipped = {Strategy.of(s): why for s, why in self.skipped.items()}
         self.remarks = {Strategy.of(s): what for s, what in self.remarks.items()}
+
+    if not TYPE_CHECKING:  # what an add-on says of its data (``result.limits``); the centre reads ``addons``
+
+        def __getattr__(self, name: str) -> Any:
+            kept = self.__dict__.get("addons", {})
+            for addon in addons():
+                if name in addon.attributes:
+                    return addon.attributes[name](kept.get(addon.name))
+            raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
 
     @property
     def partial(self) -> bool:

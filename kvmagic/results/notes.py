@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from kvmagic.core import stats
+from kvmagic.core.addon import addons
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.strategy import REFERENCE
 from kvmagic.errors import KVMagicError
@@ -13,7 +14,6 @@ from kvmagic.results.caution import caution_notes
 from kvmagic.results.choice import choice
 from kvmagic.results.columns import cell, interval
 from kvmagic.results.frontier_table import frontier_notes
-from kvmagic.results.limits_table import limits_notes
 from kvmagic.results.prefix_table import prefix_notes
 from kvmagic.results.split_table import split_notes
 from kvmagic.results.verdict import quality_reference, verdict_lines
@@ -46,7 +46,8 @@ def notes(result: BenchmarkRecord, *, spread: bool = True) -> list[str]:
     noise = [*(spread_warning([result]) if spread else []), *caution_notes(result), *_few_steps(result)]
     noise += _outside(result)
     rest = [*_stretched_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
-    rest += [*(holding_one if verdict else []), *limits_notes(result), *frontier_notes(result)]
+    rest += [*(holding_one if verdict else []), *(note for addon in addons() for note in addon.notes(result))]
+    rest += frontier_notes(result)
     rest += _quality_notes(result) + prefix_notes(result) + split_notes(result) + _crossover_notes(result)
     return [*verdict, *wrong, *noise, *rest]
 

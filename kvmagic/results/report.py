@@ -11,11 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.addon import addons
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
 from kvmagic.results.choice import pareto_marks
 from kvmagic.results.columns import Column, names
-from kvmagic.results.compare import COMPARED
-from kvmagic.results.limits_table import LIMITS_PAIR, LIMITS_ROWS
 from kvmagic.results.predictions import PREDICT_PAIR, predicted_rows
 from kvmagic.results.prefix_table import PREFIX_ROWS
 from kvmagic.results.rows import PAIR as PAIR_COLUMNS
@@ -24,9 +23,10 @@ from kvmagic.results.split_table import SPLIT_PAIR, SPLIT_ROWS
 
 if TYPE_CHECKING:
     import pandas as pd
+
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = ["ADDITIONS", "COLUMNS", "STRATEGY_COLUMNS", "Addition", "added", "columns", "rows", "table"]
+__all__ = ["COLUMNS", "STRATEGY_COLUMNS", "Addition", "added", "additions", "columns", "rows", "table"]
 
 COLUMNS = names(PAIR_COLUMNS)  # the plain run's table
 STRATEGY_COLUMNS = names(ROWS)  # a comparison's table
@@ -56,26 +56,32 @@ class Addition:
 ADDITIONS = {
     addition.option: addition
     for addition in (
-        Addition("--predict", lambda r: bool(r.predictions), pair_columns=PREDICT_PAIR),
-        Addition("--limits", lambda r: bool(r.limits), LIMITS_ROWS, LIMITS_PAIR),
         Addition("--tp", lambda r: r.split is not None, SPLIT_ROWS, SPLIT_PAIR,
                  about="a model split over ranks ([parallel.md](parallel.md))"),
         Addition("--prefix", lambda r: r.facts.prefix_tokens is not None, PREFIX_ROWS,
                  about="which alone compares `off`, `dynamic` and `dynamic+prefix` in this table"),
-        Addition("--compare", lambda r: False, pair_columns=COMPARED),  # a comparison's own table adds them
+        Addition("--predict", lambda r: bool(r.predictions), pair_columns=PREDICT_PAIR),
     )
 }  # fmt: skip
-# The order the plain run's view takes them in: a prediction's columns last.
-_PAIR_ORDER = ("--limits", "--tp", "--prefix", "--predict")
+
+
+def additions() -> list[Addition]:
+    """What each add-on adds, in the registry's order, then what the centre's own options add."""
+    found = [
+        Addition(a.options[0].flags[0], a.shows, a.row_columns, a.pair_columns, a.about)
+        for a in addons()
+        if a.row_columns or a.pair_columns
+    ]
+    return [*found, *ADDITIONS.values()]
 
 
 def added(option: str) -> Addition:
-    """What ``option`` adds to the tables (:data:`ADDITIONS`)."""
-    return ADDITIONS[option]
+    """What ``option`` adds to the tables."""
+    return next(addition for addition in additions() if addition.option == option)
 
 
 def row_columns(result: BenchmarkRecord) -> tuple[Column[Any], ...]:
-    return (*ROWS, *(c for a in ADDITIONS.values() if a.used(result) for c in a.row_columns))
+    return (*ROWS, *(c for a in additions() if a.used(result) for c in a.row_columns))
 
 
 def columns(result: BenchmarkRecord) -> tuple[Column[Any], ...]:
@@ -83,7 +89,7 @@ def columns(result: BenchmarkRecord) -> tuple[Column[Any], ...]:
     what the options it was measured with add."""
     if not result.plain:
         return row_columns(result)
-    return (*PAIR_COLUMNS, *(c for o in _PAIR_ORDER if ADDITIONS[o].used(result) for c in ADDITIONS[o].pair_columns))
+    return (*PAIR_COLUMNS, *(c for a in additions() if a.used(result) for c in a.pair_columns))
 
 
 def rows(result: BenchmarkRecord) -> list[dict[str, Any]]:

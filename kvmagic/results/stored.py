@@ -12,11 +12,11 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
-from kvmagic.core.limits import Hardware, Limits, StrategyLimit
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import MARKED, BenchSpec
 from kvmagic.errors import KVMagicError
@@ -56,10 +56,9 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
         ],
         "predictions": [dataclasses.asdict(p) for p in result.predictions],
         "cost_model": None if result.cost_model is None else result.cost_model.to_dict(),
-        "hardware": None if result.hardware is None else dataclasses.asdict(result.hardware),
-        "limits": [dataclasses.asdict(limits) for limits in result.limits],
         "frontier": None if frontier is None else _frontier_dict(frontier),
         "split": None if result.split is None else dataclasses.asdict(result.split),
+        **{key: value for addon in addons() for key, value in addon.dump(result.addons.get(addon.name)).items()},
     }
 
 
@@ -86,10 +85,9 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             facts=_facts(data.get("facts", {})),
             predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
             cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
-            hardware=None if data.get("hardware") is None else Hardware(**_numbers(data["hardware"])),
-            limits=[_limits(limits) for limits in data.get("limits", [])],
             frontier=_frontier(data.get("frontier")),
             split=_split_of(data),
+            addons={addon.name: kept for addon in addons() if (kept := addon.load(data)) is not None},
         )
     except (KeyError, TypeError) as error:
         raise KVMagicError(f"this kvmagic benchmark is incomplete: {error}") from None
@@ -148,15 +146,6 @@ def _quality(data: Mapping[str, Any]) -> Quality:
     interval = data.get("ppl_interval")
     rest = _numbers({k: v for k, v in data.items() if k != "ppl_interval"})
     return Quality(**rest, ppl_interval=None if interval is None else floats_back(interval))
-
-
-def _limits(data: Mapping[str, Any]) -> Limits:
-    values = dict(data)
-    for name in ("uncached", "cached"):
-        values[name] = StrategyLimit(**_numbers(values[name]))
-    if values.get("weights_share") is None:
-        values["weights_share"] = math.nan
-    return Limits(**values)
 
 
 def _frontier(data: Mapping[str, Any] | None) -> Frontier | None:

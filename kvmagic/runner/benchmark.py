@@ -12,9 +12,8 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.limits import Hardware, limits_for
+from kvmagic.core.addon import addons
 from kvmagic.core.sequential import first_stop
-from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
 from kvmagic.core.strategy import PAIR, Strategy
@@ -22,9 +21,7 @@ from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
-from kvmagic.measure.limits_probe import measure_hardware
 from kvmagic.measure.memory import kv_sizes
-from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.split_lockstep import lockstep
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
@@ -83,7 +80,8 @@ def run_benchmark(
 
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, label: str) -> BenchmarkResult:
     plan = make_plan(loaded, prompt, spec)
-    bound = _bound(loaded) if spec.limits else None  # probed before any run, once per device and dtype
+    chosen = [addon for addon in addons() if addon.used(spec)]
+    before = {addon.name: addon.before(plan) for addon in chosen}  # probes, untimed, before any run
     budget = Budget(plan.configs, [1.0] * len(plan.configs))
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
@@ -103,8 +101,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
         stopped = f"out of accelerator memory at {budget.todo[len(measurements) // len(plan.runnable)]}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
-    configs = list(dict.fromkeys(m.config for m in measurements))
-    hardware, limits = (bound[1], [limits_for(*bound, *config) for config in configs]) if bound else (None, [])
+    kept = {addon.name: addon.after(plan, measurements, before[addon.name]) for addon in chosen}
     result = BenchmarkResult(
         model=loaded.name,
         measurements=measurements,
@@ -116,9 +113,8 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
         facts=_facts(plan, prompt, budget, stopped),
         predictions=list(budget.predictions),
         cost_model=budget.cost,
-        hardware=hardware,
-        limits=limits,
         frontier=memory_frontier(plan, measurements) if spec.frontier and measurements else None,
+        addons={name: data for name, data in kept.items() if data is not None},
     )
     return result if loaded.world is None else put_together(result, loaded.world)
 
@@ -139,12 +135,6 @@ def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
         model_generation_settings=non_greedy_settings(model),  # what the benchmark turned off: see the note
         weight_bytes=sum(p.numel() * p.element_size() for p in model.parameters()) if spec.predict else None,
     )
-
-
-def _bound(loaded: LoadedModel) -> tuple[ModelShape, Hardware]:
-    """The model's shape and what its device reaches (measured once per process per device and dtype)."""
-    shape = model_shape(loaded.model)
-    return shape, measure_hardware(loaded.device, loaded.model.dtype, shape.hidden)
 
 
 def _warm(plan: Plan, prompt_tokens: int) -> None:

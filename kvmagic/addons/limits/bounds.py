@@ -18,7 +18,7 @@ positions a query at ``L`` attends to, summed over layers (a layer with window W
   token), and for a cached step the keys and values it attends to (c(L) x 2 x kv_heads x head_dim x
   dtype); the prefill writes those of the prompt.
 
-Pure Python, checkable by hand; ``Hardware`` is measured by kvmagic.measure.limits_probe.
+Pure Python, checkable by hand; ``Hardware`` is measured by kvmagic.addons.limits.limits_probe.
 """
 
 from __future__ import annotations

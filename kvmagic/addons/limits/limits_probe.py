@@ -1,7 +1,7 @@
 """The device's best: memory bandwidth from a large copy, matrix throughput from a matmul at the model's dtype.
 
 Both are the most a step of generation can use (a decode step streams weights and cache, a long forward
-multiplies (tokens x hidden) by (hidden x hidden) matrices), so the limits of kvmagic.core.limits hold
+multiplies (tokens x hidden) by (hidden x hidden) matrices), so the limits of kvmagic.addons.limits.bounds hold
 against them. Each probe warms up, then times the median of a few
 repeats between device synchronizations; results are kept for the life of the process: the
 bandwidth per device, the throughput per device, dtype and hidden size.
@@ -15,7 +15,7 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING
 
-from kvmagic.core.limits import Hardware
+from kvmagic.addons.limits.bounds import Hardware
 from kvmagic.measure.accelerator import synchronize
 
 if TYPE_CHECKING:

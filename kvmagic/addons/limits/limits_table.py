@@ -1,15 +1,16 @@
-"""The hardware's limit beside what was measured (``limits``): its columns and its note.
+"""The hardware's limit beside what was measured (``limits``): what a result keeps, its columns and its note.
 
 A measured time alone does not say whether it is good; its share of what the device's copy bandwidth
-and matrix throughput allow does (:mod:`kvmagic.core.limits` holds the arithmetic).
+and matrix throughput allow does (:mod:`kvmagic.addons.limits.bounds` holds the arithmetic).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.limits import Limits, limits_note
+from kvmagic.addons.limits.bounds import Hardware, Limits, limits_note
 from kvmagic.core.strategy import DYNAMIC, OFF
 from kvmagic.results.columns import Column, cell, declare
 
@@ -19,7 +20,23 @@ if TYPE_CHECKING:
     from kvmagic.results.measurement import Pair
     from kvmagic.results.rows import PairRow, Row
 
-__all__ = ["LIMITS_PAIR", "LIMITS_ROWS", "limits_notes", "matching"]
+__all__ = ["LIMITS_PAIR", "LIMITS_ROWS", "Bounds", "bounds", "limits_notes", "matching"]
+
+NAME = "limits"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a result keeps of ``--limits``: the hardware the probes found (None in a file that kept no probe) and
+    each measured configuration's bound."""
+
+    hardware: Hardware | None
+    limits: tuple[Limits, ...]
+
+
+def bounds(result: BenchmarkRecord) -> Bounds | None:
+    found: Bounds | None = result.addons.get(NAME)
+    return found
 
 
 def _bound(row: Row) -> tuple[float, float]:
@@ -66,20 +83,22 @@ LIMITS_PAIR = declare(
 
 
 def matching(result: BenchmarkRecord, config: Config) -> Limits | None:
-    return next((limits for limits in result.limits if limits.config == config), None)
+    found = bounds(result)
+    return None if found is None else next((limits for limits in found.limits if limits.config == config), None)
 
 
 def limits_notes(result: BenchmarkRecord) -> list[str]:
     """Which bound governs, for the longest configuration measured, and the probed hardware it is read against."""
     found = [(config, limits) for config in result.configs if (limits := matching(result, config)) is not None]
-    if not found or result.hardware is None:
+    hardware = None if (kept := bounds(result)) is None else kept.hardware
+    if not found or hardware is None:
         return []
     config, limits = max(found, key=lambda pair: (pair[0].prompt_tokens + pair[0].new_tokens, pair[0].batch))
     pair = result.only_pair(config)
     # A cache comparison's rows say each strategy's share of its bound (of_limit); the note, what governs.
     note = limits_note(limits) if pair is None else limits_note(limits, pair.reference.median_s, pair.other.median_s)
     speedup = f"; {_speedup(limits, pair)}" if math.isfinite(limits.speedup) else ""  # a saved file's may be gone
-    return [f"limits ({result.hardware.describe()}), at {config}: {note}{speedup}"]
+    return [f"limits ({hardware.describe()}), at {config}: {note}{speedup}"]
 
 
 def _speedup(limits: Limits, pair: Pair | None) -> str:

@@ -1,0 +1,15 @@
+"""The add-ons: each capability beyond the plain pair and a comparison of strategies, in a folder of its own.
+
+Each folder's ``ADDON`` (a :class:`~kvmagic.core.addon.AddOn`) is all the centre sees of it; this registry lists
+them, in the order their hooks run and their columns follow the table's own. A new add-on is a folder and one
+line here.
+"""
+
+from __future__ import annotations
+
+from kvmagic.addons import limits
+from kvmagic.core.addon import AddOn
+
+__all__ = ["ADDONS"]
+
+ADDONS: tuple[AddOn, ...] = (limits.ADDON,)
