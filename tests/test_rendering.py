@@ -10,14 +10,15 @@ import pytest
 
 from kvmagic.results import columns
 from kvmagic.results.columns import column
+from kvmagic.results.compare import COMPARED
 from kvmagic.results.frontier_table import FRONTIER
 from kvmagic.results.models_table import MODEL, SHAPES
 from kvmagic.results.report import additions
 from kvmagic.results.rows import PAIR, ROWS
 
 # Every column of every table, as declared (a name two tables share, each declaration of it).
-DECLARED = [*PAIR, *ROWS, *(c for a in additions() for c in (*a.row_columns, *a.pair_columns)), MODEL, *SHAPES,
-            *FRONTIER]  # fmt: skip
+DECLARED = [*PAIR, *ROWS, *(c for a in additions() for c in (*a.row_columns, *a.pair_columns)), *COMPARED, MODEL,
+            *SHAPES, *FRONTIER]  # fmt: skip
 # Each declared column's unit, as docs/columns.md shows it (checked against the committed page).
 UNITS = {
     "tokens": ("prompt_tokens", "new_tokens", "cache_tokens", "reused_tokens", "sliding_window", "max_new_tokens",

@@ -14,9 +14,9 @@ from kvmagic.core.spec import KV_BITS, MARKED, BenchSpec, check_field
 from kvmagic.core.strategy import DYNAMIC, OFF, parse
 from kvmagic.errors import KVMagicError
 
-FIELDS = (
+FIELDS = (  # the centre's, then each add-on's
     "new_tokens, prompt_tokens, warmup_tokens, repeat, ci_target, auto_cap, chat, max_seconds, predict, cache, "
-    "kv_bits, compile, steps, threads, batch, limits, frontier, quality, quality_text, prefix"
+    "kv_bits, compile, steps, threads, batch, frontier, quality, quality_text, prefix, limits"
 )
 
 

@@ -104,7 +104,7 @@ ONE_DEVICE = {"predict": True, "limits": True, "frontier": "predict"}
 @pytest.mark.parametrize("name", list(ONE_DEVICE))
 def test_options_of_one_device_are_refused_with_a_split(name: str) -> None:
     """Each as the parsed options have it and as the request holds it; a comparison of strategies runs split."""
-    for request in (argparse.Namespace(tp=True, **{name: ONE_DEVICE[name]}), BenchSpec(**{name: ONE_DEVICE[name]})):
+    for request in (argparse.Namespace(tp=True, **{name: ONE_DEVICE[name]}), BenchSpec.of(**{name: ONE_DEVICE[name]})):
         with pytest.raises(KVMagicError) as caught:
             check_split_request(request)
         assert caught.value.params == (name, "tp")

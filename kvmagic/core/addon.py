@@ -11,7 +11,7 @@ launchers and trackers through one base class each:
 - the run: what it does before the first timed run (``before``) and after the last one (``after``), the data a
   result keeps of it, under its ``name``;
 - the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what a file keeps of
-  its data (``dump``, ``load``) and what a result answers of it (``attributes``).
+  its data (``dump``, ``load``) and what a result answers for it (``attributes``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -87,7 +87,9 @@ class AddOn:
         """Its data from a saved result's top-level fields (those of any format still read); None where it has none."""
         return None
 
-    attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}  # what a result answers of its data
+    # What a result answers for it, by attribute (``result.limits``, ``result.choice``), each read from the result
+    # (its record): the centre never reads these, a user's notebook and an older caller do.
+    attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
 
 
 def addons() -> tuple[AddOn, ...]:

@@ -59,10 +59,11 @@ class BenchmarkRecord:
     if not TYPE_CHECKING:  # what an add-on says of its data (``result.limits``); the centre reads ``addons``
 
         def __getattr__(self, name: str) -> Any:
-            kept = self.__dict__.get("addons", {})
+            if name.startswith("__") or "addons" not in self.__dict__:  # copy and pickle ask before it is made
+                raise AttributeError(name)
             for addon in addons():
                 if name in addon.attributes:
-                    return addon.attributes[name](kept.get(addon.name))
+                    return addon.attributes[name](self)
             raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
 
     @property

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit, limits_for
-from kvmagic.addons.limits.limits_table import LIMITS_PAIR, LIMITS_ROWS, NAME, Bounds, limits_notes
+from kvmagic.addons.limits.limits_table import LIMITS_PAIR, LIMITS_ROWS, NAME, Bounds, bounds, limits_notes
 from kvmagic.core.addon import AddOn, Field
 from kvmagic.core.spec import BenchSpec, flag
 from kvmagic.frontends.option import Option
@@ -36,8 +36,8 @@ class _Limits(AddOn):
     )  # fmt: skip
     row_columns, pair_columns = LIMITS_ROWS, LIMITS_PAIR
     attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {
-        "hardware": lambda data: None if data is None else data.hardware,
-        "limits": lambda data: [] if data is None else list(data.limits),
+        "hardware": lambda record: None if (kept := bounds(record)) is None else kept.hardware,
+        "limits": lambda record: [] if (kept := bounds(record)) is None else list(kept.limits),
     }
 
     def used(self, spec: BenchSpec) -> bool:
