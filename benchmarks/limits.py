@@ -21,11 +21,11 @@ from importlib.metadata import version
 import torch
 
 from kvmagic import load_model, run_benchmark
-from kvmagic.core.frontier import frontier, layout, peak_bytes
-from kvmagic.addons.limits.bounds import limits_for, limits_note
 from kvmagic.addons.limits import limits_probe
-from kvmagic.measure.frontier_probe import check_fit, measure_activations
+from kvmagic.addons.limits.bounds import limits_for, limits_note
 from kvmagic.addons.limits.limits_probe import measure_hardware
+from kvmagic.core.frontier import frontier, layout, peak_bytes
+from kvmagic.measure.frontier_probe import check_fit, measure_activations
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.strategies import resolve
 from kvmagic.model.loading import LoadedModel
