@@ -18,11 +18,11 @@ from time import perf_counter
 import torch
 
 from kvmagic import load_model
-from kvmagic.core.spec import PAIR_COLUMNS
 from kvmagic.core.stop import FixedRounds
 from kvmagic.core.strategy import PAIR, Strategy
 from kvmagic.measure.accelerator import synchronize
 from kvmagic.measure.strategies import plain_pair
+from kvmagic.results.benchmark_record import PAIR_NAMES
 from kvmagic.runner.prompt import encode_prompt
 from kvmagic.runner.rounds import measure_rounds, warm_up
 
@@ -78,7 +78,7 @@ def main() -> None:
         ours, bare = times["kvmagic", strategy], times["bare", strategy]
         per_round = statistics.median(o / b for o, b in zip(ours, bare))
         print(
-            f"{PAIR_COLUMNS[strategy]:>8}: kvmagic/bare = {statistics.median(ours) / statistics.median(bare):.3f} "
+            f"{PAIR_NAMES[strategy]:>8}: kvmagic/bare = {statistics.median(ours) / statistics.median(bare):.3f} "
             f"(median of per-round ratios {per_round:.3f}; medians {statistics.median(ours):.4f} s "
             f"/ {statistics.median(bare):.4f} s)"
         )

@@ -135,3 +135,23 @@ def test_wide_setting_shows_every_column_and_no_wide_the_short_table(shell):
         short = repr(shell.run_cell_magic("kvbench", "-n 2 -w 0 --no-wide", "hello"))
     assert all(column in wide for column in COLUMNS)
     assert "speedup" in short and "uncached_ttft_s" not in short
+
+
+def test_every_configurable_option_is_a_trait_declared_by_name_in_the_class() -> None:
+    """A configurable option without its trait (or a trait left from a removed option) fails here: each is written in
+    the class body, where editors and type checkers see it."""
+    import ast
+    import inspect
+
+    from traitlets import TraitType
+
+    from kvmagic.frontends.magics import KVMagics
+    from kvmagic.frontends.options import CONFIGURABLE
+
+    body = ast.parse(inspect.getsource(KVMagics)).body[0]
+    assert isinstance(body, ast.ClassDef)
+    declared = [
+        t.id for node in body.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+    ]
+    assert declared == list(CONFIGURABLE)
+    assert all(isinstance(KVMagics.__dict__[name], TraitType) for name in CONFIGURABLE)

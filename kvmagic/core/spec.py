@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kvmagic.core.addon import addons
 from kvmagic.core.lengths import parse_lengths
-from kvmagic.core.strategy import BACKENDS, DYNAMIC, OFF, REFERENCE, Strategy, parse_list
+from kvmagic.core.strategy import BACKENDS, REFERENCE, Strategy, parse_list
 from kvmagic.errors import KVMagicError
 
 __all__ = [
     "KV_BITS",
     "MARKED",
     "MIN_AUTO_PAIRS",
-    "PAIR_COLUMNS",
     "BenchSpec",
     "Repeat",
     "check_field",
@@ -32,7 +31,6 @@ __all__ = [
     "names",
 ]
 
-PAIR_COLUMNS = {OFF: "uncached", DYNAMIC: "cached"}  # how the plain run's table and notes name them
 FRONTIER_MODES = ("predict", "check")
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
 KV_BITS = {b.name: b.widths for b in BACKENDS.values() if b.widths}  # the widths a quantized backend takes

@@ -220,9 +220,24 @@ def _usage_error(error: KVMagicError) -> UsageError:
 class KVMagics(Magics):
     """Load a causal LM once, then time its generation with the KV cache off and on."""
 
-    # One trait per configurable option of the table (``%config KVMagics.new_tokens = 128``); a class
-    # body's namespace is a real dict, so the table declares them rather than a hand-kept list.
-    locals().update({name: _trait(option) for name, option in CONFIGURABLE.items()})
+    # One trait per configurable option of the table (``%config KVMagics.new_tokens = 128``), each declared by name
+    # so that editors and type checkers see it; tests/test_config.py fails on an option without its trait.
+    model = _trait(CONFIGURABLE["model"])
+    dtype = _trait(CONFIGURABLE["dtype"])
+    device_map = _trait(CONFIGURABLE["device_map"])
+    attn_implementation = _trait(CONFIGURABLE["attn_implementation"])
+    new_tokens = _trait(CONFIGURABLE["new_tokens"])
+    warmup_tokens = _trait(CONFIGURABLE["warmup_tokens"])
+    repeat = _trait(CONFIGURABLE["repeat"])
+    ci_target = _trait(CONFIGURABLE["ci_target"])
+    auto_cap = _trait(CONFIGURABLE["auto_cap"])
+    chat = _trait(CONFIGURABLE["chat"])
+    steps = _trait(CONFIGURABLE["steps"])
+    expand = _trait(CONFIGURABLE["expand"])
+    wide = _trait(CONFIGURABLE["wide"])
+    threads = _trait(CONFIGURABLE["threads"])
+    quality = _trait(CONFIGURABLE["quality"])
+    max_seconds = _trait(CONFIGURABLE["max_seconds"])
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -238,7 +253,7 @@ class KVMagics(Magics):
         return proposal["value"]
 
     def _configured(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in CONFIGURABLE}
+        return {name: self.trait_values()[name] for name in CONFIGURABLE}
 
     @_with_options(LOAD_OPTIONS, "%(prog)s [MODEL] [options]")
     @line_magic

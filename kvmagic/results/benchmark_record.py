@@ -12,8 +12,8 @@ from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.frontier import Frontier
-from kvmagic.core.spec import PAIR_COLUMNS, BenchSpec
-from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
+from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import DYNAMIC, OFF, PAIR, REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement, Pair
 from kvmagic.results.records import Prediction, RunFacts, Split
@@ -21,7 +21,9 @@ from kvmagic.results.records import Prediction, RunFacts, Split
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BenchmarkRecord"]
+__all__ = ["PAIR_NAMES", "BenchmarkRecord"]
+
+PAIR_NAMES = {OFF: "uncached", DYNAMIC: "cached"}  # how the plain run's table and notes name its two strategies
 
 
 @dataclass(repr=False)
@@ -137,7 +139,7 @@ class BenchmarkRecord:
     def shown_name(self, strategy: Strategy) -> str:
         """How tables and notes name a strategy: the plain run's two as ``uncached`` and ``cached``, the names its
         side-by-side view (report.table, the other place the plain run differs) gives their columns."""
-        return PAIR_COLUMNS.get(strategy, str(strategy)) if self.plain else str(strategy)
+        return PAIR_NAMES.get(strategy, str(strategy)) if self.plain else str(strategy)
 
     def setup(self) -> dict[str, Any]:
         """How the run was set up, as a reader and a comparison with a baseline need it: the environment, the
