@@ -68,3 +68,14 @@ def test_each_column_is_written_as_its_registered_form(name: str, unit: str, wri
 def test_every_column_a_table_shows_is_declared_with_a_meaning() -> None:
     tables = [PAIR, ROWS, *(a.pair_columns for a in additions()), *(a.row_columns for a in additions())]
     assert sorted(c.name for table in tables for c in table if not c.meaning or column(c.name) is not c) == []
+
+
+def test_a_column_is_written_as_declared_whatever_was_imported_before() -> None:
+    """A fresh process that formats a speed-up before any table was made (a verdict's words come first on a report)
+    writes it as the table does: 3 digits, not 4."""
+    import subprocess
+    import sys
+
+    code = "from kvmagic.results.columns import cell; print(cell('speedup')(7.2789), cell('speedup_change')(0.1))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["7.28", "+10.0%"]

@@ -10,19 +10,21 @@ where the short table shows it, and in what order it gives way when that table i
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from kvmagic.core.addon import addons
 from kvmagic.core.strategy import Strategy
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "WIDTH", "Column", "Form", "GivesWay", "cell", "column", "declare", "interval", "missing", "moved", "names",
-    "some_value",
+    "DECLARING", "WIDTH", "Column", "Form", "GivesWay", "cell", "column", "declare", "interval", "missing", "moved",
+    "names", "some_value",
 ]  # fmt: skip
 
 WIDTH = 100  # the terminal width the shown table, its notes and the choice's paragraph are made to fit
@@ -71,8 +73,18 @@ def declare(*columns: Column[Any]) -> tuple[Column[Any], ...]:
     return columns
 
 
+# The modules that declare the centre's columns, imported by name on first use: every lookup of a column (how its
+# cells are written, whether it is shown) then sees every declaration, whatever a caller imported before.
+DECLARING = ("kvmagic.results.rows", "kvmagic.results.compare")
+
+
 def column(name: str) -> Column[Any]:
-    """The declared column ``name``; one a table shows without declaring it has no meaning, unit or form."""
+    """The declared column ``name`` (the centre's, or an add-on's); one a table shows without declaring it has no
+    meaning, unit or form."""
+    if name not in _DECLARED:
+        for module in DECLARING:
+            importlib.import_module(module)
+        addons()  # each add-on declares its columns as it loads
     return _DECLARED.get(name) or Column(name, "")
 
 
