@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from kvmagic.addons.models.models_columns import SHAPE_COLUMNS
+from kvmagic.addons.models.models_result import ModelsResult
+from kvmagic.addons.models.models_table import shape_values
 from kvmagic.core.shape import ModelShape
 from kvmagic.errors import KVMagicError
-from kvmagic.results.models_result import ModelsResult
-from kvmagic.results.models_table import SHAPE_COLUMNS, shape_values
 from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult
 

@@ -6,40 +6,40 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.addons.models.models_record import ModelsRecord
 from kvmagic.core.shape import ModelShape
 from kvmagic.errors import KVMagicError
-from kvmagic.results.models_record import ModelsRecord
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.serialize import Kept
-from kvmagic.results.stored import MODELS_FORMAT
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kvmagic.results.plot import SweepFigure
 
-__all__ = ["ModelsResult"]
+__all__ = ["FORMAT", "ModelsResult"]
 
+FORMAT = "kvmagic-models"  # what its files say they are: one result per model
 _VERSION = 1
 
 
 class ModelsResult(ModelsRecord, Kept):
-    """What ``kvbench -m A,B`` found (:class:`~kvmagic.results.models_record.ModelsRecord`): each model's
+    """What ``kvbench -m A,B`` found (:class:`~kvmagic.addons.models.models_record.ModelsRecord`): each model's
     ``BenchmarkResult`` (``result(model)``), shown as one table; kept as JSON, CSV or Markdown."""
 
     def to_dataframe(self) -> pd.DataFrame:
-        from kvmagic.results.models_table import models_table
+        from kvmagic.addons.models.models_table import models_table
 
         return models_table(self)
 
     def shape_table(self) -> pd.DataFrame:
         """One row per model: layers, sliding windows, heads and KV heads, head size, dtype, KV bytes per token."""
-        from kvmagic.results.models_table import shape_table
+        from kvmagic.addons.models.models_table import shape_table
 
         return shape_table(self)
 
     def notes(self) -> list[str]:
-        from kvmagic.results.models_table import models_notes
+        from kvmagic.addons.models.models_table import models_notes
 
         return models_notes(self)
 
@@ -58,14 +58,14 @@ class ModelsResult(ModelsRecord, Kept):
 
     def plot(self) -> SweepFigure:
         """Time, speed-up and KV cache against the context, one colour per model."""
-        from kvmagic.results.models_plot import plot_models
+        from kvmagic.addons.models.models_plot import plot_models
 
         return plot_models(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Each model's result as :meth:`BenchmarkResult.to_dict` writes it, with its shape."""
         return {
-            "format": MODELS_FORMAT,
+            "format": FORMAT,
             "version": _VERSION,
             "results": [r.to_dict() for r in self.results],
             "shapes": {model: dataclasses.asdict(shape) for model, shape in self.shapes.items()},
@@ -75,7 +75,7 @@ class ModelsResult(ModelsRecord, Kept):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelsResult:
-        if not isinstance(data, dict) or data.get("format") != MODELS_FORMAT:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise KVMagicError("this is not a run of several models: read one model's with BenchmarkResult.read_json")
         if data.get("version", 0) > _VERSION:
             newer = data["version"]
