@@ -36,7 +36,7 @@ class OneModels(KVMagicError, AttributeError):
 
 
 @functools.cache
-def _one_model_s() -> frozenset[str]:
+def _one_model_names() -> frozenset[str]:
     """The names a single model's result answers: its fields and methods, and what each add-on says of its data."""
     own = {f.name for f in dataclasses.fields(BenchmarkResult)} | set(dir(BenchmarkResult))
     return frozenset(name for name in own | {n for a in addons() for n in a.attributes} if not name.startswith("_"))
@@ -49,7 +49,7 @@ class ModelsResult(ModelsRecord, Kept):
     if not TYPE_CHECKING:  # one model's own attribute, refused in one line (mypy sees the attributes there are)
 
         def __getattr__(self, name: str) -> Any:
-            if name.startswith("_") or name not in _one_model_s():
+            if name.startswith("_") or name not in _one_model_names():
                 raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
             called = "()" if callable(inspect.getattr_static(BenchmarkResult, name, None)) else ""
             first = repr(self.results[0].model) if self.results else "MODEL"
