@@ -1,7 +1,8 @@
 """kvmagic: see what the KV cache does for a language model, in two IPython magics.
 
 ``%load_ext kvmagic`` registers ``%kvload`` and ``%%kvbench``. The same work is
-available without IPython through :func:`load_model` and :func:`run_benchmark`.
+available without IPython through :func:`load_model` and :func:`run_benchmark`, and
+an add-on's own through the names it adds here (``AddOn.api``; ``dir(kvmagic)`` lists them).
 
 Importing this package stays cheap: torch, transformers and pandas are imported
 only when a model is loaded or a benchmark runs.
@@ -22,10 +23,8 @@ if TYPE_CHECKING:
     from .model.loading import DEFAULT_MODEL, LoadedModel, load_model
     from .model.split_loading import load_split_model
     from .results.compare import Comparison, compare
-    from .results.models_result import ModelsResult
     from .results.result import BenchmarkResult
     from .runner.benchmark import run_benchmark
-    from .runner.models_run import run_models
 
 
 __all__ = [
@@ -35,14 +34,12 @@ __all__ = [
     "Comparison",
     "KVMagicError",
     "LoadedModel",
-    "ModelsResult",
     "__version__",
     "compare",
     "load_ipython_extension",
     "load_model",
     "load_split_model",
     "run_benchmark",
-    "run_models",
     "unload_ipython_extension",
 ]
 
@@ -52,8 +49,6 @@ _LAZY = {
     "load_model": "model.loading",
     "load_split_model": "model.split_loading",
     "run_benchmark": "runner.benchmark",
-    "run_models": "runner.models_run",
-    "ModelsResult": "results.models_result",
     "BenchmarkResult": "results.result",
     "BenchSpec": "core.spec",
     "Comparison": "results.compare",
@@ -62,14 +57,21 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    module = f".{_LAZY[name]}" if name in _LAZY else _addons_api().get(name)
     if module is None:
         raise AttributeError(f"module 'kvmagic' has no attribute {name!r}")
-    return getattr(import_module(f".{module}", __name__), name)
+    return getattr(import_module(module, __name__), name)
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted({*__all__, *_addons_api()})
+
+
+def _addons_api() -> dict[str, str]:
+    """The names each add-on adds to the API (its runs, its results), with the module that defines each."""
+    from .core.addon import addons
+
+    return {name: module for addon in addons() for name, module in addon.api.items()}
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

@@ -13,9 +13,9 @@ import nbclient
 import nbformat
 import pytest
 
+from kvmagic.addons.models.models_result import ModelsResult
 from kvmagic.measure.memory import sliding_keep
 from kvmagic.model.random_weights import shipped_config
-from kvmagic.results.models_result import ModelsResult
 
 from .test_notebook import unreadable
 

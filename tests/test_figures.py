@@ -13,11 +13,11 @@ from matplotlib.colors import to_rgba
 from matplotlib.container import ErrorbarContainer
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
+from kvmagic.addons.models.models_result import ModelsResult
 from kvmagic.core.kvbytes import KVSizes
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
-from kvmagic.results.models_result import ModelsResult
 from kvmagic.results.records import RunFacts, StepProfile
 from kvmagic.results.result import BenchmarkResult
 

@@ -172,7 +172,7 @@ def test_the_magic_shows_every_strategys_interval_and_lossless_rows_exactly(shel
 
 
 def test_models_side_by_side_draw_each_speedup_with_its_error_bar() -> None:
-    from kvmagic.results.models_result import ModelsResult
+    from kvmagic.addons.models.models_result import ModelsResult
 
     first, second = _comparison(), _comparison()
     second.model = "n"

@@ -28,3 +28,6 @@ def test_public_api_is_lazy_but_complete():
     assert set(kvmagic.__all__) <= set(dir(kvmagic))
     assert kvmagic.DEFAULT_MODEL == "LGAI-EXAONE/EXAONE-4.0-1.2B"
     assert callable(kvmagic.load_model) and callable(kvmagic.run_benchmark)
+    assert {"run_models", "ModelsResult"} <= set(dir(kvmagic))  # an add-on's own API, which the package names not
+    assert kvmagic.run_models.__module__ == "kvmagic.addons.models.models_run"
+    assert kvmagic.ModelsResult.__module__ == "kvmagic.addons.models.models_result"

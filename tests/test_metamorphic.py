@@ -291,7 +291,7 @@ def test_a_run_of_models_that_stops_names_exactly_the_models_not_measured(
     """Models 0..count-1, the run stopping at each model in turn: interrupted (Ctrl-C) or failed there, the models
     before it come back and it and every later one are left; one that stopped part way through its own sweep is
     kept, its rows being complete, and only the later ones are left."""
-    from kvmagic.runner import models_run
+    from kvmagic.addons.models import models_run
 
     names = [f"org/model-{i}" for i in range(count)]
     monkeypatch.setattr(models_run, "check_model", lambda name, **keywords: None)
@@ -319,7 +319,7 @@ def test_a_run_of_models_that_stops_names_exactly_the_models_not_measured(
 
 def test_models_are_partial_where_one_model_s_own_sweep_stopped() -> None:
     """A saved run whose every model was reached is still partial where one of them stopped part way."""
-    from kvmagic.results.models_result import ModelsResult
+    from kvmagic.addons.models.models_result import ModelsResult
 
     assert ModelsResult([_one("a"), _one("b", "interrupted")]).partial
     assert not ModelsResult([_one("a"), _one("b")]).partial

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from kvmagic.addons.models.models_result import ModelsResult
+from kvmagic.addons.models.models_run import run_models
+from kvmagic.addons.models.models_table import shape_values
 from kvmagic.core.shape import ModelShape
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main
 from kvmagic.measure.memory import sliding_keep
 from kvmagic.model.random_weights import shipped_config
-from kvmagic.results.models_result import ModelsResult
-from kvmagic.results.models_table import shape_values
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.runner.models_run import run_models
 
 from .conftest import PROMPT, raises_usage, said
 from .model_state import snapshot
@@ -241,7 +241,7 @@ def test_a_config_without_weights_is_refused_before_the_first_model_loads(tmp_pa
 
 
 def test_a_later_model_that_fails_keeps_the_ones_finished(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kvmagic.runner import models_run
+    from kvmagic.addons.models import models_run
 
     real = models_run.load_model
 
@@ -258,7 +258,7 @@ def test_a_later_model_that_fails_keeps_the_ones_finished(monkeypatch: pytest.Mo
 
 
 def test_the_shown_table_names_a_model_by_its_last_part_where_that_tells_them_apart() -> None:
-    from kvmagic.results.shown import _short_names as models
+    from kvmagic.addons.models.models_columns import short_names as models
 
     assert models(["tiny", "tiny", "google/gemma-3-270m", "/tmp/cut/smol/"]) == ["tiny", "tiny", "gemma-3-270m", "smol"]
     assert models(["org/model", "other/model"]) == ["org/model", "other/model"]  # the last parts alike: whole names

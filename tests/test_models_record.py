@@ -3,12 +3,16 @@ the notes shared once, the settings that differ, and the file it is kept in."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+import kvmagic
+from kvmagic.addons.models.models_columns import SHAPE_COLUMNS
+from kvmagic.addons.models.models_result import ModelsResult
+from kvmagic.addons.models.models_table import shape_values
 from kvmagic.core.shape import ModelShape
 from kvmagic.errors import KVMagicError
-from kvmagic.results.models_result import ModelsResult
-from kvmagic.results.models_table import SHAPE_COLUMNS, shape_values
 from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult
 
@@ -178,3 +182,44 @@ def test_the_file_says_its_version_and_an_older_file_reads_as_complete() -> None
     with pytest.raises(KVMagicError, match=r"^this is not a run of several models: read one model's with "
                                            r"BenchmarkResult\.read_json$"):  # fmt: skip
         ModelsResult.from_dict([])
+
+
+def test_what_one_model_s_result_answers_is_answered_here_or_refused_in_one_line_that_says_where() -> None:
+    """Every field, method and add-on attribute of one model's result: the models answer it together, or refuse it
+    in one line that names a model's result to ask (``choice()`` was missing, an AttributeError, before)."""
+    models = _models()
+    names = {f.name for f in dataclasses.fields(BenchmarkResult)} | {"limits", "hardware"}  # and an add-on's
+    names |= {name for name in dir(BenchmarkResult) if not name.startswith("_")}
+    refused: dict[str, str] = {}
+    for name in sorted(names):
+        try:
+            getattr(models, name)
+        except KVMagicError as error:
+            refused[name] = str(error)
+            assert not hasattr(models, name)  # still an attribute the models lack, for getattr(x, name, default)
+            getattr(models.result("org/one"), name)  # where the refusal sends a reader, the name is answered
+    assert refused["choice"] == (
+        "choice() is one model's: name that model's result, e.g. models.result('org/one').choice() (models.models "
+        "lists them)"
+    )
+    assert refused["limits"].startswith("limits is one model's: name that model's result, e.g. ")
+    assert all(said.count("\n") == 0 and said.startswith(f"{name}") for name, said in refused.items())
+    assert sorted(names - set(refused)) == [
+        "from_dict", "from_json", "identical", "measurements", "model", "notes", "partial", "plot", "read_json",
+        "save", "setup", "to_csv", "to_dataframe", "to_dict", "to_json", "to_markdown",
+    ]  # fmt: skip
+    with pytest.raises(AttributeError, match="'ModelsResult' has no attribute 'nothing'"):
+        models.nothing  # noqa: B018 - a name no result has is no mistake of this kind
+
+
+def test_a_comparison_refuses_models_on_either_side_in_one_line() -> None:
+    models = _models()
+    one = models.results[0]
+    for result, baseline, side in ((one, models, "baseline"), (models, one, "result")):
+        with pytest.raises(KVMagicError) as raised:
+            kvmagic.compare(result, baseline)
+        assert str(raised.value) == (
+            f"compare sets one run against another: the {side} is a ModelsResult, not one run's BenchmarkResult: "
+            "pass one of the runs it holds"
+        )
+    assert kvmagic.compare(one, models.results[1]).result is one

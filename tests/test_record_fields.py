@@ -125,7 +125,7 @@ def test_a_split_names_each_kind_of_device_once():
 
 
 def test_models_side_by_side_name_the_models_there_when_asked_for_another():
-    from kvmagic.results.models_record import ModelsRecord
+    from kvmagic.addons.models.models_record import ModelsRecord
 
     record = ModelsRecord([BenchmarkResult("a", pair((4, 2), [1.0], [0.5])), BenchmarkResult("b", [])])
     assert record.result("b").model == "b"

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kvmagic.core.addon import addons
 from kvmagic.core.spec import names
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Option
 from kvmagic.results.columns import Column
 from kvmagic.results.compare import COMPARED
 from kvmagic.results.frontier_table import FRONTIER
-from kvmagic.results.models_table import MODEL, SHAPES
 from kvmagic.results.report import additions
 from kvmagic.results.rows import PAIR, ROWS
 
@@ -125,6 +125,15 @@ def _added(view: str) -> list[str]:
     return found
 
 
+def _own_tables() -> list[str]:
+    """The tables of a kind of its own that each add-on describes (``AddOn.tables``), each after its introduction."""
+    found = []
+    for addon in addons():
+        for introduction, columns in addon.tables:
+            found += [*introduction.split("\n"), "", *_column_rows(columns), ""]
+    return found
+
+
 def columns_page() -> str:
     """Every column of the benchmark's tables and of the frontier's, with what it means."""
     return "\n".join(
@@ -168,17 +177,7 @@ def columns_page() -> str:
             "",
             *_column_rows(COMPARED),
             "",
-            "## Models side by side: `-m A,B` (kvmagic/results/models_table.py)",
-            "",
-            "Either table, one model's rows after another's, is led by:",
-            "",
-            *_column_rows((MODEL,)),
-            "",
-            "and `models.shape_table()` (`SHAPE_COLUMNS`) has a row per model, which the notes beneath the table say",
-            "in a sentence each:",
-            "",
-            *_column_rows(SHAPES),
-            "",
+            *_own_tables(),
             "## `--frontier`: `frontier_table(result)` (`FRONTIER_COLUMNS`, kvmagic/results/frontier_table.py)",
             "",
             *_column_rows(FRONTIER),

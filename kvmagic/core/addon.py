@@ -9,9 +9,11 @@ launchers and trackers through one base class each:
 - the request: the options an add-on adds (``fields``, ``options``), what it refuses beside them (``refuse``) and
   what a comparison with a baseline reads of them (``recorded``);
 - the run: what it does before the first timed run (``before``) and after the last one (``after``), the data a
-  result keeps of it, under its ``name``;
+  result keeps of it, under its ``name``; or the whole run, where it takes a front end's request over (``takes``,
+  ``run``: a loop over runs, say), and what ``%kvload`` then cannot load (``refuse_load``);
 - the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what a file keeps of
-  its data (``dump``, ``load``) and what a result answers for it (``attributes``).
+  its data (``dump``, ``load``) and what a result answers for it (``attributes``); a result of a kind of its own
+  has its tables (``tables``), its files (``refuse_file``, ``read_back``) and its names in kvmagic's API (``api``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -90,6 +92,39 @@ class AddOn:
     # What a result answers for it, by attribute (``result.limits``, ``result.choice``), each read from the result
     # (its record): the centre never reads these, a user's notebook and an older caller do.
     attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+
+    def takes(self, args: Any, configured: Mapping[str, Any], host: str) -> bool:
+        """Whether it runs the request a front end parsed (``args``, as ``host``, "magic" or "cli", parsed them;
+        ``configured``, the defaults they fall back on) in place of ``run_benchmark`` on the one model loaded. Both
+        front ends ask every add-on before anything loads: it refuses there what the request cannot ask of it."""
+        return False
+
+    def run(
+        self, args: Any, configured: Mapping[str, Any], host: str, prompt: str, spec: Any,
+        on_load: Callable[[Any], None] | None,
+    ) -> Any:  # fmt: skip
+        """Run a request it ``takes``: ``prompt`` and ``spec`` as ``run_benchmark`` takes them, checked; ``on_load``
+        is told of each model it loads (a :class:`~kvmagic.measure.loaded.LoadedModel`), to say so. It returns what
+        the front ends show, save and keep as they do ``run_benchmark``'s result."""
+        return None
+
+    def refuse_load(self, load: Mapping[str, Any]) -> None:
+        """Raise, where ``%kvload`` is asked to load what it cannot (``load``: ``load_model``'s keywords) but a
+        benchmark of this add-on's measures, how to ask the benchmark instead."""
+
+    def refuse_file(self, saved: Any) -> None:
+        """Raise, where ``saved`` (what a file read as one run's result holds) is a file of a kind of its own, what
+        reads it instead."""
+
+    # How a notebook reads back a file of its own kind, where it writes one (its result's ``read_json``, and for which
+    # request): the command's advice on plotting a saved run adds it.
+    read_back: str = ""
+    # Tables of a kind of its own that docs/columns.md describes: each the Markdown that introduces it, and its
+    # :class:`~kvmagic.results.columns.Column`s.
+    tables: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    # The names it adds to kvmagic's public API (a function that runs it, its result's class), each with the module
+    # that defines it: ``kvmagic`` imports that module on first use, and names no add-on.
+    api: ClassVar[Mapping[str, str]] = {}
 
 
 def addons() -> tuple[AddOn, ...]:

@@ -1,19 +1,28 @@
-"""What the front ends do around a benchmark: read the baseline it is compared with first, save and compare after."""
+"""What the front ends do around a benchmark: ask which add-on, if any, runs the request in place of
+``run_benchmark``, read the baseline it is compared with first, save and compare after."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.addon import AddOn, addons
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
-    from kvmagic.results.models_result import ModelsResult
     from kvmagic.results.result import BenchmarkResult
+    from kvmagic.results.serialize import Kept
 
-__all__ = ["finish", "read_baseline"]
+__all__ = ["finish", "read_baseline", "taker"]
+
+
+def taker(args: argparse.Namespace, configured: Mapping[str, Any], host: str) -> AddOn | None:
+    """The add-on that runs this request itself (:meth:`~kvmagic.core.addon.AddOn.takes`), the first the registry
+    lists; None where the front end runs it. Every add-on is asked, so that each refuses what it cannot go with."""
+    taking = [addon for addon in addons() if addon.takes(args, configured, host)]
+    return taking[0] if taking else None
 
 
 def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
@@ -34,7 +43,7 @@ def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
 
 def finish(
     args: argparse.Namespace,
-    result: BenchmarkResult | ModelsResult,
+    result: Kept,
     baseline: BenchmarkResult | None,
     say: Callable[[str], None],
 ) -> tuple[Any, str]:
@@ -52,7 +61,5 @@ def finish(
     if baseline is None:
         return result, failed
     from kvmagic.results.compare import compare
-    from kvmagic.results.result import BenchmarkResult
 
-    assert isinstance(result, BenchmarkResult)  # several models are refused a baseline before they run
     return compare(result, baseline, name=args.compare), failed

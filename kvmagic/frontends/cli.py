@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from kvmagic.core.addon import addons
 from kvmagic.errors import KVMagicError, one_line
-from kvmagic.frontends.baseline import finish, read_baseline
+from kvmagic.frontends.baseline import finish, read_baseline, taker
 from kvmagic.frontends.helppage import Formatter, add_grouped, describe, fitted
-from kvmagic.frontends.models_request import check_models_request, model_names
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
     LOAD_OPTIONS,
@@ -41,8 +41,7 @@ if TYPE_CHECKING:
     from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.compare import Comparison
     from kvmagic.results.gate import Threshold
-    from kvmagic.results.models_result import ModelsResult
-    from kvmagic.results.result import BenchmarkResult
+    from kvmagic.results.serialize import Kept
 
 __all__ = ["FORMATS", "error_line", "main", "parser"]
 
@@ -105,7 +104,7 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     return prompt
 
 
-def render(shown: BenchmarkResult | ModelsResult | Comparison, kind: str, wide: bool = False) -> str:
+def render(shown: Kept | Comparison, kind: str, wide: bool = False) -> str:
     """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes.
 
     ``table`` is for reading in a terminal: the shown columns, fitting 100 columns (every column if
@@ -160,8 +159,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
 _INSTEAD = {
     "output": "it prints the result, and --format json gives all of it",
     "var": "keep the result with --save PATH.json",
-    "plot": "plot a result saved with --save PATH.json in a notebook: BenchmarkResult.read_json(PATH).plot() "
-    "(ModelsResult.read_json for -m A,B)",
+    "plot": "plot a result saved with --save PATH.json in a notebook: BenchmarkResult.read_json(PATH).plot()"
+    + "".join(f" ({addon.read_back})" for addon in addons() if addon.read_back),
     "expand": "it takes the prompt as written",
 }
 
@@ -191,12 +190,10 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     from kvmagic.model.loading import load_model
     from kvmagic.model.split_loading import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
-    from kvmagic.runner.models_run import run_models
 
     configured = defaults()
     kwargs = load_kwargs(args, configured)
-    names = model_names(kwargs["name"])
-    check_models_request(args, names)
+    taken = taker(args, configured, "cli")
     if args.tp:  # in or out of torchrun, before the request's own checks and any process group
         check_split_request(args, device_map=args.device_map)
     split = join_ranks(args, argv) is not None
@@ -209,9 +206,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     def said(loaded: LoadedModel) -> None:
         _say(fitted(loaded.summary(), ""), args)
 
-    if len(names) > 1:  # each loaded (its summary said as it loads), measured and released in turn
-        load = {key: value for key, value in kwargs.items() if key != "name"}
-        result: Any = run_models(names, prompt.strip(), spec, load=load, progress=not args.quiet, on_load=said)
+    if taken is not None:  # an add-on runs it, saying each model's summary as it loads
+        result: Any = taken.run(args, configured, "cli", prompt.strip(), spec, said)
     else:
         loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
         said(loaded)

@@ -21,8 +21,9 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode, Union, validate
 
+from kvmagic.core.addon import addons
 from kvmagic.errors import KVMagicError, one_line
-from kvmagic.frontends.baseline import finish, read_baseline
+from kvmagic.frontends.baseline import finish, read_baseline, taker
 from kvmagic.frontends.helppage import fitted, magic_page
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
@@ -46,11 +47,10 @@ from kvmagic.measure.guards import forget_frames, forget_last_failure
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from kvmagic.core.addon import AddOn
     from kvmagic.core.spec import BenchSpec
     from kvmagic.measure.loaded import LoadedModel
-    from kvmagic.results.models_result import ModelsResult
     from kvmagic.results.plot import SweepFigure
-    from kvmagic.results.result import BenchmarkResult
 
 __all__ = ["Interrupted", "KVMagics", "cell_prompt", "parse_line", "split_line"]
 
@@ -268,16 +268,14 @@ class KVMagics(Magics):
             %kvload LGAI-EXAONE/EXAONE-4.0-1.2B --dtype bfloat16
         """
         args = parse_line(self.kvload, line)
-        from kvmagic.frontends.models_request import model_names
         from kvmagic.model.loading import load_model
 
         # The name only: holding the old model here would keep it in memory while the new weights load.
         previous = self.loaded.name if self.loaded is not None else None
         try:
             kwargs = load_kwargs(args, self._configured())
-            if len(model_names(kwargs["name"])) > 1:
-                several = f"use %%kvbench -m {kwargs['name']}"
-                raise UsageError(f"%kvload loads one model: to measure several side by side, {several}")
+            for addon in addons():
+                addon.refuse_load(kwargs)
             self.loaded = load_model(**kwargs, before_weights=self.unload)
             self.loaded_with = kwargs
         except KVMagicError as error:
@@ -320,25 +318,26 @@ class KVMagics(Magics):
         """
         args = parse_line(self.kvbench, line, prompt_last=cell is None)
         cell = cell_prompt(args.prompt, cell)
-        if self.loaded is None and args.tp is None and args.models is None:
+        configured = self._configured()
+        try:
+            taken = taker(args, configured, "magic")
+        except KVMagicError as error:
+            raise _usage_error(error) from None
+        if self.loaded is None and args.tp is None and taken is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand
-        from kvmagic.frontends.models_request import check_models_request, model_names
         from kvmagic.frontends.split_request import check_split_request
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
-        configured = self._configured()
         namespace: dict[str, Any] = self.shell.user_ns if self.shell is not None else {}
         try:
             check_name(args.var)
-            names = model_names(args.models)
-            check_models_request(args, names)
             prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
             baseline = read_baseline(args)
             if args.tp is not None:  # before the request's own checks, whose advice a split cannot take
                 check_split_request(args)
             spec = bench_spec(args, configured)
-            result = self._measure(args, names, prompt.strip(), spec, configured)
+            result = self._measure(args, taken, prompt.strip(), spec, configured)
             replaced = store(namespace, args.var, result) if args.var is not None else None
             shown, unsaved = finish(args, result, baseline, say=lambda line: None if args.quiet else print(line))
         except KVMagicError as error:
@@ -359,26 +358,20 @@ class KVMagics(Magics):
         wide = resolved(args, configured, "wide")
         return styled_table(shown.to_dataframe(), metadata, shown.notes(), wide=wide, result=result)
 
-    def _measure(
-        self, args: Any, names: list[str], prompt: str, spec: BenchSpec, configured: dict[str, Any]
-    ) -> BenchmarkResult | ModelsResult:
-        """The model %kvload loaded, measured here; the models -m names, each loaded, measured and released in turn
-        (one model's result as its own); or a split model, on the ranks of a torchrun launch, once what needs no
-        model has been checked here."""
+    def _measure(self, args: Any, taken: AddOn | None, prompt: str, spec: BenchSpec, configured: dict[str, Any]) -> Any:
+        """The model %kvload loaded, measured here; a split model, on the ranks of a torchrun launch, once what needs
+        no model has been checked here; or what the add-on that took the request over (``taken``) returns, saying
+        each model it loads: a result shown, saved and kept as a measured one."""
         from kvmagic.runner.benchmark import run_benchmark
-        from kvmagic.runner.models_run import run_models
 
         check_before_loading(spec, prompt)
         if args.tp is not None:
             from kvmagic.frontends.split_launch import launch_cell
 
             return launch_cell(args, prompt, spec, self.loaded, self.loaded_with, configured)
-        if names:
-            load = {key: configured[key] for key in ("dtype", "device_map", "attn_implementation")}
+        if taken is not None:
             said = None if args.quiet else (lambda loaded: print(fitted(loaded.summary(), "")))
-            found = run_models(names, prompt, spec, load={**load, "random_weights": args.random_weights},
-                               progress=not args.quiet, on_load=said)  # fmt: skip
-            return found.results[0] if len(names) == 1 else found
+            return taken.run(args, configured, "magic", prompt, spec, said)
         assert self.loaded is not None  # refused before, with what to do
         return run_benchmark(self.loaded, prompt, spec, progress=not args.quiet)
 

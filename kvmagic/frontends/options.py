@@ -171,14 +171,6 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            "torchrun (python -m torch.distributed.run --nproc-per-node N) in a subprocess, shows its progress, and "
            "returns its result as any other.", "tp", type=at_least_one, metavar="N",
            hosts=("magic",), examples=("2",)),
-    Option(("-m", "--model"), "Measure these models instead of the one %%kvload loaded, which stays loaded: one, or "
-           "several comma-separated (one table with a model column), each loaded in turn with the dtype, device map "
-           "and attention of %%config KVMagics and released before the next. With --tp: the one model the ranks "
-           "load (default: the one %%kvload loaded, with its options).", "models", metavar="MODEL[,MODEL...]",
-           hosts=("magic",), examples=("tiny",)),
-    Option(("--random-weights",), "With -m: build each model but tiny (whose weights are random already) from its "
-           "config with seeded random weights, as %%kvload --random-weights does.", "random_weights",
-           action="store_true", hosts=("magic",), examples=("",)),
 )  # fmt: skip
 
 

@@ -45,7 +45,9 @@ class Column(Generic[Context]):
     (``uncached_s`` is ``off``'s ``seconds``), or ``read_pair`` reads the pair itself where that differs from
     ``read``. ``shown``: the short table keeps it, in declaration order or ``after`` the column named,
     where ``shown_when`` the table's data does not say otherwise; ``gives_way`` orders what the short table drops
-    while it is too wide. ``identifies``: it says which row a line is, and leads every block of ``--wide``."""
+    while it is too wide. ``identifies``: it says which row a line is, and leads every block of ``--wide``.
+    ``shown_cells`` writes the short table's cells of the column together, where one depends on the others (names
+    shortened only where they stay apart); without it each cell is written alone, by ``form``."""
 
     name: str
     meaning: str
@@ -59,6 +61,7 @@ class Column(Generic[Context]):
     shown_when: Callable[[pd.DataFrame], bool] | None = None
     gives_way: GivesWay = (None, None, None)
     identifies: bool = False
+    shown_cells: Callable[[list[Any]], list[str]] | None = None
 
 
 _DECLARED: dict[str, Column[Any]] = {}

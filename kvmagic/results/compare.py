@@ -20,12 +20,15 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import significant_change
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
+from kvmagic.errors import KVMagicError
 from kvmagic.results.columns import Column, declare, moved, names
 from kvmagic.results.measurement import Pair
 from kvmagic.results.result import BenchmarkResult
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from kvmagic.results.serialize import Kept
 
 __all__ = ["COMPARED", "Comparison", "Judged", "compare", "row_key", "verdict"]
 
@@ -165,10 +168,18 @@ class Comparison:
                        title=repr(self))  # fmt: skip
 
 
-def compare(result: BenchmarkResult, baseline: BenchmarkResult, name: str = "the saved run") -> Comparison:
+def compare(result: Kept, baseline: Kept, name: str = "the saved run") -> Comparison:
     """``result`` against ``baseline`` (e.g. ``BenchmarkResult.read_json("before.json")``), which the verdict calls
-    ``name`` (the file's name, say)."""
-    return Comparison(result, baseline, name)
+    ``name`` (the file's name, say); each one run's :class:`~kvmagic.results.result.BenchmarkResult`, a result of
+    another kind refused."""
+    return Comparison(_one_run(result, "result"), _one_run(baseline, "baseline"), name)
+
+
+def _one_run(found: Kept, side: str) -> BenchmarkResult:
+    if not isinstance(found, BenchmarkResult):
+        raise KVMagicError(f"compare sets one run against another: the {side} is a {type(found).__name__}, not one "
+                           "run's BenchmarkResult: pass one of the runs it holds")  # fmt: skip
+    return found
 
 
 @dataclass(frozen=True)

@@ -34,16 +34,15 @@ _ROUNDING = 1e-9  # a speed-up this close to an end of its interval is on it: th
 FEW_STEPS = 16  # quality read over fewer forced steps than this is called rough
 
 
-def notes(result: BenchmarkRecord, *, spread: bool = True) -> list[str]:
+def notes(result: BenchmarkRecord) -> list[str]:
     """Plain-language remarks a reader of the table should not miss, the most important first: a comparison's
     verdict (what the rounds tell, in the user's terms), what is wrong or surprising, then noise, then the rest (the
-    shown table keeps the first few: :func:`~kvmagic.results.shown.brief`). Without the warning on times that vary
-    where ``spread`` is false (several models' results say theirs together: :func:`spread_warning`)."""
+    shown table keeps the first few: :func:`~kvmagic.results.shown.brief`)."""
     verdict = verdict_lines(result)
     holding_one = _holding_one(result)
     wrong = [*_partial_notes(result), *_shipped_notes(result), *_mismatch_notes(result), *_below_one(result)]
     wrong += [] if verdict else holding_one
-    noise = [*(spread_warning([result]) if spread else []), *caution_notes(result), *_few_steps(result)]
+    noise = [*spread_warning([result]), *caution_notes(result), *_few_steps(result)]
     noise += _outside(result)
     rest = [*_stretched_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
     rest += [*(holding_one if verdict else []), *(note for addon in addons() for note in addon.notes(result))]
@@ -85,7 +84,7 @@ def _crossover_notes(result: BenchmarkRecord) -> list[str]:
 
 
 def more_pairs(*results: BenchmarkRecord) -> str:
-    """How to take more pairs under the request's stop rule (the first result's: several models share one): -r
+    """How to take more pairs under the request's stop rule (the first result's: several results share one): -r
     counts them; -r auto stops at its target (--ci-target) or at its cap (--auto-cap), whichever came first for
     the pairs here."""
     spec = results[0].spec
@@ -98,8 +97,8 @@ def more_pairs(*results: BenchmarkRecord) -> str:
 
 def spread_warning(results: Sequence[BenchmarkRecord]) -> list[str]:
     """One warning for every strategy whose times vary past :data:`~kvmagic.core.stats.SPREAD_WARNING`, each
-    with its spread (and its configuration, in a sweep; its model, among several models): one line per strategy
-    or model would bury the other notes."""
+    with its spread (and its configuration, in a sweep; its result's model, among several results): one line per
+    strategy or result would bury the other notes."""
     said = [(result, which) for result in results for which in [_noisy(result)] if which]
     if not said:
         return []

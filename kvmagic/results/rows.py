@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.strategy import DYNAMIC, FULL_CACHE, OFF
 from kvmagic.results.choice import MIN_STRATEGIES
-from kvmagic.results.columns import Column, declare, missing, some_value
+from kvmagic.results.columns import Column, column, declare, missing, some_value
 from kvmagic.results.measurement import Pair
 
 if TYPE_CHECKING:
@@ -198,9 +198,10 @@ def _batched(frame: pd.DataFrame) -> bool:
 
 def _separates(frame: pd.DataFrame) -> bool:
     """Some configuration has :data:`~kvmagic.results.choice.MIN_STRATEGIES` rows that ran or more, and not every
-    one of them is on its trade-off frontier: the marks then say something."""
+    one of them is on its trade-off frontier: the marks then say something. A configuration is what the columns that
+    identify a row, but its strategy, say."""
     ran = frame[[not missing(value) for value in frame["pareto"]]]
-    keys = [name for name in ("model", "prompt_tokens", "new_tokens", "batch") if name in ran.columns]
+    keys = [name for name in ran.columns if column(name).identifies and name != "strategy"]
     compared = not ran.empty and int(ran.groupby(keys).size().max()) >= MIN_STRATEGIES
     return compared and not all(value is True for value in ran["pareto"])
 

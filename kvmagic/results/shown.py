@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "COMPARED_HEADER", "INTERVAL_HEADER", "NOTE_LINES", "WIDTH", "brief", "cell", "more_notes", "noted", "short_name",
+    "COMPARED_HEADER", "INTERVAL_HEADER", "NOTE_LINES", "WIDTH", "brief", "cell", "more_notes", "noted",
     "shown_names", "shown_table", "shown_text", "wide_cells", "wide_text", "wrapped_notes",
 ]  # fmt: skip
 
@@ -100,7 +100,7 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     cells: dict[str, list[str]] = {}
     footnotes: list[str] = []
     for name in shown_names(list(frame.columns)):
-        when = column(name).shown_when
+        when, together = column(name).shown_when, column(name).shown_cells
         if name == "note" and strategies:
             marks, footnotes = _footnotes(frame)
             if footnotes:
@@ -112,24 +112,11 @@ def _cells(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             cells[INTERVAL_HEADER if any("[" in text for text in speedups) else name] = speedups
         elif when is not None and not when(frame):
             continue
-        elif name == "model":
-            cells[name] = _short_names([str(model) for model in frame[name]])
+        elif together is not None:
+            cells[name] = together(list(frame[name]))
         else:
             cells[name] = [cell(name)(value) for value in frame[name]]
     return pd.DataFrame(cells, index=frame.index, dtype=object), footnotes
-
-
-def _short_names(models: list[str]) -> list[str]:
-    """Models as the shown table names them: each without the folders or organisation before its last ``/``
-    (``google/gemma-3-270m`` as ``gemma-3-270m``) where that still tells them apart, so that the columns the
-    notes cite keep their room; the notes, ``--wide`` and every file keep the whole name."""
-    short = {model: short_name(model) for model in dict.fromkeys(models)}
-    return [short[model] for model in models] if len(set(short.values())) == len(short) else models
-
-
-def short_name(model: str) -> str:
-    """A model's name without the folders or organisation before its last ``/``."""
-    return model.rstrip("/").rsplit("/", 1)[-1] or model
 
 
 def _batched(frame: pd.DataFrame) -> bool:

@@ -27,10 +27,9 @@ from kvmagic.results.serialize import floats_back, seconds_back
 if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = ["JSON_FORMAT", "JSON_VERSION", "MODELS_FORMAT", "result_fields", "result_to_dict"]
+__all__ = ["JSON_FORMAT", "JSON_VERSION", "result_fields", "result_to_dict"]
 
 JSON_FORMAT = "kvmagic-benchmark"
-MODELS_FORMAT = "kvmagic-models"  # models side by side: a file of one result per model
 JSON_VERSION = 3  # 3: a record per (configuration, strategy), the run's facts apart from the environment
 _FACTS = {f.name for f in dataclasses.fields(RunFacts)}
 _REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap", "max_seconds", "kv_bits", "profile"}
@@ -64,9 +63,8 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
 
 def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """A result's fields from what :func:`result_to_dict` wrote (or an older format)."""
-    if isinstance(data, Mapping) and data.get("format") == MODELS_FORMAT:
-        raise KVMagicError("this holds several models side by side, not one model's run: read it with "
-                           "ModelsResult.read_json, or save one model's run with {save}", "save")  # fmt: skip
+    for addon in addons():  # a file of an add-on's own kind: the add-on says what reads it
+        addon.refuse_file(data)
     if not isinstance(data, Mapping) or data.get("format") != JSON_FORMAT:
         raise KVMagicError("this is not a kvmagic benchmark: save one with {save} (a .json name)", "save")
     if data.get("version", 0) > JSON_VERSION:

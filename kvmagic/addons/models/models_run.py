@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.addons.models.models_columns import short_name
+from kvmagic.addons.models.models_result import ModelsResult
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.accelerator import release_memory
@@ -18,8 +20,6 @@ from kvmagic.measure.guards import forget_frames
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.model.loading import check_model, load_model
 from kvmagic.model.tiny import TINY_NAME
-from kvmagic.results.models_result import ModelsResult
-from kvmagic.results.shown import short_name
 from kvmagic.runner.benchmark import run_benchmark
 
 if TYPE_CHECKING:

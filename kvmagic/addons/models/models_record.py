@@ -1,8 +1,9 @@
 """Models side by side, as data: one request measured on each of several models in turn, a result per model and the
 shape its KV cache follows. The model is one more axis of the same rows: each model's rows are its result's, a
 (configuration, strategy) each, drawn from the same column registry. It knows no rendering: the one table, its notes,
-the shapes and the figure are functions of it (:mod:`~kvmagic.results.models_table`,
-:mod:`~kvmagic.results.models_plot`), and :class:`~kvmagic.results.models_result.ModelsResult` adds them as methods."""
+the shapes and the figure are functions of it (:mod:`~kvmagic.addons.models.models_table`,
+:mod:`~kvmagic.addons.models.models_plot`), and :class:`~kvmagic.addons.models.models_result.ModelsResult` adds them
+as methods."""
 
 from __future__ import annotations
 

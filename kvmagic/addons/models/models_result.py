@@ -1,45 +1,74 @@
 """Models side by side, with their renderings at hand: one table with a ``model`` column, its notes, each model's
-shape, one figure, and the files, as a single model's :class:`~kvmagic.results.result.BenchmarkResult` has them."""
+shape, one figure, and the files, as a single model's :class:`~kvmagic.results.result.BenchmarkResult` has them.
+
+Whatever else a single model's result answers (its ``choice()``, a strategy's ``pair()``, its ``limits``) is that
+model's: asked of the models together, it is refused in one line that names where to ask it, rather than missing.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.addons.models.models_record import ModelsRecord
+from kvmagic.core.addon import addons
 from kvmagic.core.shape import ModelShape
 from kvmagic.errors import KVMagicError
-from kvmagic.results.models_record import ModelsRecord
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.serialize import Kept
-from kvmagic.results.stored import MODELS_FORMAT
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kvmagic.results.plot import SweepFigure
 
-__all__ = ["ModelsResult"]
+__all__ = ["FORMAT", "ModelsResult", "OneModels"]
 
+FORMAT = "kvmagic-models"  # what its files say they are: one result per model
 _VERSION = 1
 
 
+class OneModels(KVMagicError, AttributeError):
+    """What one model's result answers, asked of several models' together: a mistake that says where to ask it, and
+    still an attribute they lack (``hasattr`` is false)."""
+
+
+@functools.cache
+def _one_model_names() -> frozenset[str]:
+    """The names a single model's result answers: its fields and methods, and what each add-on says of its data."""
+    own = {f.name for f in dataclasses.fields(BenchmarkResult)} | set(dir(BenchmarkResult))
+    return frozenset(name for name in own | {n for a in addons() for n in a.attributes} if not name.startswith("_"))
+
+
 class ModelsResult(ModelsRecord, Kept):
-    """What ``kvbench -m A,B`` found (:class:`~kvmagic.results.models_record.ModelsRecord`): each model's
+    """What ``kvbench -m A,B`` found (:class:`~kvmagic.addons.models.models_record.ModelsRecord`): each model's
     ``BenchmarkResult`` (``result(model)``), shown as one table; kept as JSON, CSV or Markdown."""
 
+    if not TYPE_CHECKING:  # one model's own attribute, refused in one line (mypy sees the attributes there are)
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_") or name not in _one_model_names():
+                raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
+            called = "()" if callable(inspect.getattr_static(BenchmarkResult, name, None)) else ""
+            first = repr(self.results[0].model) if self.results else "MODEL"
+            raise OneModels(f"{name}{called} is one model's: name that model's result, e.g. "
+                            f"models.result({first}).{name}{called} (models.models lists them)")  # fmt: skip
+
     def to_dataframe(self) -> pd.DataFrame:
-        from kvmagic.results.models_table import models_table
+        from kvmagic.addons.models.models_table import models_table
 
         return models_table(self)
 
     def shape_table(self) -> pd.DataFrame:
         """One row per model: layers, sliding windows, heads and KV heads, head size, dtype, KV bytes per token."""
-        from kvmagic.results.models_table import shape_table
+        from kvmagic.addons.models.models_table import shape_table
 
         return shape_table(self)
 
     def notes(self) -> list[str]:
-        from kvmagic.results.models_table import models_notes
+        from kvmagic.addons.models.models_table import models_notes
 
         return models_notes(self)
 
@@ -58,14 +87,14 @@ class ModelsResult(ModelsRecord, Kept):
 
     def plot(self) -> SweepFigure:
         """Time, speed-up and KV cache against the context, one colour per model."""
-        from kvmagic.results.models_plot import plot_models
+        from kvmagic.addons.models.models_plot import plot_models
 
         return plot_models(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Each model's result as :meth:`BenchmarkResult.to_dict` writes it, with its shape."""
         return {
-            "format": MODELS_FORMAT,
+            "format": FORMAT,
             "version": _VERSION,
             "results": [r.to_dict() for r in self.results],
             "shapes": {model: dataclasses.asdict(shape) for model, shape in self.shapes.items()},
@@ -75,7 +104,7 @@ class ModelsResult(ModelsRecord, Kept):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelsResult:
-        if not isinstance(data, dict) or data.get("format") != MODELS_FORMAT:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise KVMagicError("this is not a run of several models: read one model's with BenchmarkResult.read_json")
         if data.get("version", 0) > _VERSION:
             newer = data["version"]

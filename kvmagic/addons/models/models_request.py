@@ -1,24 +1,30 @@
-"""``-m A,B`` in both front ends: the names as typed, and what a request of several models cannot also ask.
+"""``-m A,B`` in both front ends: the names as typed, what a request of several models cannot also ask, and how each
+model loads.
 
-A comparison with a saved run (``--compare``) sets one model's rows against one model's; a split model (``--tp``)
-splits one model over its ranks. Each is refused with several models in one line, before anything loads; the
-names themselves are checked by :func:`~kvmagic.runner.models_run.model_loads`, also before anything loads.
+The command's ``-m`` is its one model's (``%kvload``'s) where it names one, the notebook's ``-m`` a model measured in
+place of the one ``%kvload`` loaded, each loaded with the settings of ``%config KVMagics``. A comparison with a saved
+run (``--compare``) sets one model's rows against one model's; a split model (``--tp``) splits one model over its
+ranks. Each is refused with several models in one line, before anything loads; the names themselves are checked by
+:func:`~kvmagic.addons.models.models_run.model_loads`, also before anything loads.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from kvmagic.errors import KVMagicError
 from kvmagic.model.tiny import TINY_NAME
 
-__all__ = ["check_models_request", "model_names"]
+__all__ = ["check_models_request", "model_names", "requested"]
 
 _ONE_MODEL = {
     "tp": "splits one model over its ranks",
     "compare": "sets one model's run against a saved one",
 }
+_CONFIGURED = ("dtype", "device_map", "attn_implementation")  # the settings the notebook loads each model with
 
 
 def model_names(text: str | None) -> list[str]:
@@ -45,3 +51,15 @@ def check_models_request(args: argparse.Namespace, names: list[str]) -> None:
         if getattr(args, name, None) not in (None, False):
             raise KVMagicError(f"{{{name}}} {why}, not each of several {{models}}: drop it, or name one model",
                                name, "models")  # fmt: skip
+
+
+def requested(args: argparse.Namespace, configured: Mapping[str, Any], host: str) -> tuple[list[str], dict[str, Any]]:
+    """The models a request names, and the ``load_model`` keywords each loads with (but its name): the command's
+    load options, or the notebook's settings and its ``--random-weights``."""
+    if host == "magic":
+        load = {key: configured[key] for key in _CONFIGURED}
+        return model_names(args.models), {**load, "random_weights": args.random_weights}
+    from kvmagic.frontends.options import load_kwargs
+
+    load = load_kwargs(args, configured)
+    return model_names(load.pop("name")), load

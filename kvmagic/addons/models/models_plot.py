@@ -19,8 +19,8 @@ from kvmagic.results.plot import MIB, STYLES, SweepFigure, grouped, kv_mib_at, s
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+    from kvmagic.addons.models.models_record import ModelsRecord
     from kvmagic.results.benchmark_record import BenchmarkRecord
-    from kvmagic.results.models_record import ModelsRecord
 
 __all__ = ["plot_models"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.results.columns import Column, declare, names
+from kvmagic.addons.models.models_columns import MODEL, SHAPE_COLUMNS
 from kvmagic.results.notes import notes as result_notes
 from kvmagic.results.notes import spread_warning
 from kvmagic.results.report import table as result_table
@@ -14,49 +14,11 @@ from kvmagic.results.report import table as result_table
 if TYPE_CHECKING:
     import pandas as pd
 
+    from kvmagic.addons.models.models_record import ModelsRecord
     from kvmagic.core.shape import ModelShape
-    from kvmagic.results.models_record import ModelsRecord
+    from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = [
-    "MODEL",
-    "MODEL_COLUMN",
-    "SHAPES",
-    "SHAPE_COLUMNS",
-    "models_notes",
-    "models_table",
-    "shape_table",
-    "shape_values",
-]
-
-MODEL = declare(
-    Column[Any]("model", "`-m A,B`, models side by side: the model this row measured, each loaded in turn and "
-                "released before the next; absent where one model is measured", form="text", shown=True,
-                identifies=True),
-)[0]  # fmt: skip
-MODEL_COLUMN = MODEL.name
-# ``models.shape_table()``: one row per model of models side by side, the sizes its KV cache follows (a table of its
-# own, not declared with the benchmark's).
-_SHAPES = (
-    ("model", "the model", ""),
-    ("layers", "decoder layers, each with its own keys and values", ""),
-    ("sliding_layers", ("the layers that attend over a sliding window rather than the whole context (numbered from "
-     "0)"), ""),
-    ("sliding_window", "the window, in positions, of those layers; empty where every layer attends to everything",
-     "tokens"),
-    ("heads", "attention (query) heads per layer", ""),
-    ("kv_heads", "key-value heads per layer: fewer than `heads` under grouped-query attention", ""),
-    ("group_size", ("`heads / kv_heads`: query heads that share one key-value head, what grouped-query attention "
-     "divides the cache by"), ""),
-    ("head_dim", "the size of one head's key (and value)", ""),
-    ("dtype", "the element type the keys and values are kept in", ""),
-    ("token_kv_bytes", ("KV bytes one more token adds to one sequence's cache, every layer: 2 x `kv_heads` x "
-     "`head_dim` x element size x `layers`"), "bytes"),
-    ("windowed_token_kv_bytes", ("the same once the context passes the sliding window: the full-attention layers' "
-     "alone where the installed transformers keeps a sliding layer to its window (probed), every layer's where it "
-     "keeps every position"), "bytes"),
-)  # fmt: skip
-SHAPES = tuple(Column[Any](name, meaning, unit) for name, meaning, unit in _SHAPES)
-SHAPE_COLUMNS = names(SHAPES)
+__all__ = ["models_notes", "models_table", "shape_table", "shape_values"]
 
 
 def models_table(models: ModelsRecord) -> pd.DataFrame:
@@ -67,11 +29,11 @@ def models_table(models: ModelsRecord) -> pd.DataFrame:
     frames = []
     for result in models.results:
         frame = result_table(result)
-        frame.insert(0, MODEL_COLUMN, result.model)
+        frame.insert(0, MODEL.name, result.model)
         frames.append(frame)
     filled = [frame for frame in frames if len(frame)] or frames[:1]
     if not filled:
-        return pd.DataFrame(columns=[MODEL_COLUMN])
+        return pd.DataFrame(columns=[MODEL.name])
     return pd.concat(filled, ignore_index=True)
 
 
@@ -117,13 +79,19 @@ def models_notes(models: ModelsRecord) -> list[str]:
     left unmeasured."""
     found = [_shape_sentence(_shape_row(models, r.model), models.shapes[r.model]) for r in models.results
              if r.model in models.shapes]  # fmt: skip
-    each = [(result.model, result_notes(result, spread=False)) for result in models.results]
+    each = [(result.model, _own_notes(result)) for result in models.results]
     shared = [note for note in each[0][1] if all(note in notes for _, notes in each)] if each else []
     found += shared + [f"{model}: {note}" for model, notes in each for note in notes if note not in shared]
     found += spread_warning(models.results)
     if models.left:
         found.append(f"{models.stopped or 'stopped'}: {', '.join(models.left)} not measured")
     return found
+
+
+def _own_notes(result: BenchmarkRecord) -> list[str]:
+    """One model's notes but its warning on times that vary: the models' warnings are said together, as one."""
+    alone = spread_warning([result])
+    return [note for note in result_notes(result) if note not in alone]
 
 
 def _shape_sentence(row: dict[str, Any], shape: ModelShape) -> str:
