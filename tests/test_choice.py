@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvmagic.addons.choice.reasoning import Choice, choice
 from kvmagic.core.costmodel import Polynomial, crossing
 from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.pareto import Point, beats, better, on_frontier
@@ -12,7 +13,6 @@ from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import REFERENCE
 from kvmagic.errors import KVMagicError
-from kvmagic.results.choice import Choice, choice
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import shown_table
 from kvmagic.results.verdict import verdict_lines
@@ -133,6 +133,15 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
     wrong_way = "dynamic overtakes static from 44 tokens (time ratio at 136: predicted 0.689, measured 1.02, -32.6%"
     assert wrong_way + ", so static was the faster there)" in text
     assert "no other crossover up to 136 tokens. --frontier adds how long a context each holds" in text
+
+
+def test_the_notes_say_the_crossovers_in_one_line_that_points_to_the_paragraph() -> None:
+    assert (
+        "crossovers, from fits checked at 136 tokens: dynamic overtakes off from 25 tokens; quantized:fp8 overtakes "
+        "off from 35 tokens; dynamic overtakes static from 44 tokens; quantized:fp8 overtakes static from 69 tokens "
+        "(result.choice())"
+    ) in _sweep().notes()
+    assert not [note for note in _sweep(prompts=PROMPTS[1:]).notes() if note.startswith("crossovers")]  # 3 lengths
 
 
 def _row(strategy: str, max_context: int, limited_by: str = "memory") -> FrontierRow:

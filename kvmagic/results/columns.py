@@ -25,7 +25,7 @@ __all__ = [
     "some_value",
 ]  # fmt: skip
 
-WIDTH = 100  # the terminal width the shown table, its notes and the choice's paragraph are made to fit
+WIDTH = 100  # the terminal width the shown table, its notes and any paragraph said of it are made to fit
 Form = Literal["figure", "speedup", "change", "text"]
 # Where a column stands among those the short table drops while it is wider than WIDTH, lowest first: in a table
 # of lossless strategies, of some lossy one, and of some lossy one with the trade-off frontier marked. None: never.

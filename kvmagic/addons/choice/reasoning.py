@@ -1,20 +1,10 @@
-"""Which strategy to choose, from a comparison's own rows: the trade-off frontier, where one strategy overtakes
-another as the context grows, how long a context each holds, and a paragraph that says it in words.
+"""Which strategy to choose, from a comparison's own rows: the trade-off frontier at the largest configuration,
+where one strategy overtakes another as the context grows (:mod:`~kvmagic.addons.choice.crossovers`), how long a
+context each holds, and a paragraph that says it in words.
 
-- The trade-off frontier (:mod:`kvmagic.core.pareto`): at each configuration, the rows no other row beats on
-  speed (median seconds), KV bytes held and quality (``kl_nats``) at once; the table's ``pareto`` column.
-- Crossovers: along the sweep through the largest configuration (its prompt lengths, or its numbers of new
-  tokens, whichever has more), each strategy's median seconds against the context (prompt + new tokens) is
-  fitted (:func:`kvmagic.core.costmodel.fit_polynomial`) on every length but the longest, which is held out to
-  check it; a crossover is the context from which one fitted curve stays below another's
-  (:func:`kvmagic.core.costmodel.crossing`), searched from the shortest length fitted to the longest held out,
-  or, with ``--frontier``, to the shorter of the two strategies' reach. Each crossover is shown beside the check:
-  the two strategies' time ratio at the held-out length, predicted and measured.
-- The reach: ``--frontier``'s longest context per strategy in the memory free, with its check where one ran.
-- Noise: two rows whose times the rounds cannot tell apart (the 95% interval of their per-round time ratio, as
-  the table's speed-up interval is taken, holds 1, or there is no interval: one round) are within noise of each
-  other: they tie on speed. A row within noise of off is not beaten by it, nor off by it: whether that cache pays
-  is open.
+The reach is the memory frontier's (``--frontier``, ``result.frontier``). Which rows are on the trade-off frontier
+and which are within noise of each other is the centre's (:mod:`kvmagic.results.pareto_marks`), as the table marks
+them.
 """
 
 from __future__ import annotations
@@ -22,111 +12,33 @@ from __future__ import annotations
 import html
 import textwrap
 from dataclasses import dataclass
-from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial, lowest
-from kvmagic.core.intervals import speedup_interval
-from kvmagic.core.pareto import Point, beats, better, on_frontier
+from kvmagic.addons.choice.crossovers import Crossover, Fit, crossovers, fits
+from kvmagic.core.pareto import Point, beats, better
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.columns import WIDTH, cell
-from kvmagic.results.measurement import MIN_REPEAT_FOR_SPREAD
+from kvmagic.results.pareto_marks import (
+    MIN_STRATEGIES,
+    Close,
+    largest_config,
+    marked,
+    point,
+    undecided,
+    within_noise,
+)
 
 if TYPE_CHECKING:
     from kvmagic.core.config import Config
     from kvmagic.core.frontier import Frontier
     from kvmagic.results.benchmark_record import BenchmarkRecord
-    from kvmagic.results.measurement import Measurement
 
-__all__ = [
-    "MIN_LENGTHS",
-    "MIN_STRATEGIES",
-    "Choice",
-    "Crossover",
-    "Fit",
-    "choice",
-    "largest_config",
-    "pareto_marks",
-    "told_apart",
-]
+__all__ = ["Choice", "choice", "paragraph"]
 
-MIN_STRATEGIES = 3  # rows at one configuration before a choice has something to say (off and two more)
-MIN_LENGTHS = 4  # three to fit a line (fit_polynomial holds one out to pick a degree), one held out to check it
 # Each figure of a Point, in order, in the words for a row that lost on it, tied on it, or whose figure is unknown.
 _FIGURES = (("slower", "speed", ""), ("more KV bytes", "KV bytes", "KV bytes not counted"),
             ("lower quality", "quality", "quality not read"))  # fmt: skip
-
-
-def _point(m: Measurement) -> Point:
-    kl_nats = None if m.quality is None else m.quality.kl_nats
-    return Point(m.median_s, None if m.kv_bytes is None else float(m.kv_bytes), kl_nats)
-
-
-def pareto_marks(result: BenchmarkRecord) -> dict[tuple[Config, Strategy], bool]:
-    """For each row measured, whether it is on its configuration's trade-off frontier."""
-    marks = {}
-    for config in result.configs:
-        rows = [m for m in result.measurements if m.config == config]
-        marks.update({(m.config, m.strategy): mark for m, mark in zip(rows, _on_frontier(rows, _close(rows)))})
-    return marks
-
-
-def _close(rows: list[Measurement]) -> frozenset[frozenset[Strategy]]:
-    """The pairs of rows whose times the rounds cannot tell apart."""
-    return frozenset(frozenset((a.strategy, b.strategy)) for a, b in combinations(rows, 2) if not told_apart(a, b))
-
-
-def _undecided(close: frozenset[frozenset[Strategy]]) -> frozenset[frozenset[Strategy]]:
-    """The pairs within noise that hold off: whether that cache pays is open, so neither row beats the other (off
-    holds no cache, and would otherwise beat every cache the rounds cannot tell from it)."""
-    return frozenset(pair for pair in close if REFERENCE in pair)
-
-
-def _on_frontier(rows: list[Measurement], close: frozenset[frozenset[Strategy]]) -> list[bool]:
-    """Each row's mark, its pairs within noise (``close``, by strategy) handed over as the rows' positions."""
-    at = {m.strategy: i for i, m in enumerate(rows)}
-    positions = {pair: frozenset(at[s] for s in pair) for pair in close}
-    undecided = [positions[pair] for pair in _undecided(close)]
-    return on_frontier([_point(m) for m in rows], positions.values(), undecided)
-
-
-@dataclass(frozen=True)
-class Fit:
-    """One strategy's median seconds against the context, fitted on ``fitted`` and checked at ``checked_at``."""
-
-    strategy: Strategy
-    curve: Polynomial
-    fitted: tuple[int, ...]
-    checked_at: int
-    measured_s: float  # its row's median seconds there
-
-    @property
-    def error(self) -> float:
-        """The fit's error at the held-out length: +0.05 = it predicted 5% more than was measured."""
-        return self.curve(self.checked_at) / self.measured_s - 1
-
-
-@dataclass(frozen=True)
-class Crossover:
-    """``overtaker`` is slower than ``overtaken`` at the shortest length fitted and faster from ``context`` on."""
-
-    overtaker: Strategy
-    overtaken: Strategy
-    context: int
-    checked_at: int
-    predicted_ratio: float  # the overtaker's time over the overtaken's at checked_at, from the fits
-    measured_ratio: float  # the same from their rows there
-
-    @property
-    def error(self) -> float:
-        """The predicted ratio against the measured one at the held-out length: +0.05 = 5% above it."""
-        return self.predicted_ratio / self.measured_ratio - 1
-
-    @property
-    def agrees(self) -> bool:
-        """At the held-out length, the one the fits called faster was the faster measured."""
-        return (self.predicted_ratio < 1) == (self.measured_ratio < 1)
 
 
 @dataclass(frozen=True)
@@ -144,7 +56,7 @@ class Choice:
     unfitted: str  # why there are no fits, or which strategy has none; empty where every one has
     reach: Frontier | None
     falling: tuple[Strategy, ...] = ()  # whose fit falls to no time or less where it was searched: no crossover
-    close: frozenset[frozenset[Strategy]] = frozenset()  # pairs of rows whose times are within noise of each other
+    close: Close = frozenset()  # pairs of rows whose times are within noise of each other
 
     @property
     def frontier(self) -> list[Strategy]:
@@ -154,7 +66,7 @@ class Choice:
     @property
     def quality_read(self) -> bool:
         """Whether any row's quality was read: where none was, the paragraph says so once, not row by row."""
-        return any(point.kl_nats is not None for point in self.points.values())
+        return any(figures.kl_nats is not None for figures in self.points.values())
 
     @property
     def fastest(self) -> Strategy:
@@ -172,7 +84,8 @@ class Choice:
 
 
 def choice(result: BenchmarkRecord) -> Choice:
-    """Which strategy to choose, from a comparison of :data:`MIN_STRATEGIES` strategies or more."""
+    """Which strategy to choose, from a comparison of :data:`~kvmagic.results.pareto_marks.MIN_STRATEGIES`
+    strategies or more."""
     if not result.configs:
         raise KVMagicError(
             "which strategy to choose needs a comparison: {cache} with two strategies or more beside off", "cache"
@@ -185,103 +98,26 @@ def choice(result: BenchmarkRecord) -> Choice:
             f"{len(rows)} ran there: name more in {{cache}}",
             "cache",
         )
-    points, close = {m.strategy: _point(m) for m in rows}, _close(rows)
-    undecided = _undecided(close)
+    points, close = {m.strategy: point(m) for m in rows}, within_noise(rows)
+    held = undecided(close)
     beaten_by = {
         s: next(
             o
             for o in points
-            if o != s and frozenset((s, o)) not in undecided and beats(points[o], point, frozenset((s, o)) in close)
+            if o != s and frozenset((s, o)) not in held and beats(points[o], figures, frozenset((s, o)) in close)
         )
-        for s, point, mark in zip(points, points.values(), _on_frontier(rows, close))
+        for s, figures, mark in zip(points, points.values(), marked(rows, close))
         if not mark
     }
-    fits, unfitted = _fits(result, config)
-    crossovers, searched, falling = _crossovers(fits, result.frontier)
-    return Choice(config, points, beaten_by, fits, crossovers, searched, unfitted, result.frontier, falling, close)
+    fitted, unfitted = fits(result, config)
+    reach = result.frontier
+    crossed, searched, falling = crossovers(fitted, _longest(reach))
+    return Choice(config, points, beaten_by, fitted, crossed, searched, unfitted, reach, falling, close)
 
 
-def largest_config(result: BenchmarkRecord) -> Config:
-    """The configuration a choice speaks of: the longest context, the largest batch among those."""
-    return max(result.configs, key=lambda c: (c.prompt_tokens + c.new_tokens, c.batch))
-
-
-def told_apart(a: Measurement, b: Measurement) -> bool | None:
-    """Whether the rounds tell the two rows' times apart: the 95% interval of their per-round time ratio (the rounds
-    ran side by side) leaves out 1. None where there is no interval to tell by (fewer than 3 rounds, as in the
-    table, or rounds that did not run side by side): such rows are within noise of each other too."""
-    if len(a.seconds) != len(b.seconds) or len(a.seconds) < MIN_REPEAT_FOR_SPREAD:
-        return None  # the table shows no interval below 3 rounds: neither do the words
-    if min((*a.seconds, *b.seconds)) <= 0:
-        return None
-    found = speedup_interval(a.seconds, b.seconds)
-    return None if found is None else not found[0] <= 1 <= found[1]
-
-
-def _series(configs: list[Config], largest: Config) -> list[Config]:
-    """The sweep through the largest configuration: its prompt lengths, or its numbers of new tokens where those
-    are more, shortest context first."""
-    by_prompt = [c for c in configs if (c.new_tokens, c.batch) == (largest.new_tokens, largest.batch)]
-    by_new = [c for c in configs if (c.prompt_tokens, c.batch) == (largest.prompt_tokens, largest.batch)]
-    return sorted(by_new if len(by_new) > len(by_prompt) else by_prompt, key=_context)
-
-
-def _context(config: Config) -> int:
-    return config.prompt_tokens + config.new_tokens
-
-
-def _fits(result: BenchmarkRecord, largest: Config) -> tuple[list[Fit], str]:
-    """Each strategy with a row at every length of the series: its fit on all but the longest, checked there."""
-    series = _series(result.configs, largest)
-    if len(series) < MIN_LENGTHS:
-        return [], (
-            f"crossovers need a sweep of {MIN_LENGTHS} lengths or more (-p or -n): each strategy's time is fitted "
-            "on all but the longest and checked there"
-        )
-    *fitted, held_out = series
-    fits, missing = [], []
-    for strategy in result.strategies:
-        rows = [result.measurement(strategy, c) for c in series]
-        if any(m is None for m in rows[:-1]):
-            continue  # it did not run along the sweep: no curve to fit
-        last = rows[-1]
-        if last is None:
-            missing.append(str(strategy))
-            continue
-        points = [(_context(c), m.median_s) for c, m in zip(fitted, rows) if m is not None]
-        fits.append(Fit(strategy, fit_polynomial(points), tuple(_context(c) for c in fitted), _context(held_out),
-                        last.median_s))  # fmt: skip
-    if missing:
-        return fits, f"no row at {held_out} to check the fit of {', '.join(missing)}: its crossovers not shown"
-    return fits, ""
-
-
-def _crossovers(
-    fits: list[Fit], reach: Frontier | None
-) -> tuple[list[Crossover], tuple[int, int] | None, tuple[Strategy, ...]]:
-    """Every pair of fitted strategies whose curves cross between the shortest length fitted and the longest
-    checked, or the shorter of their two reaches where the memory frontier gives them; and the strategies whose
-    fit falls to no time or less there (a noisy sweep's line can slope down), which cross nothing."""
-    if not fits:
-        return [], None, ()
-    low, held_out = fits[0].fitted[0], fits[0].checked_at
-    contexts = {row.strategy: row.max_context for row in reach.rows} if reach else {}
-    found, highest, falling = [], held_out, {}
-    for a, b in combinations(fits, 2):
-        high = max(held_out, min(contexts.get(a.strategy, held_out), contexts.get(b.strategy, held_out)))
-        highest = max(highest, high)
-        fallen = [fit.strategy for fit in (a, b) if lowest(fit.curve, low, high) <= 0]
-        falling.update(dict.fromkeys(fallen))
-        if fallen:
-            continue
-        at = crossing(a.curve, b.curve, low, high)
-        if at is None:
-            continue
-        first, second = (a, b) if a.curve(low) > b.curve(low) else (b, a)
-        predicted = first.curve(held_out) / second.curve(held_out)
-        found.append(Crossover(first.strategy, second.strategy, at, held_out, predicted,
-                               first.measured_s / second.measured_s))  # fmt: skip
-    return found, (low, highest), tuple(falling)
+def _longest(reach: Frontier | None) -> dict[Strategy, int]:
+    """The longest context each strategy holds in the memory free, where the frontier was predicted."""
+    return {row.strategy: row.max_context for row in reach.rows} if reach else {}
 
 
 def paragraph(found: Choice) -> str:
@@ -338,7 +174,7 @@ def _quality(point: Point) -> str:
 def _trade(found: Choice, strategy: Strategy, fastest: Strategy) -> str:
     """What ``strategy`` trades against the fastest: its time, the context it reaches or the KV it holds, its KL."""
     mine, theirs = found.points[strategy], found.points[fastest]
-    reach = {row.strategy: row.max_context for row in found.reach.rows} if found.reach else {}
+    reach = _longest(found.reach)
     mine_reach, their_reach = reach.get(strategy, 0), reach.get(fastest, 0)
     if mine.kv_bytes != 0 and mine_reach and their_reach and mine_reach != their_reach:
         more = "more" if mine_reach > their_reach else "less"
