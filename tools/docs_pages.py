@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kvmagic.core.addon import addons
 from kvmagic.core.spec import names
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Option
 from kvmagic.results.columns import Column
@@ -183,8 +184,18 @@ def columns_page() -> str:
             "",
             *_column_rows(FRONTIER),
             "",
+            *_own_tables(),
         ]
     )
+
+
+def _own_tables() -> list[str]:
+    """Each add-on's tables of its own, under the heading it gives each."""
+    found = []
+    for addon in addons():
+        for heading, columns in addon.tables.items():
+            found += [f"## {heading}", "", *_column_rows(columns), ""]
+    return found
 
 
 PAGES = {"options.md": options_page, "columns.md": columns_page}

@@ -11,7 +11,8 @@ launchers and trackers through one base class each:
 - the run: what it does before the first timed run (``before``) and after the last one (``after``), the data a
   result keeps of it, under its ``name``;
 - the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what a file keeps of
-  its data (``dump``, ``load``) and what a result answers for it (``attributes``).
+  its data (``dump``, ``load``, and ``upgrade`` for an older format), what a result answers for it
+  (``attributes``) and any table of its own the columns page lists (``tables``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -84,12 +85,20 @@ class AddOn:
         return {}
 
     def load(self, saved: Mapping[str, Any]) -> Any:
-        """Its data from a saved result's top-level fields (those of any format still read); None where it has none."""
+        """Its data from a saved result's top-level fields, as the current format keeps them; None where it has none."""
         return None
+
+    def upgrade(self, saved: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A file of an older format (still read) with its data moved where the current format keeps it (and out of
+        where the older one did): the centre calls it before converting the rest, then ``load`` reads the result."""
+        return saved
 
     # What a result answers for it, by attribute (``result.limits``, ``result.choice``), each read from the result
     # (its record): the centre never reads these, a user's notebook and an older caller do.
     attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+    # Tables of its own beside a result's (its own columns, not a result's table's), by the heading the columns page
+    # gives each.
+    tables: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
 
 
 def addons() -> tuple[AddOn, ...]:

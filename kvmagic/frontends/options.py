@@ -163,7 +163,7 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--frontier",), "After measuring, predict for each strategy the longest context and the largest batch "
            "that fit in the memory free on the model's device; --frontier check also runs one cached generate at "
            "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?",
-           const=FRONTIER_MODES[0], examples=("", "check")),
+           const=FRONTIER_MODES[0], words=FRONTIER_MODES, examples=("", "check")),
     Option(("--tp",), "Split the model by its own tensor-parallel plan over the ranks torchrun starts (torchrun "
            "--nproc-per-node N -m kvmagic --tp ...); every rank measures in lockstep, rank 0 prints one table.",
            "tp", action="store_true", hosts=("cli",), examples=("",)),
@@ -208,9 +208,9 @@ def flag(name: str, host: Host) -> str:
     return name
 
 
-def word_optional(host: Host) -> set[str]:
-    """The flags whose word may be left out (``--frontier`` or ``--frontier check``), as ``host`` spells them."""
-    return {flag for o in BENCH_OPTIONS if o.nargs == "?" and host in o.hosts for flag in o.spelling(host)}
+def word_optional(host: Host) -> dict[str, tuple[str, ...]]:
+    """The flags whose word may be left out, as ``host`` spells them, each with the words it takes."""
+    return {flag: o.words for o in BENCH_OPTIONS if o.nargs == "?" and host in o.hosts for flag in o.spelling(host)}
 
 
 def check_before_loading(spec: BenchSpec, prompt: str) -> None:

@@ -27,14 +27,14 @@ from kvmagic.results.serialize import floats_back, seconds_back
 if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = ["JSON_FORMAT", "JSON_VERSION", "MODELS_FORMAT", "result_fields", "result_to_dict"]
+__all__ = ["JSON_FORMAT", "JSON_VERSION", "MODELS_FORMAT", "OLD_NAMES", "result_fields", "result_to_dict"]
 
 JSON_FORMAT = "kvmagic-benchmark"
 MODELS_FORMAT = "kvmagic-models"  # models side by side: a file of one result per model
 JSON_VERSION = 3  # 3: a record per (configuration, strategy), the run's facts apart from the environment
 _FACTS = {f.name for f in dataclasses.fields(RunFacts)}
 _REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap", "max_seconds", "kv_bits", "profile"}
-_PLAIN = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
+OLD_NAMES = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
 _SPLIT_KEYS = ("world_size", "backend", "rank_devices")  # where format 3 first kept a split run's ranks: its metadata
 
 
@@ -72,6 +72,8 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     if data.get("version", 0) > JSON_VERSION:
         raise KVMagicError(f"this benchmark was saved by a newer kvmagic (format {data['version']}): upgrade kvmagic")
     if data.get("version", 0) < JSON_VERSION:
+        for addon in addons():
+            data = addon.upgrade(data)
         data = _from_format_2(data)
     try:
         return dict(
@@ -184,16 +186,16 @@ def _from_format_2(data: Mapping[str, Any]) -> dict[str, Any]:
         facts["stopped"] = "interrupted"
     frontier = None
     if data.get("frontier"):
-        frontier = {"rows": [{**r, "strategy": _PLAIN.get(r["strategy"], r["strategy"])} for r in data["frontier"]],
-                    "checks": [{**c, "strategy": _PLAIN.get(c["strategy"], c["strategy"])}
+        frontier = {"rows": [{**r, "strategy": OLD_NAMES.get(r["strategy"], r["strategy"])} for r in data["frontier"]],
+                    "checks": [{**c, "strategy": OLD_NAMES.get(c["strategy"], c["strategy"])}
                                for c in data.get("frontier_checks", [])],
                     "free_bytes": old.get("frontier_free_bytes", math.nan),
-                    "unchecked": {_PLAIN.get(name, name): seconds
+                    "unchecked": {OLD_NAMES.get(name, name): seconds
                                   for name, seconds in old.get("frontier_unchecked", {}).items()}}  # fmt: skip
     skip = _FACTS | _REQUEST | {"strategies", "skipped", "compiled", "frontier_free_bytes", "frontier_unchecked"}
     return {
         **data,
-        "strategies": [_PLAIN.get(name, name) for name in strategies],
+        "strategies": [OLD_NAMES.get(name, name) for name in strategies],
         "skipped": data.get("skipped", old.get("skipped", {})),
         "metadata": {k: v for k, v in old.items() if k not in skip},
         "facts": facts,
@@ -222,7 +224,7 @@ def _split(old: Mapping[str, Any]) -> list[dict[str, Any]]:
             mismatch = {**mismatch, "run": mine.index(mismatch["run"]), "margin": margin}
         found.append({
             "config": config,
-            "strategy": _PLAIN.get(name, name),
+            "strategy": OLD_NAMES.get(name, name),
             "seconds": [old["seconds"][i] for i in mine],
             "generated_ids": old["generated_ids"] if mine[0] == 0 else [],
             "generated_text": old.get("generated_text", "") if mine[0] == 0 else "",
