@@ -14,12 +14,12 @@ import math
 import pytest
 
 from kvmagic import addons as registry
+from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit
 from kvmagic.addons.limits.limits_table import Bounds
 from kvmagic.core.addon import AddOn
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel, Polynomial
-from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
@@ -74,8 +74,7 @@ def _everything() -> BenchmarkResult:
                        model_generation_settings={"temperature": 0.7}, weight_bytes=123456),
         predictions=[Prediction(16, 2, 3.25, 1.125, 8192, 2), Prediction(32, 2, 6.5, 2.25, None, 1)],
         cost_model=CostModel(Polynomial((0.1, 0.01)), Polynomial((0.2, 0.02, 0.002)), 0.003, 0.004, 1.5),
-        addons={"limits": Bounds(hardware, (limits,))},
-        frontier=frontier,
+        addons={"limits": Bounds(hardware, (limits,)), "frontier": frontier},
         split=Split("gloo", ("cpu (x)", "cpu (y)")),
     )  # fmt: skip
 

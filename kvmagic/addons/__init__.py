@@ -7,9 +7,9 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import choice, limits
+from kvmagic.addons import choice, frontier, limits
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
 
-ADDONS: tuple[AddOn, ...] = (limits.ADDON, choice.ADDON)
+ADDONS: tuple[AddOn, ...] = (limits.ADDON, frontier.ADDON, choice.ADDON)

@@ -15,19 +15,11 @@ from typing import Any
 
 from kvmagic.core.addon import addons
 from kvmagic.core.lengths import LENGTH_FORMS
-from kvmagic.core.spec import FRONTIER_MODES, MARKED, BenchSpec, names
+from kvmagic.core.spec import MARKED, BenchSpec, names
 from kvmagic.core.strategy import BACKENDS, KNOWN
 from kvmagic.errors import KVMagicError, did_you_mean
 from kvmagic.frontends.option import Host, Option
-from kvmagic.frontends.values import (
-    at_least_one,
-    frontier_mode,
-    lengths,
-    prefix_length,
-    read_text,
-    repeat_count,
-    whole_number,
-)
+from kvmagic.frontends.values import at_least_one, lengths, prefix_length, read_text, repeat_count, whole_number
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 from kvmagic.model.random_weights import SHIPPED
 
@@ -160,10 +152,6 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true",
            examples=("",)),
-    Option(("--frontier",), "After measuring, predict for each strategy the longest context and the largest batch "
-           "that fit in the memory free on the model's device; --frontier check also runs one cached generate at "
-           "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?",
-           const=FRONTIER_MODES[0], words=FRONTIER_MODES, examples=("", "check")),
     Option(("--tp",), "Split the model by its own tensor-parallel plan over the ranks torchrun starts (torchrun "
            "--nproc-per-node N -m kvmagic --tp ...); every rank measures in lockstep, rank 0 prints one table.",
            "tp", action="store_true", hosts=("cli",), examples=("",)),

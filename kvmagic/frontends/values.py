@@ -7,12 +7,11 @@ import difflib
 from collections.abc import Mapping, Sequence
 
 from kvmagic.core.lengths import parse_lengths
-from kvmagic.core.spec import FRONTIER_MODES, MARKED
+from kvmagic.core.spec import MARKED
 from kvmagic.errors import KVMagicError
 
 __all__ = [
     "at_least_one",
-    "frontier_mode",
     "lengths",
     "prefix_length",
     "prompt_apart",
@@ -44,13 +43,6 @@ def at_least_one(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return number
-
-
-def frontier_mode(text: str) -> str:
-    """``--frontier check``: the one word it takes."""
-    if text not in FRONTIER_MODES:  # argparse reads the bare flag's "predict" through here too
-        raise argparse.ArgumentTypeError(f"expected nothing or 'check', got {text!r}")
-    return text
 
 
 def repeat_count(text: str) -> int | str:

@@ -64,7 +64,7 @@ _DECLARED: dict[str, Column[Any]] = {}
 
 def declare(*columns: Column[Any]) -> tuple[Column[Any], ...]:
     """Register ``columns`` for their names' forms and meanings (the first declaration of a name is its own: a table
-    of another kind that reuses a name, the frontier's ``peak_mib``, writes its cells alike); returns them, in order,
+    of another kind that reuses a name, an add-on's own table, writes its cells alike); returns them, in order,
     as the table they make up."""
     for found in columns:
         _DECLARED.setdefault(found.name, found)

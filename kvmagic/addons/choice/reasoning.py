@@ -2,9 +2,10 @@
 where one strategy overtakes another as the context grows (:mod:`~kvmagic.addons.choice.crossovers`), how long a
 context each holds, and a paragraph that says it in words.
 
-The reach is the memory frontier's (``--frontier``, ``result.frontier``). Which rows are on the trade-off frontier
-and which are within noise of each other is the centre's (:mod:`kvmagic.results.pareto_marks`), as the table marks
-them.
+The reach is the memory frontier's (``--frontier``): this is the one add-on that reads another's data, through
+the frontier add-on's own type and accessor (:mod:`kvmagic.addons.frontier.reach`,
+:func:`kvmagic.addons.frontier.frontier_table.frontier_of`). Which rows are on the trade-off frontier and which are
+within noise of each other is the centre's (:mod:`kvmagic.results.pareto_marks`), as the table marks them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.addons.choice.crossovers import Crossover, Fit, crossovers, fits
+from kvmagic.addons.frontier.frontier_table import frontier_of
 from kvmagic.core.pareto import Point, beats, better
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
@@ -30,8 +32,8 @@ from kvmagic.results.pareto_marks import (
 )
 
 if TYPE_CHECKING:
+    from kvmagic.addons.frontier.reach import Frontier
     from kvmagic.core.config import Config
-    from kvmagic.core.frontier import Frontier
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
 __all__ = ["Choice", "choice", "paragraph"]
@@ -110,7 +112,7 @@ def choice(result: BenchmarkRecord) -> Choice:
         if not mark
     }
     fitted, unfitted = fits(result, config)
-    reach = result.frontier
+    reach = frontier_of(result)
     crossed, searched, falling = crossovers(fitted, _longest(reach))
     return Choice(config, points, beaten_by, fitted, crossed, searched, unfitted, reach, falling, close)
 
