@@ -20,9 +20,10 @@ from importlib.metadata import version
 import torch
 
 from kvmagic import load_model, run_benchmark
-from kvmagic.core.frontier import Frontier, frontier, layout
+from kvmagic.addons.frontier.cache_layout import layout
+from kvmagic.addons.frontier.frontier_probe import measure_activations
+from kvmagic.addons.frontier.reach import Frontier, frontier
 from kvmagic.measure.capabilities import dynamic_cache_windows
-from kvmagic.measure.frontier_probe import measure_activations
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.runner.prompt import encode_prompt
 

@@ -21,11 +21,12 @@ from importlib.metadata import version
 import torch
 
 from kvmagic import load_model, run_benchmark
+from kvmagic.addons.frontier.cache_layout import layout
+from kvmagic.addons.frontier.frontier_probe import check_fit, measure_activations
+from kvmagic.addons.frontier.reach import frontier, peak_bytes
 from kvmagic.addons.limits import limits_probe
 from kvmagic.addons.limits.bounds import limits_for, limits_note
 from kvmagic.addons.limits.limits_probe import measure_hardware
-from kvmagic.core.frontier import frontier, layout, peak_bytes
-from kvmagic.measure.frontier_probe import check_fit, measure_activations
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.measure.strategies import resolve
 from kvmagic.model.loading import LoadedModel

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from kvmagic.addons.choice.reasoning import Choice, choice
+from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.core.costmodel import Polynomial, crossing
-from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import REFERENCE
 from kvmagic.errors import KVMagicError
-from kvmagic.results.choice import Choice, choice
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import shown_table
 from kvmagic.results.verdict import verdict_lines
@@ -135,20 +135,29 @@ def test_the_paragraph_says_it_for_the_largest_configuration() -> None:
     assert "no other crossover up to 136 tokens. --frontier adds how long a context each holds" in text
 
 
+def test_the_notes_say_the_crossovers_in_one_line_that_points_to_the_paragraph() -> None:
+    assert (
+        "crossovers, from fits checked at 136 tokens: dynamic overtakes off from 25 tokens; quantized:fp8 overtakes "
+        "off from 35 tokens; dynamic overtakes static from 44 tokens; quantized:fp8 overtakes static from 69 tokens "
+        "(result.choice())"
+    ) in _sweep().notes()
+    assert not [note for note in _sweep(prompts=PROMPTS[1:]).notes() if note.startswith("crossovers")]  # 3 lengths
+
+
 def _row(strategy: str, max_context: int, limited_by: str = "memory") -> FrontierRow:
     return FrontierRow(strategy, 128, 8, 1, 0.0, 0.0, max(max_context - 128, 0), 0, 1, limited_by)
 
 
 def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach() -> None:
     rows = [_row("off", 2048, "positions"), _row("dynamic", 300), _row("static", 500), _row("quantized:fp8", 1200)]
-    none = choice(_sweep(frontier=Frontier([_row(name, 0) for name in LINES], [], 2**20, {})))
+    none = choice(_sweep(addons={"frontier": Frontier([_row(name, 0) for name in LINES], [], 2**20, {})}))
     assert (
         "In the 1 MiB free, the longest context each holds, in tokens: off none, dynamic none, static none, "
         "quantized:fp8 none (predicted, not run: --frontier check runs each there)" in _said(none)
     )
     assert none.searched == (24, 136)  # nothing fits: the crossovers are sought up to the length checked
     check = FitCheck("dynamic", 128, 172, 1, 2**30, predicted_bytes=1000, measured_bytes=1100, tensor_bytes=1020)
-    found = choice(_sweep(frontier=Frontier(rows, [check], 3 * 2**20, {})))
+    found = choice(_sweep(addons={"frontier": Frontier(rows, [check], 3 * 2**20, {})}))
     assert len(found.crossovers) == 5  # the four within 136, and one more
     late = found.crossovers[-2]  # dynamic and fp8 may cross up to the shorter of their reaches, 300
     assert (str(late.overtaker), str(late.overtaken), late.context) == ("quantized:fp8", "dynamic", 167)
@@ -166,7 +175,7 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
         "prediction."
     )
     capped = Frontier([_row(name, 2048, "positions") for name in LINES], [check], 2 * 2**30, {})
-    assert _said(choice(_sweep(frontier=capped))).endswith(
+    assert _said(choice(_sweep(addons={"frontier": capped}))).endswith(
         "In the 2 GiB free, every strategy reaches the model's 2048 positions before memory; a run there took "
         "tensors of dynamic +2.0% against the prediction."  # 1020 / 1000 - 1
     )
@@ -357,12 +366,12 @@ def test_a_reach_is_compared_only_where_both_strategies_have_one() -> None:
     figures = {"off": (1.0, 0, 0.0), "dynamic": (0.5, 1000, 0.0), "quantized:fp8": (0.6, 250, 0.002),
                "static": (0.55, 500, 0.001)}  # fmt: skip
     result = _at((64, 8), figures)
-    result.frontier = Frontier([_row("dynamic", 1000), _row("quantized:fp8", 500)], [], 2**30, {})
+    result.addons["frontier"] = Frontier([_row("dynamic", 1000), _row("quantized:fp8", 500)], [], 2**30, {})
     text = _said(result.choice())
     assert "quantized:fp8 takes 1.20x as long and holds 2.00x less context (500 tokens), KL 0.002" in text
     assert "static takes 1.10x as long and holds 2.00x less KV, KL 0.001" in text  # no reach of its own: its bytes
     assert "off takes 2.00x as long and holds no cache, KL 0" in text
-    result.frontier = Frontier([_row("quantized:fp8", 500)], [], 2**30, {})  # the fastest's own reach unknown
+    result.addons["frontier"] = Frontier([_row("quantized:fp8", 500)], [], 2**30, {})  # the fastest's own reach unknown
     assert "quantized:fp8 takes 1.20x as long and holds 4.00x less KV, KL 0.002" in _said(result.choice())
 
 
@@ -371,13 +380,13 @@ def test_the_reach_in_a_gib_names_every_strategy_the_positions_cap_and_every_che
             _row("quantized:fp8", 1200)]  # fmt: skip
     checks = [FitCheck("dynamic", 128, 172, 1, 2**30, predicted_bytes=1000, measured_bytes=1100, tensor_bytes=1020),
               FitCheck("static", 128, 372, 1, 2**30, predicted_bytes=1000, measured_bytes=900, tensor_bytes=950)]  # fmt: skip
-    text = _said(choice(_sweep(frontier=Frontier(rows, checks, 2**30, {}))))
+    text = _said(choice(_sweep(addons={"frontier": Frontier(rows, checks, 2**30, {})})))
     assert text.endswith(
         "In the 1 GiB free, the longest context each holds, in tokens: static 500, quantized:fp8 1200; off, dynamic "
         "reach the model's 2048 positions before memory; a run there took tensors of dynamic +2.0%, static -5.0% "
         "against the prediction."
     )
-    assert "In the 1.5 GiB free" in _said(choice(_sweep(frontier=Frontier(rows, checks, 3 * 2**29, {}))))
+    assert "In the 1.5 GiB free" in _said(choice(_sweep(addons={"frontier": Frontier(rows, checks, 3 * 2**29, {})})))
 
 
 def test_two_fits_that_fall_are_both_named() -> None:

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 import pytest
 
 from kvmagic import run_benchmark
+from kvmagic.addons.frontier.cache_layout import kv_bytes, layout
 from kvmagic.addons.limits.bounds import Limits, StrategyLimit
 from kvmagic.addons.limits.limits_table import Bounds
 from kvmagic.core.compression import PressName, expand_presses
-from kvmagic.core.frontier import kv_bytes, layout
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec

@@ -8,8 +8,8 @@ from types import ModuleType
 
 import pytest
 
+from kvmagic.addons.frontier.frontier_table import FRONTIER
 from kvmagic.results.columns import Column
-from kvmagic.results.frontier_table import FRONTIER
 from kvmagic.results.report import additions
 from kvmagic.results.rows import PAIR, ROWS
 

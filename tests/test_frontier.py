@@ -7,17 +7,8 @@ import math
 
 import pytest
 
-from kvmagic.core.frontier import (
-    Activations,
-    CacheLayout,
-    FitCheck,
-    Frontier,
-    frontier,
-    kv_bytes,
-    largest,
-    layout,
-    peak_bytes,
-)  # fmt: skip
+from kvmagic.addons.frontier.cache_layout import CacheLayout, kv_bytes, layout
+from kvmagic.addons.frontier.reach import Activations, FitCheck, Frontier, frontier, largest, peak_bytes
 from kvmagic.core.strategy import Strategy
 
 from .shapes import SHAPE

@@ -8,8 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic import BenchmarkResult, KVMagicError, run_benchmark
+from kvmagic.addons.frontier.frontier_table import FRONTIER_COLUMNS, frontier_table
 from kvmagic.results.caution import caution_notes
-from kvmagic.results.frontier_table import FRONTIER_COLUMNS, frontier_table
 from kvmagic.runner import plan, rounds
 
 from .conftest import PROMPT

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kvmagic.addons.frontier.cache_layout import kv_bytes, layout
+from kvmagic.addons.frontier.frontier_probe import check_fit, free_bytes, measure_activations
 from kvmagic.addons.limits import limits_probe
-from kvmagic.core.frontier import kv_bytes, layout
-from kvmagic.measure.frontier_probe import check_fit, free_bytes, measure_activations
 from kvmagic.measure.greedy import greedy_config
 from kvmagic.measure.memory import cache_nbytes, kv_sizes
 from kvmagic.measure.shape_probe import model_shape

@@ -438,9 +438,10 @@ def test_an_unquoted_prompt_that_holds_a_flag_is_told_to_quote_it(shell, line, f
 
 
 def test_the_line_form_keeps_its_prompt_after_a_bare_frontier(shell):
+    from kvmagic.frontends.options import word_optional
     from kvmagic.frontends.values import prompt_apart
 
-    flags = {"--frontier"}
+    flags = word_optional("magic")
     assert prompt_apart(["--frontier", "The", "KV"], flags, one_word=False) == ["--frontier", "--", "The", "KV"]
     assert prompt_apart(["--frontier", "The", "KV"], flags, one_word=True) == ["--frontier", "The", "KV"]
     assert prompt_apart(["--frontier", "check", "The"], flags, one_word=False) == ["--frontier", "check", "The"]

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvmagic.addons.choice.reasoning import Choice, choice
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import Polynomial, fit_polynomial
 from kvmagic.core.intervals import speedup_interval
@@ -25,8 +26,8 @@ from kvmagic.core.quality import Quality
 from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
-from kvmagic.results.choice import Choice, choice, pareto_marks
 from kvmagic.results.measurement import Measurement
+from kvmagic.results.pareto_marks import pareto_marks
 from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult
 

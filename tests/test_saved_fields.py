@@ -13,11 +13,13 @@ import math
 
 import pytest
 
+from kvmagic import addons as registry
+from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit
 from kvmagic.addons.limits.limits_table import Bounds
+from kvmagic.core.addon import AddOn
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel, Polynomial
-from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
@@ -72,8 +74,7 @@ def _everything() -> BenchmarkResult:
                        model_generation_settings={"temperature": 0.7}, weight_bytes=123456),
         predictions=[Prediction(16, 2, 3.25, 1.125, 8192, 2), Prediction(32, 2, 6.5, 2.25, None, 1)],
         cost_model=CostModel(Polynomial((0.1, 0.01)), Polynomial((0.2, 0.02, 0.002)), 0.003, 0.004, 1.5),
-        addons={"limits": Bounds(hardware, (limits,))},
-        frontier=frontier,
+        addons={"limits": Bounds(hardware, (limits,)), "frontier": frontier},
         split=Split("gloo", ("cpu (x)", "cpu (y)")),
     )  # fmt: skip
 
@@ -256,6 +257,32 @@ def test_a_format_2_run_keeps_why_it_stopped_and_reads_without_a_frontier():
     assert frontier.checks == [] and math.isnan(frontier.free_bytes) and list(frontier.unchecked.values()) == [8.0]
     del data["metadata"]["frontier_unchecked"]
     assert BenchmarkResult.from_dict(data).frontier.unchecked == {}
+
+
+def test_an_add_on_takes_its_data_out_of_an_older_format_before_the_centre_converts_the_rest(monkeypatch):
+    """The seam's ``upgrade``: an add-on reads a format 2 file as written (its data where that format kept it, here
+    the metadata, which the centre would otherwise keep as the environment's) and ``load`` reads what it made of it;
+    a file of the current format is read as it is."""
+    upgraded = []
+
+    class Tally(AddOn):
+        name = "tally"
+
+        def upgrade(self, saved):
+            upgraded.append(saved["version"])
+            metadata = dict(saved["metadata"])
+            return {**saved, "metadata": metadata, "tally": metadata.pop("tally_count")}
+
+        def load(self, saved):
+            return saved.get("tally")
+
+    monkeypatch.setattr(registry, "ADDONS", (*registry.ADDONS, Tally()))
+    old = _format_2()
+    old["metadata"]["tally_count"] = 7
+    result = BenchmarkResult.from_dict(old)
+    assert result.addons["tally"] == 7 and result.metadata == {"torch": "2.13.0", "device": "cpu (x)"}
+    assert BenchmarkResult.from_dict({**_everything().to_dict(), "tally": 3}).addons["tally"] == 3
+    assert upgraded == [2]
 
 
 def test_a_format_2_comparison_of_strategies_keeps_each_strategys_dicts():

@@ -16,7 +16,7 @@ from kvmagic.errors import KVMagicError
 
 FIELDS = (  # the centre's, then each add-on's
     "new_tokens, prompt_tokens, warmup_tokens, repeat, ci_target, auto_cap, chat, max_seconds, predict, cache, "
-    "kv_bits, compile, steps, threads, batch, frontier, quality, quality_text, prefix, limits"
+    "kv_bits, compile, steps, threads, batch, quality, quality_text, prefix, limits, frontier"
 )
 
 

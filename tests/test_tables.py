@@ -7,12 +7,12 @@ import math
 
 import pytest
 
+from kvmagic.addons.frontier.frontier_table import FRONTIER_COLUMNS, frontier_notes, frontier_table
+from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit
 from kvmagic.addons.limits.limits_table import Bounds, limits_notes
 from kvmagic.core.config import Config
-from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.spec import BenchSpec
-from kvmagic.results.frontier_table import FRONTIER_COLUMNS, frontier_notes, frontier_table
 from kvmagic.results.prefix_table import prefix_notes, prefix_values
 from kvmagic.results.records import Ranks, RunFacts, Split
 from kvmagic.results.report import added
@@ -153,7 +153,7 @@ def test_the_frontier_table_has_a_row_per_strategy_with_its_check_beside_it() ->
     check = FitCheck("dynamic", 128, 200, 1, 2**30, predicted_bytes=MIB, measured_bytes=2 * MIB, tensor_bytes=MIB / 2)
     result = BenchmarkResult("tiny", pair((128, 8), [2.0], [1.0]))
     assert frontier_table(result).columns.tolist() == list(FRONTIER_COLUMNS) and frontier_table(result).empty
-    result.frontier = Frontier([_row("off", 72), _row("dynamic", 200, "positions")], [check], 2**30, {})
+    result.addons["frontier"] = Frontier([_row("off", 72), _row("dynamic", 200, "positions")], [check], 2**30, {})
     table = frontier_table(result)
     assert table.columns.tolist() == list(FRONTIER_COLUMNS) and table["strategy"].tolist() == ["uncached", "cached"]
     assert table["peak_mib"].tolist() == [3.0, 3.0] and table["max_context"].tolist() == [200, 328]
@@ -168,7 +168,7 @@ def test_the_frontier_notes_say_each_reach_each_check_and_each_check_left_out() 
     over = FitCheck("off", 128, 72, 1, MIB, predicted_bytes=MIB, measured_bytes=1.5 * MIB, tensor_bytes=1.25 * MIB)
     result = BenchmarkResult("tiny", pair((128, 8), [2.0], [1.0]))
     assert frontier_notes(result) == []
-    result.frontier = Frontier([_row("off", 72), _row("dynamic", 200, "positions")], [fits, over], 3 * 2**29,
+    result.addons["frontier"] = Frontier([_row("off", 72), _row("dynamic", 200, "positions")], [fits, over], 3 * 2**29,
                                {"off": 12.5})  # fmt: skip
     assert frontier_notes(result) == [
         (
@@ -185,7 +185,7 @@ def test_the_frontier_notes_say_each_reach_each_check_and_each_check_left_out() 
             "prediction, and the device's peak was 1.5 MiB (on a CPU, the whole process's growth)"
         ),
     ]
-    result.frontier = Frontier([_row("off", 72, "positions")], [], 2**30, {})  # one strategy's frontier
+    result.addons["frontier"] = Frontier([_row("off", 72, "positions")], [], 2**30, {})  # one strategy's frontier
     assert frontier_notes(result) == [
         (
             "frontier (1 GiB free, around 128+8 tokens): uncached holds up to 200 tokens of context and a batch of 7 (the "

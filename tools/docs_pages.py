@@ -15,7 +15,6 @@ from kvmagic.core.spec import names
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Option
 from kvmagic.results.columns import Column
 from kvmagic.results.compare import COMPARED
-from kvmagic.results.frontier_table import FRONTIER
 from kvmagic.results.report import additions
 from kvmagic.results.rows import PAIR, ROWS
 
@@ -135,7 +134,7 @@ def _own_tables() -> list[str]:
 
 
 def columns_page() -> str:
-    """Every column of the benchmark's tables and of the frontier's, with what it means."""
+    """Every column of the benchmark's tables and of the add-ons' own tables, with what it means."""
     return "\n".join(
         [
             _HEADER.format(source="the columns' declarations", command=REGENERATE),
@@ -178,10 +177,6 @@ def columns_page() -> str:
             *_column_rows(COMPARED),
             "",
             *_own_tables(),
-            "## `--frontier`: `frontier_table(result)` (`FRONTIER_COLUMNS`, kvmagic/results/frontier_table.py)",
-            "",
-            *_column_rows(FRONTIER),
-            "",
         ]
     )
 

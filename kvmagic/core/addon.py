@@ -12,8 +12,9 @@ launchers and trackers through one base class each:
   result keeps of it, under its ``name``; or the whole run, where it takes a front end's request over (``takes``,
   ``run``: a loop over runs, say), and what ``%kvload`` then cannot load (``refuse_load``);
 - the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what a file keeps of
-  its data (``dump``, ``load``) and what a result answers for it (``attributes``); a result of a kind of its own
-  has its tables (``tables``), its files (``refuse_file``, ``read_back``) and its names in kvmagic's API (``api``).
+  its data (``dump``, ``load``, and ``upgrade`` for an older format) and what a result answers for it
+  (``attributes``); any table of its own the columns page lists (``tables``); a result of a kind of its own has its
+  files (``refuse_file``, ``read_back``) and its names in kvmagic's API (``api``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -86,8 +87,13 @@ class AddOn:
         return {}
 
     def load(self, saved: Mapping[str, Any]) -> Any:
-        """Its data from a saved result's top-level fields (those of any format still read); None where it has none."""
+        """Its data from a saved result's top-level fields, as the current format keeps them; None where it has none."""
         return None
+
+    def upgrade(self, saved: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A file of an older format (still read) with its data moved where the current format keeps it (and out of
+        where the older one did): the centre calls it before converting the rest, then ``load`` reads the result."""
+        return saved
 
     # What a result answers for it, by attribute (``result.limits``, ``result.choice``), each read from the result
     # (its record): the centre never reads these, a user's notebook and an older caller do.
@@ -119,8 +125,8 @@ class AddOn:
     # How a notebook reads back a file of its own kind, where it writes one (its result's ``read_json``, and for which
     # request): the command's advice on plotting a saved run adds it.
     read_back: str = ""
-    # Tables of a kind of its own that docs/columns.md describes: each the Markdown that introduces it, and its
-    # :class:`~kvmagic.results.columns.Column`s.
+    # Tables of its own beside a result's table that docs/columns.md describes: each the Markdown that introduces it,
+    # and its :class:`~kvmagic.results.columns.Column`s.
     tables: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     # The names it adds to kvmagic's public API (a function that runs it, its result's class), each with the module
     # that defines it: ``kvmagic`` imports that module on first use, and names no add-on.

@@ -1,4 +1,4 @@
-"""The sizes of a model that bound its speed and its memory: what the limits and the frontier compute from.
+"""The sizes of a model that bound its speed and its memory, as arithmetic of either reads them.
 
 Read from a loaded model by kvmagic.measure.shape_probe; here pure data, so the arithmetic that uses it
 stays checkable by hand.
@@ -14,7 +14,7 @@ __all__ = ["ModelShape"]
 
 @dataclass(frozen=True)
 class ModelShape:
-    """The sizes the limits and the memory frontier depend on; ``windows``: per layer, None = full attention."""
+    """The sizes a model's speed and memory depend on; ``windows``: per layer, None = full attention."""
 
     layers: int
     hidden: int

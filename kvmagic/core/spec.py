@@ -31,7 +31,6 @@ __all__ = [
     "names",
 ]
 
-FRONTIER_MODES = ("predict", "check")
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
 KV_BITS = {b.name: b.widths for b in BACKENDS.values() if b.widths}  # the widths a quantized backend takes
 MARKED = "marked"  # prefix: the text before the prompt's line ``---`` is the shared prefix
@@ -63,7 +62,6 @@ class BenchSpec:
     steps: bool = False
     threads: int | None = None  # torch's CPU threads for the run; None: torch's own
     batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
-    frontier: str | None = None  # "predict": each strategy's frontier in the memory free; "check": and run at it
     quality: bool = True  # with cache: each strategy's logits against the full cache's, teacher-forced (untimed)
     quality_text: str | None = None  # with cache: judge quality along this text instead of the greedy tokens
     prefix: int | str | None = None  # tokens of the prompt whose cache is built once and reused (or MARKED)
@@ -303,12 +301,6 @@ def _names(name: str, value: Any) -> tuple[Strategy, ...] | None:
     return names
 
 
-def _frontier(name: str, value: Any) -> str | None:
-    if value is not None and value not in FRONTIER_MODES:
-        raise KVMagicError(f"{{{name}}} is {' or '.join(FRONTIER_MODES)} (or None), got {value!r}", name)
-    return None if value is None else str(value)
-
-
 def _text(name: str, value: Any) -> str | None:
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise KVMagicError(f"{{{name}}} must be a text to judge quality along, got {value!r}", name)
@@ -349,7 +341,6 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "steps": flag,
     "threads": _threads,
     "batch": _lengths,
-    "frontier": _frontier,
     "quality": flag,
     "quality_text": _text,
     "prefix": _prefix,

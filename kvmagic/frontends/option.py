@@ -28,7 +28,8 @@ class Option:
     ``hosts`` says where it exists at all (``-o`` and ``-v`` mean nothing outside a notebook).
     ``choices`` validate a configured default of a load option, which argparse never sees (the
     request checks its own fields); ``words`` are what a numeric option also takes in place of a
-    number (``-r auto``); ``const``, what a flag whose word may be left out means alone (``nargs`` "?").
+    number (``-r auto``), or what a flag whose word may be left out (``nargs`` "?") takes; ``const``, what that
+    flag means alone.
     ``examples`` are argument texts that keep a run on tiny short, one or two per option (an empty text: the
     flag alone): what the test of every pair of options runs. ``purpose`` names its group on the help pages.
     """
@@ -45,7 +46,7 @@ class Option:
     hosts: tuple[Host, ...] = ("magic", "cli")
     choices: tuple[str, ...] | None = None
     words: tuple[str, ...] = ()
-    nargs: str | None = None  # "?": the flag alone, or with one word (--frontier check)
+    nargs: str | None = None  # "?": the flag alone, or with one of its words
     const: Any = None
     examples: tuple[str, ...] = ()
     purpose: str = ""

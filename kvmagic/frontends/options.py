@@ -15,19 +15,11 @@ from typing import Any
 
 from kvmagic.core.addon import addons
 from kvmagic.core.lengths import LENGTH_FORMS
-from kvmagic.core.spec import FRONTIER_MODES, MARKED, BenchSpec, names
+from kvmagic.core.spec import MARKED, BenchSpec, names
 from kvmagic.core.strategy import BACKENDS, KNOWN
 from kvmagic.errors import KVMagicError, did_you_mean
 from kvmagic.frontends.option import Host, Option
-from kvmagic.frontends.values import (
-    at_least_one,
-    frontier_mode,
-    lengths,
-    prefix_length,
-    read_text,
-    repeat_count,
-    whole_number,
-)
+from kvmagic.frontends.values import at_least_one, lengths, prefix_length, read_text, repeat_count, whole_number
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 from kvmagic.model.random_weights import SHIPPED
 
@@ -160,10 +152,6 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true",
            examples=("",)),
-    Option(("--frontier",), "After measuring, predict for each strategy the longest context and the largest batch "
-           "that fit in the memory free on the model's device; --frontier check also runs one cached generate at "
-           "the predicted length to confirm it.", "frontier", metavar="check", type=frontier_mode, nargs="?",
-           const=FRONTIER_MODES[0], examples=("", "check")),
     Option(("--tp",), "Split the model by its own tensor-parallel plan over the ranks torchrun starts (torchrun "
            "--nproc-per-node N -m kvmagic --tp ...); every rank measures in lockstep, rank 0 prints one table.",
            "tp", action="store_true", hosts=("cli",), examples=("",)),
@@ -200,9 +188,9 @@ def flag(name: str, host: Host) -> str:
     return name
 
 
-def word_optional(host: Host) -> set[str]:
-    """The flags whose word may be left out (``--frontier`` or ``--frontier check``), as ``host`` spells them."""
-    return {flag for o in BENCH_OPTIONS if o.nargs == "?" and host in o.hosts for flag in o.spelling(host)}
+def word_optional(host: Host) -> dict[str, tuple[str, ...]]:
+    """The flags whose word may be left out, as ``host`` spells them, each with the words it takes."""
+    return {flag: o.words for o in BENCH_OPTIONS if o.nargs == "?" and host in o.hosts for flag in o.spelling(host)}
 
 
 def check_before_loading(spec: BenchSpec, prompt: str) -> None:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 
 from kvmagic.core.lengths import parse_lengths
-from kvmagic.core.spec import FRONTIER_MODES, MARKED
+from kvmagic.core.spec import MARKED
 from kvmagic.errors import KVMagicError
 
 __all__ = [
     "at_least_one",
-    "frontier_mode",
     "lengths",
     "prefix_length",
     "prompt_apart",
@@ -46,13 +45,6 @@ def at_least_one(text: str) -> int:
     return number
 
 
-def frontier_mode(text: str) -> str:
-    """``--frontier check``: the one word it takes."""
-    if text not in FRONTIER_MODES:  # argparse reads the bare flag's "predict" through here too
-        raise argparse.ArgumentTypeError(f"expected nothing or 'check', got {text!r}")
-    return text
-
-
 def repeat_count(text: str) -> int | str:
     """A whole number of pairs, or ``auto``: as many as the speed-up's interval needs."""
     if text.strip().lower() == "auto":
@@ -80,17 +72,18 @@ def lengths(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def prompt_apart(argv: Sequence[str], optional: Collection[str], *, one_word: bool) -> list[str]:
-    """``--frontier 'The prompt'``: a flag whose word may be left out (``optional``) leaves the prompt after it
-    alone (``--`` sets it apart for argparse). The prompt is the last words, none of them a flag: one for the
-    command (``one_word``), any number for the one-line ``%kvbench``. A word close to the flag's own
-    (``chek``) stays the flag's, to be refused as a typo rather than measured as a prompt."""
+def prompt_apart(argv: Sequence[str], optional: Mapping[str, Sequence[str]], *, one_word: bool) -> list[str]:
+    """``--flag 'The prompt'``: a flag whose word may be left out (``optional``: each such flag, with the words it
+    takes) leaves the prompt after it alone (``--`` sets it apart for argparse). The prompt is the last words, none
+    of them a flag: one for the command (``one_word``), any number for the one-line ``%kvbench``. A word close to
+    one of the flag's own (``chek`` for ``check``) stays the flag's, to be refused as a typo rather than measured as
+    a prompt."""
     words = list(argv)
     for index, word in enumerate(words[:-1]):
         rest = words[index + 1 :]
         if word not in optional or "--" in words or any(w.startswith("-") for w in rest):
             continue
-        if rest[0] in FRONTIER_MODES or difflib.get_close_matches(rest[0], FRONTIER_MODES):
+        if rest[0] in optional[word] or difflib.get_close_matches(rest[0], optional[word]):
             return words
         if not one_word or len(rest) == 1:
             return [*words[: index + 1], "--", *rest]

@@ -1,4 +1,4 @@
-"""A loaded model's sizes, as the limits and the memory frontier need them: from its config and its weights."""
+"""A loaded model's sizes, as arithmetic of its speed and memory needs them: from its config and its weights."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 On CUDA, ``max_memory_allocated`` counts the tensors alive at the worst moment; on a CPU the only
 peak is the process's resident memory, which also holds what the C heap keeps of freed blocks. To
-tell an arithmetic model of memory (kvmagic.core.frontier) from the allocator's overhead, this
+tell an arithmetic model of memory (one that counts tensors) from the allocator's overhead, this
 counts every storage an operator creates while the mode is on, from its creation until the last
 tensor viewing it is gone. Storages that existed before (the weights) are not counted, except those
 handed over as ``existing``: they count from the start, so that freeing them (a cache replaced by a

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
-from kvmagic.core.frontier import Frontier
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import DYNAMIC, OFF, PAIR, REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
@@ -49,7 +48,6 @@ class BenchmarkRecord:
     facts: RunFacts = field(default_factory=RunFacts)
     predictions: list[Prediction] = field(default_factory=list)
     cost_model: CostModel | None = None
-    frontier: Frontier | None = None  # with ``frontier``: each strategy's reach, and any check run at it
     split: Split | None = None  # with ``tp``: the ranks the model was split over
     addons: dict[str, Any] = field(default_factory=dict)  # add-on name -> what it kept of the run
 

@@ -27,7 +27,7 @@ __all__ = [
     "names", "some_value",
 ]  # fmt: skip
 
-WIDTH = 100  # the terminal width the shown table, its notes and the choice's paragraph are made to fit
+WIDTH = 100  # the terminal width the shown table, its notes and any paragraph said of it are made to fit
 Form = Literal["figure", "speedup", "change", "text"]
 # Where a column stands among those the short table drops while it is wider than WIDTH, lowest first: in a table
 # of lossless strategies, of some lossy one, and of some lossy one with the trade-off frontier marked. None: never.
@@ -69,7 +69,7 @@ _DECLARED: dict[str, Column[Any]] = {}
 
 def declare(*columns: Column[Any]) -> tuple[Column[Any], ...]:
     """Register ``columns`` for their names' forms and meanings (the first declaration of a name is its own: a table
-    of another kind that reuses a name, the frontier's ``peak_mib``, writes its cells alike); returns them, in order,
+    of another kind that reuses a name, an add-on's own table, writes its cells alike); returns them, in order,
     as the table they make up."""
     for found in columns:
         _DECLARED.setdefault(found.name, found)

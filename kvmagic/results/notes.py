@@ -9,11 +9,8 @@ from kvmagic.core import stats
 from kvmagic.core.addon import addons
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.strategy import REFERENCE
-from kvmagic.errors import KVMagicError
 from kvmagic.results.caution import caution_notes
-from kvmagic.results.choice import choice
 from kvmagic.results.columns import cell, interval
-from kvmagic.results.frontier_table import frontier_notes
 from kvmagic.results.prefix_table import prefix_notes
 from kvmagic.results.split_table import split_notes
 from kvmagic.results.verdict import quality_reference, verdict_lines
@@ -46,8 +43,7 @@ def notes(result: BenchmarkRecord) -> list[str]:
     noise += _outside(result)
     rest = [*_stretched_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
     rest += [*(holding_one if verdict else []), *(note for addon in addons() for note in addon.notes(result))]
-    rest += frontier_notes(result)
-    rest += _quality_notes(result) + prefix_notes(result) + split_notes(result) + _crossover_notes(result)
+    rest += _quality_notes(result) + prefix_notes(result) + split_notes(result)
     return [*verdict, *wrong, *noise, *rest]
 
 
@@ -69,18 +65,6 @@ def _mismatch_notes(result: BenchmarkRecord) -> list[str]:
             shown = result.shown_name
             found.append(f"{config}: {describe_mismatch(mismatch, shown(pair.reference.strategy), shown(m.strategy))}")
     return found
-
-
-def _crossover_notes(result: BenchmarkRecord) -> list[str]:
-    """Where one strategy overtakes another along a sweep, one line; the fits and their checks are the choice's."""
-    try:
-        found = choice(result)
-    except KVMagicError:
-        return []
-    if not found.crossovers:
-        return []
-    said = "; ".join(f"{c.overtaker} overtakes {c.overtaken} from {c.context} tokens" for c in found.crossovers)
-    return [f"crossovers, from fits checked at {found.crossovers[0].checked_at} tokens: {said} (result.choice())"]
 
 
 def more_pairs(*results: BenchmarkRecord) -> str:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.addon import addons
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
-from kvmagic.results.choice import pareto_marks
 from kvmagic.results.columns import Column, names
+from kvmagic.results.pareto_marks import pareto_marks
 from kvmagic.results.predictions import PREDICT_PAIR, predicted_rows
 from kvmagic.results.prefix_table import PREFIX_ROWS
 from kvmagic.results.rows import PAIR as PAIR_COLUMNS

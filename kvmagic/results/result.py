@@ -14,7 +14,6 @@ from kvmagic.results.serialize import Kept
 if TYPE_CHECKING:
     import pandas as pd
 
-    from kvmagic.results.choice import Choice
     from kvmagic.results.plot import SweepFigure
 
 __all__ = ["BenchmarkResult", "Measurement", "Pair"]
@@ -35,14 +34,6 @@ class BenchmarkResult(BenchmarkRecord, Kept):
         from kvmagic.results.notes import notes
 
         return notes(self)
-
-    def choice(self) -> Choice:
-        """Which strategy to choose at the largest configuration of a comparison of three strategies or more: the
-        trade-off frontier, the crossovers along the sweep with their checks, the reach in memory; ``str()`` of it
-        is the paragraph the notes end with."""
-        from kvmagic.results.choice import choice
-
-        return choice(self)
 
     def __str__(self) -> str:
         """The shown table (``to_dataframe()`` has every column) and the notes."""

@@ -15,9 +15,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.strategy import DYNAMIC, FULL_CACHE, OFF
-from kvmagic.results.choice import MIN_STRATEGIES
 from kvmagic.results.columns import Column, column, declare, missing, some_value
 from kvmagic.results.measurement import Pair
+from kvmagic.results.pareto_marks import MIN_STRATEGIES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -197,7 +197,7 @@ def _batched(frame: pd.DataFrame) -> bool:
 
 
 def _separates(frame: pd.DataFrame) -> bool:
-    """Some configuration has :data:`~kvmagic.results.choice.MIN_STRATEGIES` rows that ran or more, and not every
+    """Some configuration has :data:`~kvmagic.results.pareto_marks.MIN_STRATEGIES` rows that ran or more, and not every
     one of them is on its trade-off frontier: the marks then say something. A configuration is what the columns that
     identify a row, but its strategy, say."""
     ran = frame[[not missing(value) for value in frame["pareto"]]]

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
-from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import MARKED, BenchSpec
@@ -27,18 +26,17 @@ from kvmagic.results.serialize import floats_back, seconds_back
 if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = ["JSON_FORMAT", "JSON_VERSION", "result_fields", "result_to_dict"]
+__all__ = ["JSON_FORMAT", "JSON_VERSION", "OLD_NAMES", "result_fields", "result_to_dict"]
 
 JSON_FORMAT = "kvmagic-benchmark"
 JSON_VERSION = 3  # 3: a record per (configuration, strategy), the run's facts apart from the environment
 _FACTS = {f.name for f in dataclasses.fields(RunFacts)}
 _REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap", "max_seconds", "kv_bits", "profile"}
-_PLAIN = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
+OLD_NAMES = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
 _SPLIT_KEYS = ("world_size", "backend", "rank_devices")  # where format 3 first kept a split run's ranks: its metadata
 
 
 def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
-    frontier = result.frontier
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
@@ -55,7 +53,6 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
         ],
         "predictions": [dataclasses.asdict(p) for p in result.predictions],
         "cost_model": None if result.cost_model is None else result.cost_model.to_dict(),
-        "frontier": None if frontier is None else _frontier_dict(frontier),
         "split": None if result.split is None else dataclasses.asdict(result.split),
         **{key: value for addon in addons() for key, value in addon.dump(result.addons.get(addon.name)).items()},
     }
@@ -70,6 +67,8 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     if data.get("version", 0) > JSON_VERSION:
         raise KVMagicError(f"this benchmark was saved by a newer kvmagic (format {data['version']}): upgrade kvmagic")
     if data.get("version", 0) < JSON_VERSION:
+        for addon in addons():
+            data = addon.upgrade(data)
         data = _from_format_2(data)
     try:
         return dict(
@@ -83,7 +82,6 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             facts=_facts(data.get("facts", {})),
             predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
             cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
-            frontier=_frontier(data.get("frontier")),
             split=_split_of(data),
             addons={addon.name: kept for addon in addons() if (kept := addon.load(data)) is not None},
         )
@@ -146,24 +144,6 @@ def _quality(data: Mapping[str, Any]) -> Quality:
     return Quality(**rest, ppl_interval=None if interval is None else floats_back(interval))
 
 
-def _frontier(data: Mapping[str, Any] | None) -> Frontier | None:
-    if data is None:
-        return None
-    rows = [FrontierRow(**row) for row in data["rows"]]
-    checks = [FitCheck(**_numbers(check)) for check in data["checks"]]
-    return Frontier(rows, checks, data["free_bytes"], dict(data["unchecked"]))
-
-
-def _frontier_dict(frontier: Frontier) -> dict[str, Any]:
-    """The frontier as JSON: each record's strategy by its name."""
-    named = [
-        [{**dataclasses.asdict(record), "strategy": str(record.strategy)} for record in records]
-        for records in (frontier.rows, frontier.checks)
-    ]
-    unchecked = {str(s): seconds for s, seconds in frontier.unchecked.items()}
-    return {"rows": named[0], "checks": named[1], "free_bytes": frontier.free_bytes, "unchecked": unchecked}
-
-
 def _numbers(data: Mapping[str, Any]) -> dict[str, Any]:
     """Numbers strict JSON kept as null, back as NaN."""
     return {k: math.nan if v is None else v for k, v in data.items()}
@@ -180,23 +160,14 @@ def _from_format_2(data: Mapping[str, Any]) -> dict[str, Any]:
         facts["kv_position_bytes"] = position // data["measurements"][0].get("batch", 1)
     if data.get("partial") and not facts.get("stopped"):
         facts["stopped"] = "interrupted"
-    frontier = None
-    if data.get("frontier"):
-        frontier = {"rows": [{**r, "strategy": _PLAIN.get(r["strategy"], r["strategy"])} for r in data["frontier"]],
-                    "checks": [{**c, "strategy": _PLAIN.get(c["strategy"], c["strategy"])}
-                               for c in data.get("frontier_checks", [])],
-                    "free_bytes": old.get("frontier_free_bytes", math.nan),
-                    "unchecked": {_PLAIN.get(name, name): seconds
-                                  for name, seconds in old.get("frontier_unchecked", {}).items()}}  # fmt: skip
-    skip = _FACTS | _REQUEST | {"strategies", "skipped", "compiled", "frontier_free_bytes", "frontier_unchecked"}
+    skip = _FACTS | _REQUEST | {"strategies", "skipped", "compiled"}
     return {
         **data,
-        "strategies": [_PLAIN.get(name, name) for name in strategies],
+        "strategies": [OLD_NAMES.get(name, name) for name in strategies],
         "skipped": data.get("skipped", old.get("skipped", {})),
         "metadata": {k: v for k, v in old.items() if k not in skip},
         "facts": facts,
         "measurements": measurements,
-        "frontier": frontier,
     }
 
 
@@ -220,7 +191,7 @@ def _split(old: Mapping[str, Any]) -> list[dict[str, Any]]:
             mismatch = {**mismatch, "run": mine.index(mismatch["run"]), "margin": margin}
         found.append({
             "config": config,
-            "strategy": _PLAIN.get(name, name),
+            "strategy": OLD_NAMES.get(name, name),
             "seconds": [old["seconds"][i] for i in mine],
             "generated_ids": old["generated_ids"] if mine[0] == 0 else [],
             "generated_text": old.get("generated_text", "") if mine[0] == 0 else "",

@@ -3,7 +3,7 @@ fast it decodes.
 
 One point per strategy whose quality was read, at one configuration; the strategies of one method at several
 compression ratios (``press:snapkv:0.25``, ``press:snapkv:0.5``) join into that method's curve, the full cache is
-marked, and a ring marks each point on the trade-off frontier (:func:`~kvmagic.results.choice.pareto_marks`: no
+marked, and a ring marks each point on the trade-off frontier (:func:`~kvmagic.results.pareto_marks.pareto_marks`: no
 other row at once as fast, holding as little and losing as little). The y axis is ``kl_nats`` on a scale linear
 near 0 (the full cache scores exactly 0) and logarithmic above. Where every strategy kept the full cache's
 predictions (KL 0), there is no trade-off to draw: the figure has no such row, and the notes say why.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core.compression import PRESS
 from kvmagic.core.strategy import FULL_CACHE, Strategy
-from kvmagic.results.choice import pareto_marks
+from kvmagic.results.pareto_marks import pareto_marks
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

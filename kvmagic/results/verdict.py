@@ -6,7 +6,7 @@ rest (:func:`~kvmagic.core.intervals.rounds_to_tell`). Rows the rounds cannot te
 never beaten by it. The second line is memory and quality: which cache holds the least KV while keeping the full
 cache's predictions, and what holds less at a loss. A recommendation ("choose ...") is named only where one row
 is both: the fastest, told apart from every other row, and the least KV at no loss. The reasoning behind it
-(the trade-off frontier, fits, crossovers, reach) is :func:`~kvmagic.results.choice.choice`.
+(the trade-off frontier, fits, crossovers, reach) is an add-on's, which reads the same rows.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from kvmagic.core.intervals import rounds_to_tell, speedup_interval
 from kvmagic.core.pareto import BYTES_TIE
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE, Strategy
-from kvmagic.results.choice import MIN_STRATEGIES, largest_config, told_apart
 from kvmagic.results.columns import cell, interval
 from kvmagic.results.measurement import MIN_REPEAT_FOR_SPREAD
+from kvmagic.results.pareto_marks import MIN_STRATEGIES, largest_config, told_apart
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -64,7 +64,7 @@ class Verdict:
 
 
 def verdict(result: BenchmarkRecord) -> Verdict | None:
-    """The verdict of a comparison with :data:`~kvmagic.results.choice.MIN_STRATEGIES` rows or more at its largest
+    """The verdict of a comparison with :data:`~kvmagic.results.pareto_marks.MIN_STRATEGIES` rows or more at its largest
     configuration; None for another."""
     if not result.configs:
         return None

@@ -27,7 +27,6 @@ from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
 from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult, Measurement
-from kvmagic.runner.frontier_run import memory_frontier
 from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
 from kvmagic.runner.prefix import build_prefix
 from kvmagic.runner.progress import Bar, Eta, progress_bar
@@ -113,7 +112,6 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
         facts=_facts(plan, prompt, budget, stopped),
         predictions=list(budget.predictions),
         cost_model=budget.cost,
-        frontier=memory_frontier(plan, measurements) if spec.frontier and measurements else None,
         addons={name: data for name, data in kept.items() if data is not None},
     )
     return result if loaded.world is None else put_together(result, loaded.world)

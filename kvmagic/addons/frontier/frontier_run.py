@@ -1,14 +1,15 @@
-"""The memory frontier (``frontier``): each strategy's longest context and largest batch, predicted
-after measuring from the model's shape, the memory free and the activations one probe measures; and,
-when asked, one cached run at the predicted length that confirms it."""
+"""The memory frontier after the timed runs: each strategy's longest context and largest batch, predicted from
+the model's shape, the memory free and the activations one probe measures; and, with ``check``, one cached run
+at the predicted length that confirms it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow, frontier, layout, peak_bytes
+from kvmagic.addons.frontier.cache_layout import layout
+from kvmagic.addons.frontier.frontier_probe import check_fit, free_bytes, measure_activations
+from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow, frontier, peak_bytes
 from kvmagic.measure.capabilities import dynamic_cache_windows
-from kvmagic.measure.frontier_probe import check_fit, free_bytes, measure_activations
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.runner.prompt import batched
 
@@ -35,7 +36,7 @@ def memory_frontier(plan: Plan, measurements: list[Measurement]) -> Frontier:
     }
     rows = frontier(shape, free, activations, list(layouts.values()), **largest._asdict())
     checks, unchecked = [], {}
-    if spec.frontier == "check":
+    if spec.option("frontier") == "check":
         for row, strategy in zip(rows, plan.runnable):
             if not strategy.caches or row.max_new_tokens < 1:
                 continue  # an uncached run to its frontier is the longest there is: not run

@@ -1,7 +1,7 @@
 """Memory on the model's device: what is free, what a forward takes per token, and whether a run fitted.
 
-The frontier (kvmagic.core.frontier) predicts how much a generate needs beyond the weights; this is
-the measuring side. Its probes count tensors: CUDA's allocator counts them, elsewhere a dispatch
+The frontier (:mod:`~kvmagic.addons.frontier.reach`) predicts how much a generate needs beyond the weights; this
+is the measuring side. Its probes count tensors: CUDA's allocator counts them, elsewhere a dispatch
 mode does (kvmagic.measure.tensors), so a prediction means the same on every device. A CPU
 process's resident memory holds more than its tensors (the C heap keeps freed blocks that a
 growing cache or growing forwards cannot reuse), so the fit check measures that too, counted from
@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.frontier import Activations, FitCheck
+from kvmagic.addons.frontier.reach import Activations, FitCheck
 from kvmagic.measure.accelerator import release_memory, track_peak
 from kvmagic.measure.strategies import reset_static_cache_state
 

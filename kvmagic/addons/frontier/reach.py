@@ -1,27 +1,22 @@
-"""The memory frontier: how long a context, or how large a batch, each cache strategy holds in the memory free.
+"""The memory frontier's arithmetic: how long a context, or how large a batch, each cache strategy holds in the
+memory free, and what a result keeps of it.
 
 Memory a ``generate`` takes beyond the weights, per strategy, for a prompt of P tokens and N new
-tokens (E = P + N - 1 positions are cached at the end; the last token's are never computed):
+tokens (E = P + N - 1 positions are cached at the end; the last token's are never computed), its keys and values
+as :mod:`~kvmagic.addons.frontier.cache_layout` counts them:
 
 - ``off``: the last forward's activations over E tokens; nothing is kept between steps;
-- a dynamic cache: the larger of the prefill (activations over P, plus the prompt's keys and values)
-  and the last decode step (the keys and values of E positions, plus that step's activations);
+- a dynamic cache (a quantized one, a press): the larger of the prefill (activations over P, plus the prompt's
+  keys and values) and the last decode step (the keys and values of E positions, plus that step's activations,
+  plus a quantized cache's dequantized copies of one layer);
 - a static cache: E positions preallocated before the prefill, plus the larger activations (a decode
-  step's fixed part only: the part per position comes from growing a cache by concatenation);
-- a quantized cache: as dynamic, its positions at the quantized width (plus a scale and a zero point
-  per group) except up to ``residual`` - 1 recent tokens, kept in full precision until they are
-  quantized together; reading a layer dequantizes it whole, so about two full-precision copies of
-  one layer's keys and values live while it is read;
-- an offloaded cache keeps only the layer in use and the next one on the device;
-- a press (``press:METHOD:RATIO``) is a dynamic cache whose prompt is whole while the prefill writes it and
-  cut to the share its ratio keeps after it; a press that masks positions instead of freeing them is counted
-  whole (its ``pruned`` is 0), and a method's own scoring work at the prefill is not counted.
+  step's fixed part only: the part per position comes from growing a cache by concatenation).
 
-Sliding-window layers hold min(positions, window), where the cache windows them, except right after the
-prefill: a dynamic cache's window is then a slice of the whole prompt's keys and values, which stay allocated
+A press's own scoring work at the prefill is not counted. Sliding-window layers are windowed except right after
+the prefill: a dynamic cache's window is then a slice of the whole prompt's keys and values, which stay allocated
 until the first decode step (transformers 5), or it keeps them all anyway (4.55). Activations come
-from a probe (kvmagic.measure.frontier_probe): a fixed part plus a part per token, per sequence. All of it
-counts tensors, as CUDA's allocator does; a CPU process's resident memory exceeds them by what its
+from a probe (:mod:`~kvmagic.addons.frontier.frontier_probe`): a fixed part plus a part per token, per sequence.
+All of it counts tensors, as CUDA's allocator does; a CPU process's resident memory exceeds them by what its
 C heap keeps of freed blocks (``FitCheck.overhead``).
 Pure Python, checkable by hand.
 """
@@ -32,18 +27,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from kvmagic.addons.frontier.cache_layout import CacheLayout, kv_bytes, layer_positions
 from kvmagic.core.config import Config
 from kvmagic.core.shape import ModelShape
-from kvmagic.core.strategy import BACKENDS, Strategy
+from kvmagic.core.strategy import Strategy
 
-__all__ = [
-    "Activations", "CacheLayout", "FitCheck", "Frontier", "FrontierRow", "frontier", "kv_bytes", "largest",
-    "layout", "peak_bytes",
-]  # fmt: skip
+__all__ = ["Activations", "FitCheck", "Frontier", "FrontierRow", "frontier", "largest", "peak_bytes"]
 
-QUANTIZED_RESIDUAL = 128  # transformers' default residual_length: recent tokens kept unquantized
-QUANTIZED_GROUP = 64  # transformers' default q_group_size
-OFFLOADED_LAYERS = 2  # the layer in use and the one being prefetched
 _FAR = 1 << 40
 
 
@@ -63,80 +53,6 @@ class Activations:
         return self.decode_fixed + batch * self.decode_per_position * context
 
 
-@dataclass(frozen=True)
-class CacheLayout:
-    """How a strategy keeps keys and values in the device's memory."""
-
-    strategy: Strategy
-    kind: str  # "none", "dynamic", "static" or "quantized"
-    bits: int = 0  # quantized: the stored width
-    group_size: int = 0  # quantized: elements sharing one scale and zero point; 0 = one per tensor
-    residual: int = 0  # quantized: recent tokens kept in full precision
-    windowed: bool = True  # sliding-window layers held at their window
-    device_layers: int | None = None  # offloaded: layers on the device at once; None = all
-    dequantized_layers: float = 0.0  # full-precision copies of one layer's keys and values while it is read
-    pruned: float = 0.0  # a press: the share of the prompt's positions freed after the prefill
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "strategy", Strategy.of(self.strategy))
-
-
-def layout(
-    strategy: Strategy | str, *, kv_bits: int | None = None, windowed_dynamic: bool = True, pruned: float = 0.0
-) -> CacheLayout:
-    """How ``strategy`` keeps keys and values. transformers 4.55's dynamic cache keeps sliding layers
-    whole (``windowed_dynamic=False``); 5.x windows them. ``pruned``: a press's share of the prompt freed.
-    A warm twin holds what its cold self holds."""
-    strategy = Strategy.of(strategy).with_bits(kv_bits)
-    if not strategy.caches:
-        return CacheLayout(strategy, "none")
-    if strategy.quantized:
-        backend = BACKENDS[strategy.backend]
-        grouped = {"group_size": QUANTIZED_GROUP, "residual": QUANTIZED_RESIDUAL} if backend.widths else {}
-        return CacheLayout(
-            strategy, "quantized", bits=strategy.stored_bits, windowed=False, dequantized_layers=2.0, **grouped
-        )
-    offloaded = OFFLOADED_LAYERS if strategy.offloaded else None
-    if strategy.static or strategy.cache_implementation in ("sliding_window", "hybrid"):
-        return CacheLayout(strategy, "static", device_layers=offloaded)
-    return CacheLayout(strategy, "dynamic", windowed=windowed_dynamic, device_layers=offloaded, pruned=pruned)
-
-
-def _layer_positions(shape: ModelShape, cache: CacheLayout, positions: int) -> list[int]:
-    held = [
-        positions if window is None or not cache.windowed else min(positions, window) for window in shape.layer_windows
-    ]
-    if cache.device_layers is not None:
-        held = sorted(held, reverse=True)[: cache.device_layers]
-    return held
-
-
-def kv_bytes(
-    shape: ModelShape, cache: CacheLayout, positions: int, batch: int = 1, *, prompt_tokens: int | None = None
-) -> float:
-    """Most bytes of keys and values the cache holds on the device while ``positions`` are cached.
-
-    A quantized cache quantizes the prompt at once and then gathers new tokens in full precision
-    until ``residual`` of them are quantized together: at most min(positions - prompt, residual - 1)
-    recent ones are in full precision (all but the prompt when ``prompt_tokens`` is not given).
-    """
-    if cache.kind == "none":
-        return 0.0
-    if cache.pruned and prompt_tokens is not None and positions > prompt_tokens:  # past the prefill
-        positions -= prompt_tokens - int(prompt_tokens * (1 - cache.pruned))  # kept as kvpress counts them
-    elements = 2 * shape.kv_heads * shape.head_dim  # per position and layer
-    recent = positions - (prompt_tokens or 0)
-    total = 0.0
-    for held in _layer_positions(shape, cache, positions):
-        if cache.kind == "quantized":
-            full = max(0, min(held, recent, cache.residual - 1))
-            overhead = 2 * shape.dtype_bytes / cache.group_size if cache.group_size else 0.0  # scale, zero point
-            total += elements * (full * shape.dtype_bytes + (held - full) * (cache.bits / 8 + overhead))
-        else:
-            total += elements * held * shape.dtype_bytes
-    return batch * total
-
-
 def peak_bytes(
     shape: ModelShape, cache: CacheLayout, activations: Activations, prompt_tokens: int, new_tokens: int,
     batch: int = 1,
@@ -154,7 +70,7 @@ def peak_bytes(
     if new_tokens == 1:
         return at_prefill
     held = kv_bytes(shape, cache, end, batch, prompt_tokens=prompt_tokens)
-    layer = max(_layer_positions(shape, cache, end)) * 2 * shape.kv_heads * shape.head_dim * shape.dtype_bytes
+    layer = max(layer_positions(shape, cache, end)) * 2 * shape.kv_heads * shape.head_dim * shape.dtype_bytes
     return max(at_prefill, held + activations.decode(end, batch) + cache.dequantized_layers * batch * layer)
 
 

@@ -1,7 +1,7 @@
 """What fits in memory (``frontier``): per cache strategy the longest context and the largest batch
-that fit in the memory free: its note and its table.
+that fit in the memory free, as a result keeps it: its note and its table.
 
-The arithmetic is :mod:`kvmagic.core.frontier`'s; a check run at a predicted frontier sits beside it.
+The arithmetic is :mod:`~kvmagic.addons.frontier.reach`'s; a check run at a predicted frontier sits beside it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ from kvmagic.results.columns import Column, Form, names
 if TYPE_CHECKING:
     import pandas as pd
 
+    from kvmagic.addons.frontier.reach import Frontier
     from kvmagic.results.benchmark_record import BenchmarkRecord
 
-__all__ = ["FRONTIER", "FRONTIER_COLUMNS", "frontier_notes", "frontier_table"]
+__all__ = ["FRONTIER", "FRONTIER_COLUMNS", "NAME", "frontier_notes", "frontier_of", "frontier_table"]
+
+NAME = "frontier"
 
 # A table of its own: its columns are not the benchmark's, though some share a name (not declared with them).
 _DECLARED: tuple[tuple[str, str, str, Form], ...] = (
@@ -47,11 +50,17 @@ FRONTIER_COLUMNS = names(FRONTIER)
 _MIB = 2**20
 
 
+def frontier_of(result: BenchmarkRecord) -> Frontier | None:
+    """What ``result`` keeps of the frontier; None where it predicted none."""
+    found: Frontier | None = result.addons.get(NAME)
+    return found
+
+
 def frontier_table(result: BenchmarkRecord) -> pd.DataFrame:
     """One row per strategy: its predicted frontier, and where a check ran, what the run took against it."""
     import pandas as pd
 
-    found = result.frontier
+    found = frontier_of(result)
     checks = {check.strategy: check for check in (found.checks if found else [])}
     rows = []
     for row in found.rows if found else []:
@@ -69,7 +78,7 @@ def frontier_table(result: BenchmarkRecord) -> pd.DataFrame:
 
 def frontier_notes(result: BenchmarkRecord) -> list[str]:
     """Per strategy, in a sentence: how long a context and how large a batch fit, and what a check found."""
-    found, name = result.frontier, result.shown_name
+    found, name = frontier_of(result), result.shown_name
     if not found or not found.rows:
         return []
     parts = [
