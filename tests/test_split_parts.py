@@ -74,10 +74,10 @@ def test_what_counts_as_a_collective(name: str, collective: bool) -> None:
     "changes",
     [{}, {"new_tokens": (2, 3), "repeat": "auto", "ci_target": 0.5, "auto_cap": 1.0}, {"prompt_tokens": (4, 8)},
      {"chat": True, "steps": True, "threads": 1, "batch": (2,), "max_seconds": 0.0, "warmup_tokens": 0},
-     {"quality": False}],
+     {"quality": False}, {"prefix": 4, "cache": ("off", "dynamic")}, {"prefix": "marked"}],
 )  # fmt: skip
 def test_a_request_as_the_command_words_reads_back_the_same(changes: dict) -> None:
-    spec = BenchSpec(**changes)
+    spec = BenchSpec.of(**changes)
     args = parser().parse_args([*bench_words(spec), "a prompt"])
     assert bench_spec(args, defaults()) == spec
 
