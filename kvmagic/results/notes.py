@@ -14,7 +14,6 @@ from kvmagic.results.caution import caution_notes
 from kvmagic.results.choice import choice
 from kvmagic.results.columns import cell, interval
 from kvmagic.results.frontier_table import frontier_notes
-from kvmagic.results.prefix_table import prefix_notes
 from kvmagic.results.split_table import split_notes
 from kvmagic.results.verdict import quality_reference, verdict_lines
 
@@ -48,7 +47,7 @@ def notes(result: BenchmarkRecord, *, spread: bool = True) -> list[str]:
     rest = [*_stretched_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
     rest += [*(holding_one if verdict else []), *(note for addon in addons() for note in addon.notes(result))]
     rest += frontier_notes(result)
-    rest += _quality_notes(result) + prefix_notes(result) + split_notes(result) + _crossover_notes(result)
+    rest += _quality_notes(result) + split_notes(result) + _crossover_notes(result)
     return [*verdict, *wrong, *noise, *rest]
 
 

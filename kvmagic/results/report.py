@@ -16,7 +16,6 @@ from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
 from kvmagic.results.choice import pareto_marks
 from kvmagic.results.columns import Column, names
 from kvmagic.results.predictions import PREDICT_PAIR, predicted_rows
-from kvmagic.results.prefix_table import PREFIX_ROWS
 from kvmagic.results.rows import PAIR as PAIR_COLUMNS
 from kvmagic.results.rows import ROWS, PairRow, Row
 from kvmagic.results.split_table import SPLIT_PAIR, SPLIT_ROWS
@@ -58,8 +57,6 @@ ADDITIONS = {
     for addition in (
         Addition("--tp", lambda r: r.split is not None, SPLIT_ROWS, SPLIT_PAIR,
                  about="a model split over ranks ([parallel.md](parallel.md))"),
-        Addition("--prefix", lambda r: r.facts.prefix_tokens is not None, PREFIX_ROWS,
-                 about="which alone compares `off`, `dynamic` and `dynamic+prefix` in this table"),
         Addition("--predict", lambda r: bool(r.predictions), pair_columns=PREDICT_PAIR),
     )
 }  # fmt: skip

@@ -18,7 +18,7 @@ from kvmagic.core.costmodel import CostModel
 from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
-from kvmagic.core.spec import MARKED, BenchSpec
+from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, Split, StepProfile
@@ -40,7 +40,7 @@ _SPLIT_KEYS = ("world_size", "backend", "rank_devices")  # where format 3 first 
 
 def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
     frontier = result.frontier
-    return {
+    saved: dict[str, Any] = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
         "model": result.model,
@@ -58,8 +58,12 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
         "cost_model": None if result.cost_model is None else result.cost_model.to_dict(),
         "frontier": None if frontier is None else _frontier_dict(frontier),
         "split": None if result.split is None else dataclasses.asdict(result.split),
-        **{key: value for addon in addons() for key, value in addon.dump(result.addons.get(addon.name)).items()},
     }
+    for addon in addons():  # a mapping an add-on keeps under one of the centre's (its facts) joins it there
+        for key, value in addon.dump(result.addons.get(addon.name)).items():
+            joined = isinstance(saved.get(key), dict) and isinstance(value, dict)
+            saved[key] = {**saved[key], **value} if joined else value
+    return saved
 
 
 def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,7 +81,7 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         return dict(
             model=data["model"],
             measurements=[_measurement(m) for m in data["measurements"]],
-            spec=_spec(data.get("spec") or {}),
+            spec=BenchSpec.from_dict(data.get("spec") or {}),
             strategies=list(data["strategies"]),
             skipped=dict(data.get("skipped", {})),
             remarks=dict(data.get("remarks", {})),
@@ -94,9 +98,10 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _facts(data: Mapping[str, Any]) -> RunFacts:
-    """The run's facts; a file from before the sizes per layer kept one position's bytes over all layers."""
-    values = dict(data)
-    position, sizes = values.pop("kv_position_bytes", None), values.get("kv_sizes")
+    """The run's facts, less those an add-on keeps among them (its ``load`` reads them); a file from before the
+    sizes per layer kept one position's bytes over all layers."""
+    values = {k: v for k, v in data.items() if k in _FACTS}
+    position, sizes = data.get("kv_position_bytes"), values.get("kv_sizes")
     if sizes is not None:
         keep = SlidingKeep(**sizes.get("keep", {}))
         values["kv_sizes"] = KVSizes(sizes["position_bytes"], tuple(sizes["windows"]), keep)
@@ -118,11 +123,6 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)
-
-
-def _spec(data: Mapping[str, Any]) -> BenchSpec:
-    """The request; a file saved before ``--prefix marked`` had that name calls it ``split``."""
-    return BenchSpec.from_dict({**data, "prefix": MARKED} if data.get("prefix") == "split" else data)
 
 
 def _split_of(data: Mapping[str, Any]) -> Split | None:
