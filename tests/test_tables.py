@@ -3,6 +3,7 @@ figures are worked out here by hand: a wrong key, a wrong side, a wrong unit or 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -15,7 +16,7 @@ from kvmagic.core.frontier import FitCheck, Frontier, FrontierRow
 from kvmagic.core.spec import BenchSpec
 from kvmagic.results.frontier_table import FRONTIER_COLUMNS, frontier_notes, frontier_table
 from kvmagic.results.records import Ranks, Split
-from kvmagic.results.report import added
+from kvmagic.results.report import STRATEGY_COLUMNS, added
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.split_table import split_notes
 
@@ -143,6 +144,17 @@ def test_two_warm_twins_at_one_configuration_are_said_one_after_the_other() -> N
         "the whole run 2.00x faster, with the same tokens; offloaded+prefix reached its first token in 0.2 s against "
         "0.2 s cold (1.00x: about as fast), the whole run 3.00x faster, with the same tokens"
     )
+
+
+def test_a_warm_twins_columns_follow_those_of_a_split_model_and_of_the_limits() -> None:
+    """A comparison measured split, or with its limits, shows those columns first and the warm twins' last, as it
+    did before ``--prefix`` was an add-on: its place in the registry keeps them there."""
+    result = _warm(0.8, 0.05)
+    warm = list(added("--prefix").rows)
+    split = dataclasses.replace(result, split=Split("gloo", ("cpu (x)", "cpu (y)")))
+    assert list(split.to_dataframe().columns) == [*STRATEGY_COLUMNS, *added("--tp").rows, *warm]
+    limited = dataclasses.replace(result, addons={**result.addons, "limits": Bounds(None, ())})
+    assert list(limited.to_dataframe().columns) == [*STRATEGY_COLUMNS, *added("--limits").rows, *warm]
 
 
 def _row(strategy: str, max_new: int, limited_by: str = "memory") -> FrontierRow:

@@ -63,13 +63,14 @@ ADDITIONS = {
 
 
 def additions() -> list[Addition]:
-    """What each add-on adds, in the registry's order, then what the centre's own options add."""
+    """What the options add, in the order their columns follow the table's own: a split model's ranks (how every
+    row ran), what each add-on adds in the registry's order, then a prediction's (the plain run's view ends with it)."""
     found = [
         Addition(a.options[0].flags[0], a.shows, a.row_columns, a.pair_columns, a.about)
         for a in addons()
         if a.row_columns or a.pair_columns
     ]
-    return [*found, *ADDITIONS.values()]
+    return [ADDITIONS["--tp"], *found, ADDITIONS["--predict"]]
 
 
 def added(option: str) -> Addition:
