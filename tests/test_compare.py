@@ -157,7 +157,7 @@ def test_each_setting_a_comparison_reads_is_recorded_under_its_own_name():
                      max_seconds=30, steps=True)  # fmt: skip
     assert auto.recorded() == {"chat": True, "warmup_tokens": 2, "repeat": "auto", "steps": True, "ci_target": 0.1,
                                "auto_cap": 20, "max_seconds": 30}  # fmt: skip
-    lossy = BenchSpec(cache="off,quantized:quanto", kv_bits=4, quality=False, prefix=4)
+    lossy = BenchSpec.of(cache="off,quantized:quanto", kv_bits=4, quality=False, prefix=4)
     assert lossy.recorded() == {**base, "kv_bits": 4, "quality": "off", "prefix": 4}
     assert BenchSpec(cache="off,static", quality_text="x").recorded() == {**base, "kv_bits": None, "quality": "text"}
     assert BenchSpec(cache="off,static").recorded()["quality"] == "greedy"

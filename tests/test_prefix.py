@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from kvmagic import BenchmarkResult, run_benchmark
+from kvmagic.addons.prefix import prefix_cache as prefix_module
+from kvmagic.addons.prefix.marked_prompt import cut_prompt
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.strategies import resolve
-from kvmagic.runner import prefix as prefix_module
 from kvmagic.runner import rounds as rounds_module
-from kvmagic.runner.prompt import cut_prompt, encode_prompt
+from kvmagic.runner.prompt import encode_prompt
 
 from .conftest import PROMPT, raises_usage
 
@@ -60,7 +61,7 @@ def warm(tiny) -> tuple[BenchmarkResult, list[tuple[str, Any]]]:
 def test_each_warm_run_gets_its_own_copy_of_the_prefix_cache_before_the_clock(tiny, warm) -> None:
     result, handed = warm
     assert result.strategies == ["off", "dynamic", "dynamic+prefix"]
-    tokens = result.facts.prefix_tokens
+    tokens = result.prefix_tokens
     assert tokens == len(tiny.tokenizer(SYSTEM)["input_ids"])
     caches = [cache for kind, cache in handed if kind == "warm"]
     assert [kind for kind, _ in handed] == ["cold", "cold", "warm"] * 3  # off, dynamic, dynamic+prefix per round
@@ -75,16 +76,16 @@ def test_the_table_sets_the_warm_twin_against_its_cold_self(warm) -> None:
     frame = result.to_dataframe().set_index("strategy")
     cold, twin = result.measurement("dynamic"), result.measurement("dynamic+prefix")
     assert cold is not None and twin is not None
-    assert frame.loc["dynamic+prefix", "reused_tokens"] == result.facts.prefix_tokens
+    assert frame.loc["dynamic+prefix", "reused_tokens"] == result.prefix_tokens
     assert frame.loc["dynamic", "reused_tokens"] == 0 and math.isnan(frame.loc["dynamic", "warm_speedup"])
     assert frame.loc["dynamic+prefix", "warm_speedup"] == cold.median_s / twin.median_s
     assert frame.loc["dynamic+prefix", "warm_ttft_speedup"] == cold.ttft_s / twin.ttft_s
     assert bool(frame.loc["dynamic+prefix", "same_as_cold"]) and twin.identical
     (note,) = [n for n in result.notes() if n.startswith("prefix: ")]
-    assert f"first {result.facts.prefix_tokens} tokens reused" in note and "with the same tokens" in note
+    assert f"first {result.prefix_tokens} tokens reused" in note and "with the same tokens" in note
     assert "warm_speedup" in str(result).splitlines()[0]
     again = BenchmarkResult.from_json(result.to_json())
-    assert again.facts.prefix_tokens == result.facts.prefix_tokens
+    assert again.prefix_tokens == result.prefix_tokens
     assert again.to_dataframe().equals(result.to_dataframe())
 
 

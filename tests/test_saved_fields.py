@@ -68,20 +68,20 @@ def _everything() -> BenchmarkResult:
         skipped={"quantized:quanto": "needs optimum-quanto"},
         remarks={"static+compile": "compiled once"},
         metadata={"device": "cpu (x)", "dtype": "float32"},
-        facts=RunFacts(prompt_sha256="ab" * 32, natural_prompt_tokens=12, prefix_tokens=4, prompt_stretched=True,
+        facts=RunFacts(prompt_sha256="ab" * 32, natural_prompt_tokens=12, prompt_stretched=True,
                        configurations=3, estimated_s=9.5, stopped="out of accelerator memory",
                        kv_sizes=KVSizes(2048, (None, 64), SlidingKeep(True, 3, True, 512)),
                        model_generation_settings={"temperature": 0.7}, weight_bytes=123456),
         predictions=[Prediction(16, 2, 3.25, 1.125, 8192, 2), Prediction(32, 2, 6.5, 2.25, None, 1)],
         cost_model=CostModel(Polynomial((0.1, 0.01)), Polynomial((0.2, 0.02, 0.002)), 0.003, 0.004, 1.5),
-        addons={"limits": Bounds(hardware, (limits,)), "frontier": frontier},
+        addons={"limits": Bounds(hardware, (limits,)), "frontier": frontier, "prefix": 4},
         split=Split("gloo", ("cpu (x)", "cpu (y)")),
     )  # fmt: skip
 
 
 def _fields(result: BenchmarkResult) -> dict[str, object]:
     names = ("model", "measurements", "spec", "strategies", "skipped", "remarks", "metadata", "facts", "predictions",
-             "cost_model", "hardware", "limits", "frontier", "split")  # fmt: skip
+             "cost_model", "hardware", "limits", "prefix_tokens", "frontier", "split")  # fmt: skip
     return {name: getattr(result, name) for name in names}
 
 

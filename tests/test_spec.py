@@ -8,21 +8,22 @@ import math
 
 import pytest
 
+from kvmagic.addons.prefix.prefix_request import MARKED
 from kvmagic.core import spec as spec_module
 from kvmagic.core.sequential import first_stop
-from kvmagic.core.spec import KV_BITS, MARKED, BenchSpec, check_field
+from kvmagic.core.spec import KV_BITS, BenchSpec, check_field
 from kvmagic.core.strategy import DYNAMIC, OFF, parse
 from kvmagic.errors import KVMagicError
 
 FIELDS = (  # the centre's, then each add-on's
     "new_tokens, prompt_tokens, warmup_tokens, repeat, ci_target, auto_cap, chat, max_seconds, predict, cache, "
-    "kv_bits, compile, steps, threads, batch, quality, quality_text, prefix, limits, frontier"
+    "kv_bits, compile, steps, threads, batch, quality, quality_text, limits, frontier, prefix"
 )
 
 
 def refusal(**given: object) -> KVMagicError:
     with pytest.raises(KVMagicError) as caught:
-        BenchSpec(**given)  # type: ignore[arg-type]
+        BenchSpec.of(**given)
     return caught.value
 
 
@@ -125,12 +126,12 @@ def test_a_marked_prefix_cannot_be_cut_from_a_wrapped_or_stretched_prompt(given:
         said == f"--prefix marked cuts at the prompt's line ---; --{name.replace('_', '-')} {what} it: use --prefix N"
     )
     assert len(said) <= 100  # one line of a 100-column terminal, as _check_across promises
-    assert BenchSpec(prefix=4, **given).prefix == 4
+    assert BenchSpec.of(prefix=4, **given).prefix == 4
 
 
 def test_a_marked_prefix_alone_and_chat_off_are_taken() -> None:
-    assert BenchSpec(prefix=MARKED, chat=False).prefix == MARKED
-    assert BenchSpec(prefix=" Marked ").prefix == MARKED
+    assert BenchSpec.of(prefix=MARKED, chat=False).prefix == MARKED
+    assert BenchSpec.of(prefix=" Marked ").prefix == MARKED
 
 
 # ---- one field at a time -----------------------------------------------------------------------------------------
@@ -291,8 +292,8 @@ def test_rounds_count_the_timed_ones_the_hooked_one_and_the_judged_one() -> None
 def test_plain_means_neither_a_comparison_nor_a_reused_prefix() -> None:
     assert BenchSpec().plain
     assert not BenchSpec(cache="off,dynamic").plain
-    assert not BenchSpec(prefix=4).plain
-    assert not BenchSpec().judged and not BenchSpec(prefix=4).judged
+    assert not BenchSpec.of(prefix=4).plain
+    assert not BenchSpec().judged and not BenchSpec.of(prefix=4).judged
     assert BenchSpec(cache="off,dynamic").judged
     assert not BenchSpec(cache="off,dynamic", quality=False).judged
 
@@ -319,8 +320,8 @@ def test_the_record_holds_what_a_comparison_with_a_baseline_reads() -> None:
     assert BenchSpec(cache="off,dynamic").recorded()["kv_bits"] is None
     assert BenchSpec(cache="off,dynamic", quality=False).recorded()["quality"] == "off"
     assert BenchSpec(cache="off,dynamic", quality_text="Once").recorded()["quality"] == "text"
-    assert BenchSpec(prefix=6).recorded()["prefix"] == 6
-    assert BenchSpec(prefix=MARKED).recorded()["prefix"] == MARKED
+    assert BenchSpec.of(prefix=6).recorded()["prefix"] == 6
+    assert BenchSpec.of(prefix=MARKED).recorded()["prefix"] == MARKED
     plain = BenchSpec().recorded()
     assert not {"kv_bits", "quality", "prefix", "ci_target", "auto_cap", "max_seconds"} & set(plain)
 

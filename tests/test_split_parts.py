@@ -74,10 +74,10 @@ def test_what_counts_as_a_collective(name: str, collective: bool) -> None:
     "changes",
     [{}, {"new_tokens": (2, 3), "repeat": "auto", "ci_target": 0.5, "auto_cap": 1.0}, {"prompt_tokens": (4, 8)},
      {"chat": True, "steps": True, "threads": 1, "batch": (2,), "max_seconds": 0.0, "warmup_tokens": 0},
-     {"quality": False}],
+     {"quality": False}, {"prefix": 4, "cache": ("off", "dynamic")}, {"prefix": "marked"}],
 )  # fmt: skip
 def test_a_request_as_the_command_words_reads_back_the_same(changes: dict) -> None:
-    spec = BenchSpec(**changes)
+    spec = BenchSpec.of(**changes)
     args = parser().parse_args([*bench_words(spec), "a prompt"])
     assert bench_spec(args, defaults()) == spec
 
@@ -108,7 +108,7 @@ def test_options_of_one_device_are_refused_with_a_split(name: str) -> None:
         with pytest.raises(KVMagicError) as caught:
             check_split_request(request)
         assert caught.value.params == (name, "tp")
-    compared = BenchSpec(cache="off,static,quantized:quanto", kv_bits=4, compile=True, prefix=4, quality_text="x")
+    compared = BenchSpec.of(cache="off,static,quantized:quanto", kv_bits=4, compile=True, prefix=4, quality_text="x")
     check_split_request(compared)
     check_split_request(BenchSpec(steps=True, repeat="auto", batch=(2,), quality=False))
 
@@ -227,11 +227,11 @@ def test_a_result_file_keeps_the_ranks_beside_quality_and_the_prefix() -> None:
     result = _result([(_ranks(0, 0.2), _ranks(3 * mib, 0.1)), (_ranks(0, 0.25), _ranks(3 * mib, 0.05))])
     judged = dataclasses.replace(result.measurements[1], quality=Quality(4, 0.75, 0.125, 1.5))
     result = dataclasses.replace(
-        result, measurements=[result.measurements[0], judged], facts=dataclasses.replace(result.facts, prefix_tokens=3)
+        result, measurements=[result.measurements[0], judged], addons={**result.addons, "prefix": 3}
     )
     back = BenchmarkResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert back.measurements[1].quality == judged.quality and back.measurements[1].ranks == judged.ranks
-    assert back.measurements[0].quality is None and back.facts.prefix_tokens == 3
+    assert back.measurements[0].quality is None and back.prefix_tokens == 3
 
 
 def test_a_rank_with_other_tokens_is_named() -> None:

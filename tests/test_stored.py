@@ -17,6 +17,7 @@ from kvmagic import BenchmarkResult
 from kvmagic.core.config import Config
 from kvmagic.core.kvbytes import KVSizes
 from kvmagic.core.spec import BenchSpec
+from kvmagic.errors import KVMagicError
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -79,6 +80,28 @@ def test_a_file_that_kept_one_positions_bytes_predicts_as_it_did(tmp_path) -> No
 
 def test_a_request_that_called_the_marked_prefix_split_reads_as_marked() -> None:
     """``--prefix marked`` was ``--prefix split`` before a split came to mean a model over ranks."""
-    saved = BenchmarkResult("tiny", [], spec=BenchSpec(prefix="marked")).to_dict()
+    saved = BenchmarkResult("tiny", [], spec=BenchSpec.of(prefix="marked")).to_dict()
     saved["spec"] = {**saved["spec"], "prefix": "split"}
     assert BenchmarkResult.from_dict(saved).spec.prefix == "marked"
+
+
+def test_only_a_file_reads_split_as_the_marked_prefix() -> None:
+    """The older word is a file's alone: asked for now, it is refused with the words the option takes."""
+    with pytest.raises(KVMagicError, match=r"^prefix must be a number of tokens >= 1 or 'marked', got 'split'$"):
+        BenchSpec.of(prefix="split")
+
+
+def test_a_reused_prefix_is_kept_among_the_runs_facts_where_the_file_kept_it() -> None:
+    """The tokens the warm twins reused are the prefix's own data now, written where a file of the current format
+    keeps them (beside the run's facts, so that an older kvmagic reads them) and read back from there; a run
+    without a prefix writes none there, as before, and reads back with none."""
+    result = BenchmarkResult("tiny", [], spec=BenchSpec.of(prefix=4), addons={"prefix": 4})
+    saved = json.loads(result.to_json())
+    assert saved["facts"] == {**json.loads(BenchmarkResult("tiny", []).to_json())["facts"], "prefix_tokens": 4}
+    back = BenchmarkResult.from_dict(saved)
+    assert back.addons == {"prefix": 4} and back.prefix_tokens == 4 and back.facts == result.facts
+    assert back.setup()["prefix_tokens"] == 4 and back.spec.prefix == 4
+    plain = json.loads(BenchmarkResult("tiny", []).to_json())
+    assert plain["facts"]["prefix_tokens"] is None
+    again = BenchmarkResult.from_dict(plain)
+    assert again.addons == {} and again.prefix_tokens is None and "prefix_tokens" not in again.setup()

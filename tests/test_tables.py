@@ -3,6 +3,7 @@ figures are worked out here by hand: a wrong key, a wrong side, a wrong unit or 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -11,11 +12,11 @@ from kvmagic.addons.frontier.frontier_table import FRONTIER_COLUMNS, frontier_no
 from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit
 from kvmagic.addons.limits.limits_table import Bounds, limits_notes
+from kvmagic.addons.prefix.prefix_table import prefix_notes, prefix_values
 from kvmagic.core.config import Config
 from kvmagic.core.spec import BenchSpec
-from kvmagic.results.prefix_table import prefix_notes, prefix_values
-from kvmagic.results.records import Ranks, RunFacts, Split
-from kvmagic.results.report import added
+from kvmagic.results.records import Ranks, Split
+from kvmagic.results.report import STRATEGY_COLUMNS, added
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.split_table import split_notes
 
@@ -95,7 +96,7 @@ def _warm(warm_s: float, ttft_s: float, ids: tuple[int, ...] = (1, 2), configs=(
                  timed(config, "dynamic", [1.0], ttft_s=0.2, generated_ids=(1, 2)),
                  timed(config, "dynamic+prefix", [warm_s], ttft_s=ttft_s, generated_ids=ids)]  # fmt: skip
     return BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
-                           facts=RunFacts(prefix_tokens=48))  # fmt: skip
+                           addons={"prefix": 48})  # fmt: skip
 
 
 def test_a_warm_twin_is_set_against_its_cold_self_and_a_cold_row_reused_nothing() -> None:
@@ -138,11 +139,22 @@ def test_two_warm_twins_at_one_configuration_are_said_one_after_the_other() -> N
     rows = [timed((64, 8), name, [seconds], ttft_s=0.2, generated_ids=(1, 2))
             for name, seconds in zip(names, (2.0, 1.0, 0.5, 1.2, 0.4))]  # fmt: skip
     result = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
-                             facts=RunFacts(prefix_tokens=48))  # fmt: skip
+                             addons={"prefix": 48})  # fmt: skip
     assert prefix_notes(result)[0].endswith(
         "the whole run 2.00x faster, with the same tokens; offloaded+prefix reached its first token in 0.2 s against "
         "0.2 s cold (1.00x: about as fast), the whole run 3.00x faster, with the same tokens"
     )
+
+
+def test_a_warm_twins_columns_follow_those_of_a_split_model_and_of_the_limits() -> None:
+    """A comparison measured split, or with its limits, shows those columns first and the warm twins' last, as it
+    did before ``--prefix`` was an add-on: its place in the registry keeps them there."""
+    result = _warm(0.8, 0.05)
+    warm = list(added("--prefix").rows)
+    split = dataclasses.replace(result, split=Split("gloo", ("cpu (x)", "cpu (y)")))
+    assert list(split.to_dataframe().columns) == [*STRATEGY_COLUMNS, *added("--tp").rows, *warm]
+    limited = dataclasses.replace(result, addons={**result.addons, "limits": Bounds(None, ())})
+    assert list(limited.to_dataframe().columns) == [*STRATEGY_COLUMNS, *added("--limits").rows, *warm]
 
 
 def _row(strategy: str, max_new: int, limited_by: str = "memory") -> FrontierRow:
@@ -270,7 +282,7 @@ def test_a_warm_twin_within_rounding_or_noise_of_its_cold_self_is_about_as_fast(
     rows = [timed((64, 8), "off", [2.0] * 3, ttft_s=0.5), timed((64, 8), "dynamic", [1.0] * 3, ttft_s=0.2),
             timed((64, 8), "dynamic+prefix", [0.8, 0.95, 1.2], ttft_s=0.1)]  # fmt: skip
     noisy = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
-                            facts=RunFacts(prefix_tokens=48))  # fmt: skip
+                            addons={"prefix": 48})  # fmt: skip
     assert (
         "(2.00x faster), the whole run 1.05x: about as fast (its 95% interval [0.622, 1.71] holds 1), with"
         in (prefix_notes(noisy)[0])

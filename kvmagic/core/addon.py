@@ -7,14 +7,19 @@ iterates over :func:`addons` at each joint, as pytest calls its plugins' hooks a
 launchers and trackers through one base class each:
 
 - the request: the options an add-on adds (``fields``, ``options``), what it refuses beside them (``refuse``) and
-  what a comparison with a baseline reads of them (``recorded``);
-- the run: what it does before the first timed run (``before``) and after the last one (``after``), the data a
-  result keeps of it, under its ``name``; or the whole run, where it takes a front end's request over (``takes``,
-  ``run``: a loop over runs, say), and what ``%kvload`` then cannot load (``refuse_load``);
-- the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what a file keeps of
-  its data (``dump``, ``load``, and ``upgrade`` for an older format) and what a result answers for it
-  (``attributes``); any table of its own the columns page lists (``tables``); a result of a kind of its own has its
-  files (``refuse_file``, ``read_back``) and its names in kvmagic's API (``api``).
+  in the prompt before any model loads (``check_prompt``), whether it makes the request a comparison of strategies
+  (``compares``), and what a comparison with a baseline reads of them (``recorded``);
+- the plan: the prompt's ids where it reads the prompt its own way (``encoded``) and the strategies it adds
+  (``strategies``);
+- the run: what it does before the first timed run (``before``), before each configuration's timed rounds
+  (``starting``) and after the last one (``after``), the data a result keeps of it, under its ``name``; or the whole
+  run, where it takes a front end's request over (``takes``, ``run``: a loop over runs, say), and what ``%kvload``
+  then cannot load (``refuse_load``);
+- the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what "how this was
+  measured" lists of its data (``facts``), what a file keeps of it (``dump``, ``load``, and ``upgrade`` for an older
+  format) and what a result answers for it (``attributes``); any table of its own the columns page lists
+  (``tables``); a result of a kind of its own has its files (``refuse_file``, ``read_back``) and its names in
+  kvmagic's API (``api``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -28,20 +33,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["REGISTRY", "AddOn", "Field", "addon", "addons"]
+__all__ = ["REGISTRY", "AddOn", "Field", "addon", "addons", "used_by"]
 
 REGISTRY = "kvmagic.addons"  # the package whose ``ADDONS`` lists every add-on, in the order their hooks run
+
+
+def _as_written(value: Any) -> Any:
+    return value
 
 
 @dataclass(frozen=True)
 class Field:
     """A request field an add-on adds: its name (a keyword of ``run_benchmark``, a key of a saved request), its
     default, and its check, which returns the value as the request keeps it or raises a
-    :class:`~kvmagic.errors.KVMagicError` that says what it takes."""
+    :class:`~kvmagic.errors.KVMagicError` that says what it takes. ``saved`` reads a saved request's value as the
+    field takes it now, where an older kvmagic spelled it otherwise; the check alone refuses that spelling."""
 
     name: str
     default: Any
     check: Callable[[str, Any], Any]
+    saved: Callable[[Any], Any] = _as_written
 
 
 class AddOn:
@@ -62,13 +73,37 @@ class AddOn:
         """Raise what its fields cannot go with, in the request's words (each message one line, naming only the
         fields given)."""
 
+    def check_prompt(self, spec: Any, prompt: str) -> None:
+        """Raise what the prompt cannot give a request that uses it, before any model loads (a typo then costs no
+        load)."""
+
+    def compares(self, fields: Mapping[str, Any]) -> bool:
+        """Whether a request whose add-on fields are ``fields`` (by name: a request's, or a front end's parsed
+        options) compares strategies, a row each, rather than the cache off against on side by side."""
+        return False
+
     def recorded(self, spec: Any) -> dict[str, Any]:
         """What of its fields a comparison with a baseline reads: a difference there could change the timed runs."""
         return {}
 
+    def encoded(self, loaded: Any, prompt: str, spec: Any) -> Any:
+        """The prompt as ids (a ``BatchEncoding``) where a request that uses it reads the prompt its own way; None
+        leaves it to the centre."""
+        return None
+
+    def strategies(self, spec: Any, setups: list[Any]) -> list[Any]:
+        """The strategies a request that uses it runs, from those the centre resolved (each a
+        :class:`~kvmagic.measure.strategies.Setup`): a variant it adds comes after them."""
+        return setups
+
     def before(self, plan: Any) -> Any:
         """Before the first timed run (after the plan, before the warm-up): what ``after`` needs, e.g. a probe."""
         return None
+
+    def starting(self, plan: Any, inputs: Any, setups: list[Any], before: Any) -> list[Any]:
+        """Before each configuration's timed rounds, on its ``inputs``: the strategies as they run there (one that
+        starts from a cache of its own made untimed, say); ``before`` is what :meth:`before` returned."""
+        return setups
 
     def after(self, plan: Any, measurements: list[Any], before: Any) -> Any:
         """After the last timed run: the data a result keeps of it (None: nothing)."""
@@ -82,8 +117,14 @@ class AddOn:
         """Whether a result's table has its columns."""
         return record.addons.get(self.name) is not None
 
+    def facts(self, data: Any) -> dict[str, Any]:
+        """What of its data (where a result holds some) "how this was measured" lists beside the run's facts; a
+        comparison with a baseline reads them too."""
+        return {}
+
     def dump(self, data: Any) -> dict[str, Any]:
-        """Its data as the top-level fields of a saved result (JSON's types only)."""
+        """Its data as the top-level fields of a saved result (JSON's types only); a mapping under a key the centre
+        writes a mapping under too (``facts``) joins the centre's."""
         return {}
 
     def load(self, saved: Mapping[str, Any]) -> Any:
@@ -138,6 +179,11 @@ def addons() -> tuple[AddOn, ...]:
     centre names an add-on and importing kvmagic stays light."""
     found: tuple[AddOn, ...] = importlib.import_module(REGISTRY).ADDONS
     return found
+
+
+def used_by(spec: Any) -> tuple[AddOn, ...]:
+    """The add-ons a request (a :class:`~kvmagic.core.spec.BenchSpec`) uses, in the registry's order."""
+    return tuple(found for found in addons() if found.used(spec))
 
 
 def addon(name: str) -> AddOn | None:

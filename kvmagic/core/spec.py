@@ -22,7 +22,6 @@ from kvmagic.errors import KVMagicError
 
 __all__ = [
     "KV_BITS",
-    "MARKED",
     "MIN_AUTO_PAIRS",
     "BenchSpec",
     "Repeat",
@@ -33,7 +32,6 @@ __all__ = [
 
 MIN_AUTO_PAIRS = 5  # -r auto's floor: the time cap can stop it no sooner
 KV_BITS = {b.name: b.widths for b in BACKENDS.values() if b.widths}  # the widths a quantized backend takes
-MARKED = "marked"  # prefix: the text before the prompt's line ``---`` is the shared prefix
 Repeat = int | Literal["auto"]
 
 
@@ -64,7 +62,6 @@ class BenchSpec:
     batch: tuple[int, ...] = (1,)  # sequences per generate: the prompt's ids in every row
     quality: bool = True  # with cache: each strategy's logits against the full cache's, teacher-forced (untimed)
     quality_text: str | None = None  # with cache: judge quality along this text instead of the greedy tokens
-    prefix: int | str | None = None  # tokens of the prompt whose cache is built once and reused (or MARKED)
     addons: Mapping[str, Any] = field(default_factory=dict)  # every add-on's fields, by name
 
     def __post_init__(self) -> None:
@@ -114,8 +111,9 @@ class BenchSpec:
 
     @property
     def plain(self) -> bool:
-        """The cache off against on, side by side: no comparison of strategies (``cache``), no reused ``prefix``."""
-        return self.cache is None and self.prefix is None
+        """The cache off against on, side by side: no comparison of strategies (``cache``, or one an add-on's
+        fields make)."""
+        return self.cache is None and not any(addon.compares(self.addons) for addon in addons())
 
     @property
     def judged(self) -> bool:
@@ -133,8 +131,6 @@ class BenchSpec:
         if self.cache is not None:
             record["kv_bits"] = self.kv_bits
             record["quality"] = "off" if not self.quality else "text" if self.quality_text else "greedy"
-        if self.prefix is not None:
-            record["prefix"] = self.prefix
         for addon in addons():
             record.update(addon.recorded(self))
         return record
@@ -148,9 +144,10 @@ class BenchSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BenchSpec:
-        """What :meth:`to_dict` wrote; a field no longer known (an add-on not installed) is left out."""
-        known = set(names())
-        return cls.of(**{k: v for k, v in data.items() if k in known})
+        """What :meth:`to_dict` wrote, an add-on's field read as it takes it now (:attr:`Field.saved
+        <kvmagic.core.addon.Field.saved>`); a field no longer known (an add-on not installed) is left out."""
+        known, saved = set(names()), {f.name: f.saved for addon in addons() for f in addon.fields}
+        return cls.of(**{k: saved[k](v) if k in saved else v for k, v in data.items() if k in known})
 
 
 def names() -> tuple[str, ...]:
@@ -170,7 +167,6 @@ def _addon_fields(given: Mapping[str, Any]) -> dict[str, Any]:
 def _check_across(spec: BenchSpec) -> None:
     """Refuse options that contradict each other, naming only those given; each message, spelled by a front
     end, fits one line of a 100-column terminal."""
-    _check_prefix(spec)
     if spec.cache is None and spec.kv_bits is not None:
         backend = next((name for name, widths in KV_BITS.items() if spec.kv_bits in widths), "quanto")
         raise KVMagicError(f"{{kv_bits}} is the width of a quantized cache: add e.g. {{cache}} off,quantized:{backend}",
@@ -217,23 +213,6 @@ def _check_bits(strategies: Sequence[Strategy], kv_bits: int) -> None:
         takes = [b.name for b in BACKENDS.values() if b.widths]
         raise KVMagicError(f"{{kv_bits}} is the width of a {' or '.join(takes)} cache: add quantized:{takes[0]} to "
                            "{cache}", "kv_bits", "cache")  # fmt: skip
-
-
-def _check_prefix(spec: BenchSpec) -> None:
-    if spec.prefix is None:
-        return
-    for name, given, word in (("predict", spec.predict, ""), ("repeat", spec.repeat == "auto", " auto")):
-        if given:
-            raise KVMagicError(
-                f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{prefix}}", name, "prefix"
-            )
-    if spec.prefix == MARKED:
-        for name, what in (("chat", "would wrap"), ("prompt_tokens", "would stretch")):
-            if getattr(spec, name) not in (None, False):
-                raise KVMagicError(
-                    f"{{prefix}} {MARKED} cuts at the prompt's line ---; {{{name}}} {what} it: use {{prefix}} N",
-                    "prefix", name,
-                )  # fmt: skip
 
 
 def check_field(name: str, value: Any) -> Any:
@@ -307,14 +286,6 @@ def _text(name: str, value: Any) -> str | None:
     return value
 
 
-def _prefix(name: str, value: Any) -> int | str | None:
-    if isinstance(value, str) and value.strip().lower() == MARKED:
-        return MARKED
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        return value
-    raise KVMagicError(f"{{{name}}} must be a number of tokens >= 1 or {MARKED!r}, got {value!r}", name)
-
-
 def _threads(name: str, value: Any) -> int | None:
     """torch's CPU threads, or None for its own: more than the machine has cores only make them wait on each other."""
     if value is None:
@@ -343,5 +314,4 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "batch": _lengths,
     "quality": flag,
     "quality_text": _text,
-    "prefix": _prefix,
 }

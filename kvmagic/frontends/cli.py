@@ -238,7 +238,8 @@ def _fail_on(args: argparse.Namespace) -> tuple[Threshold, ...]:
         raise KVMagicError("--fail-on judges a change against a saved run: add --compare BASE.json")
     from kvmagic.results.gate import parse_fail_on
 
-    return parse_fail_on(args.fail_on, strategies=args.cache is not None or args.prefix is not None)
+    compared = args.cache is not None or any(addon.compares(vars(args)) for addon in addons())
+    return parse_fail_on(args.fail_on, strategies=compared)
 
 
 def _gate(comparison: Comparison, thresholds: tuple[Threshold, ...]) -> int:

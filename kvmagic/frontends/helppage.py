@@ -25,7 +25,7 @@ WIDTH = 100  # the columns of the terminal a page or a message is made to fit
 BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "what to measure",
-        ("new_tokens", "prompt_tokens", "batch", "chat", "expand", "prefix"),
+        ("new_tokens", "prompt_tokens", "batch", "chat", "expand"),
     ),
     ("how long", ("repeat", "ci_target", "auto_cap", "warmup_tokens", "max_seconds", "threads")),
     ("what to show", ("output", "var", "quiet", "wide", "plot", "steps", "save", "compare", "fail_on")),

@@ -13,13 +13,13 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kvmagic.core.addon import addons
+from kvmagic.core.addon import addons, used_by
 from kvmagic.core.lengths import LENGTH_FORMS
-from kvmagic.core.spec import MARKED, BenchSpec, names
+from kvmagic.core.spec import BenchSpec, names
 from kvmagic.core.strategy import BACKENDS, KNOWN
 from kvmagic.errors import KVMagicError, did_you_mean
 from kvmagic.frontends.option import Host, Option
-from kvmagic.frontends.values import at_least_one, lengths, prefix_length, read_text, repeat_count, whole_number
+from kvmagic.frontends.values import at_least_one, lengths, read_text, repeat_count, whole_number
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
 from kvmagic.model.random_weights import SHIPPED
 
@@ -120,7 +120,8 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            examples=("1",)),
     Option(("--fail-on",), "With --compare, exit with status 1 when a row moved past SPEC and the comparison calls "
            "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%% "
-           "(with --cache or --prefix, a row per strategy: speedup, seconds:+10%%); comma-separated or repeated.",
+           "(with --cache or an option that adds strategies, a row per strategy: speedup, seconds:+10%%); "
+           "comma-separated or repeated.",
            "fail_on", action="append", metavar="SPEC", hosts=("cli",), examples=("speedup:-50%",)),
     Option(("--cache",), f"Compare KV-cache strategies instead, one row each against off: {', '.join(KNOWN)}, "
            "press:METHOD:RATIO (a kvpress method dropping that share of the prompt's positions, e.g. "
@@ -134,11 +135,6 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--quality-text",), "With --cache: judge quality along the text in FILE, forced after the prompt, "
            "instead of the full cache's greedy tokens.", "quality_text", metavar="FILE",
            examples=("continuation.txt",)),
-    Option(("--prefix",), "Reuse the cache of the prompt's first N tokens (marked: the text before the prompt's line "
-           "---), as a chat keeps a system prompt's: beside each strategy that caches, its warm twin (dynamic+prefix) "
-           "starts every run from a copy of that cache, built once, untimed; the table adds time to first token "
-           "and total time warm against cold.", "prefix", type=prefix_length, metavar="N|marked",
-           examples=("4", "marked")),
     Option(("--kv-bits",), "Bits per value of a " + " or ".join(
            f"quantized:{b.name} ({', '.join(map(str, b.widths))})" for b in BACKENDS.values() if b.widths) + " cache.",
            "kv_bits", type=whole_number, examples=("4",)),
@@ -195,14 +191,13 @@ def word_optional(host: Host) -> dict[str, tuple[str, ...]]:
 
 def check_before_loading(spec: BenchSpec, prompt: str) -> None:
     """Refuse what the request and the prompt alone show, before any model loads (a typo then costs no load):
-    a strategy this transformers or kvpress does not know, a marked prefix without its line ``---``."""
+    a strategy this transformers or kvpress does not know, what an add-on cannot take of the prompt."""
     from kvmagic.measure.strategies import checked
-    from kvmagic.runner.prompt import marked_parts
 
     if spec.cache is not None:
         checked(spec.cache)
-    if spec.prefix == MARKED:
-        marked_parts(prompt)
+    for addon in used_by(spec):
+        addon.check_prompt(spec, prompt)
 
 
 def unrecognized(message: str) -> list[str]:

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from kvmagic.core.spec import BenchSpec
+from kvmagic.core.spec import BenchSpec, names
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS
 
@@ -43,14 +43,16 @@ def check_split_request(request: BenchSpec | argparse.Namespace, *, device_map: 
 
 
 def bench_words(spec: BenchSpec) -> list[str]:
-    """The command's options that ask for exactly ``spec``, every field spelled out but the text ``quality_text``
-    holds (the command reads it from a file) and, without ``-r auto``, the targets only it reads (refused alone)."""
+    """The command's options that ask for exactly ``spec``, every field (an add-on's too) spelled out but the text
+    ``quality_text`` holds (the command reads it from a file) and, without ``-r auto``, the targets only it reads
+    (refused alone)."""
     words: list[str] = []
     left = {"quality_text"} | (set() if spec.repeat == "auto" else {"ci_target", "auto_cap"})
+    fields = spec.to_dict()
     for option in BENCH_OPTIONS:
-        if "cli" not in option.hosts or option.dest not in {*BenchSpec.__dataclass_fields__} - left:
+        if "cli" not in option.hosts or option.dest not in set(names()) - left:
             continue
-        words += _spelled(option.spelling("cli")[0], option.action, getattr(spec, option.dest))
+        words += _spelled(option.spelling("cli")[0], option.action, fields[option.dest])
     return words
 
 

@@ -7,13 +7,11 @@ import difflib
 from collections.abc import Mapping, Sequence
 
 from kvmagic.core.lengths import parse_lengths
-from kvmagic.core.spec import MARKED
 from kvmagic.errors import KVMagicError
 
 __all__ = [
     "at_least_one",
     "lengths",
-    "prefix_length",
     "prompt_apart",
     "read_text",
     "repeat_count",
@@ -53,16 +51,6 @@ def repeat_count(text: str) -> int | str:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
-
-
-def prefix_length(text: str) -> int | str:
-    """A number of the prompt's first tokens, or ``marked``: the text before the prompt's line ``---``."""
-    if text.strip().lower() == MARKED:
-        return MARKED
-    try:
-        return at_least_one(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 1 or {MARKED!r}, got {text!r}") from None
 
 
 def lengths(text: str) -> list[int]:

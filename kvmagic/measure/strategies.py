@@ -130,22 +130,19 @@ def setups(
     *,
     kv_bits: int | None = None,
     compile: bool = False,
-    prefix: bool = False,
 ) -> list[Setup]:
     """Resolve each strategy for this model and the installed transformers; ``compile`` adds a compiled
-    twin of each static cache named (``static+compile``) beside the plain one, ``prefix`` a warm twin
-    of each strategy that caches (``dynamic+prefix``), after all of them."""
+    twin of each static cache named (``static+compile``) beside the plain one."""
     wanted = list(strategies)
     if compile:  # BenchSpec has checked that a plain static cache is named, and that kv_bits fits a strategy
         wanted += [s.twin(compiled=True) for s in wanted if s.static and not s.compiled]
-    found = [resolve(loaded, s, kv_bits=kv_bits) for s in dict.fromkeys(wanted)]
-    return found + [warm_twin(s) for s in found if s.caches] if prefix else found
+    return [resolve(loaded, s, kv_bits=kv_bits) for s in dict.fromkeys(wanted)]
 
 
 def warm_twin(setup: Setup) -> Setup:
-    """``setup``'s strategy started from the cache of the prompt's prefix, which the runner builds with ``setup``
-    itself and hands in as ``start`` (so ``generate`` is told no cache implementation of its own); a static cache
-    and a press get one that says why it cannot run."""
+    """``setup``'s strategy started from the cache of the prompt's prefix, built with ``setup`` itself before each
+    configuration and handed in as ``start`` (so ``generate`` is told no cache implementation of its own); a static
+    cache and a press get one that says why it cannot run."""
     twin = setup.strategy.twin(warm=True)
     if setup.strategy.press is not None:
         return Setup(twin, reason="kvpress compresses only at a prefill, and the rest of a prompt after a reused "

@@ -141,9 +141,13 @@ class BenchmarkRecord:
 
     def setup(self) -> dict[str, Any]:
         """How the run was set up, as a reader and a comparison with a baseline need it: the environment, the
-        request's settings, the prompt and what the model ships."""
+        request's settings, the prompt and what the model ships, and what the add-ons it used say of theirs."""
         split = {"split": str(self.split)} if self.split else {}
-        return {**self.metadata, **split, **self.spec.recorded(), **self.facts.setup()}
+        found = {**self.metadata, **split, **self.spec.recorded(), **self.facts.setup()}
+        for addon in addons():
+            if (data := self.addons.get(addon.name)) is not None:
+                found.update(addon.facts(data))
+        return found
 
     def _only_config(self) -> Config:
         configs = self.configs

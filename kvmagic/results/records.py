@@ -108,7 +108,6 @@ class RunFacts:
 
     prompt_sha256: str = ""
     natural_prompt_tokens: int | None = None  # the prompt as written, before any -p stretched it
-    prefix_tokens: int | None = None  # the prompt's first tokens whose cache the warm twins reused
     prompt_stretched: bool = False
     configurations: int = 0  # planned; fewer were measured if the run stopped early
     estimated_s: float | None = None  # what the budget's short probes predicted the run would take

@@ -16,7 +16,6 @@ from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
 from kvmagic.results.columns import Column, names
 from kvmagic.results.pareto_marks import pareto_marks
 from kvmagic.results.predictions import PREDICT_PAIR, predicted_rows
-from kvmagic.results.prefix_table import PREFIX_ROWS
 from kvmagic.results.rows import PAIR as PAIR_COLUMNS
 from kvmagic.results.rows import ROWS, PairRow, Row
 from kvmagic.results.split_table import SPLIT_PAIR, SPLIT_ROWS
@@ -58,21 +57,20 @@ ADDITIONS = {
     for addition in (
         Addition("--tp", lambda r: r.split is not None, SPLIT_ROWS, SPLIT_PAIR,
                  about="a model split over ranks ([parallel.md](parallel.md))"),
-        Addition("--prefix", lambda r: r.facts.prefix_tokens is not None, PREFIX_ROWS,
-                 about="which alone compares `off`, `dynamic` and `dynamic+prefix` in this table"),
         Addition("--predict", lambda r: bool(r.predictions), pair_columns=PREDICT_PAIR),
     )
 }  # fmt: skip
 
 
 def additions() -> list[Addition]:
-    """What each add-on adds, in the registry's order, then what the centre's own options add."""
+    """What the options add, in the order their columns follow the table's own: a split model's ranks (how every
+    row ran), what each add-on adds in the registry's order, then a prediction's (the plain run's view ends with it)."""
     found = [
         Addition(a.options[0].flags[0], a.shows, a.row_columns, a.pair_columns, a.about)
         for a in addons()
         if a.row_columns or a.pair_columns
     ]
-    return [*found, *ADDITIONS.values()]
+    return [ADDITIONS["--tp"], *found, ADDITIONS["--predict"]]
 
 
 def added(option: str) -> Addition:

@@ -17,7 +17,7 @@ from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
-from kvmagic.core.spec import MARKED, BenchSpec
+from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, Split, StepProfile
@@ -37,7 +37,7 @@ _SPLIT_KEYS = ("world_size", "backend", "rank_devices")  # where format 3 first 
 
 
 def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
-    return {
+    saved: dict[str, Any] = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
         "model": result.model,
@@ -54,8 +54,12 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
         "predictions": [dataclasses.asdict(p) for p in result.predictions],
         "cost_model": None if result.cost_model is None else result.cost_model.to_dict(),
         "split": None if result.split is None else dataclasses.asdict(result.split),
-        **{key: value for addon in addons() for key, value in addon.dump(result.addons.get(addon.name)).items()},
     }
+    for addon in addons():  # a mapping an add-on keeps under one of the centre's (its facts) joins it there
+        for key, value in addon.dump(result.addons.get(addon.name)).items():
+            joined = isinstance(saved.get(key), dict) and isinstance(value, dict)
+            saved[key] = {**saved[key], **value} if joined else value
+    return saved
 
 
 def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,7 +78,7 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         return dict(
             model=data["model"],
             measurements=[_measurement(m) for m in data["measurements"]],
-            spec=_spec(data.get("spec") or {}),
+            spec=BenchSpec.from_dict(data.get("spec") or {}),
             strategies=list(data["strategies"]),
             skipped=dict(data.get("skipped", {})),
             remarks=dict(data.get("remarks", {})),
@@ -90,9 +94,10 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _facts(data: Mapping[str, Any]) -> RunFacts:
-    """The run's facts; a file from before the sizes per layer kept one position's bytes over all layers."""
-    values = dict(data)
-    position, sizes = values.pop("kv_position_bytes", None), values.get("kv_sizes")
+    """The run's facts, less those an add-on keeps among them (its ``load`` reads them); a file from before the
+    sizes per layer kept one position's bytes over all layers."""
+    values = {k: v for k, v in data.items() if k in _FACTS}
+    position, sizes = data.get("kv_position_bytes"), values.get("kv_sizes")
     if sizes is not None:
         keep = SlidingKeep(**sizes.get("keep", {}))
         values["kv_sizes"] = KVSizes(sizes["position_bytes"], tuple(sizes["windows"]), keep)
@@ -114,11 +119,6 @@ def _measurement(data: Mapping[str, Any]) -> Measurement:
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
     return Measurement(**values)
-
-
-def _spec(data: Mapping[str, Any]) -> BenchSpec:
-    """The request; a file saved before ``--prefix marked`` had that name calls it ``split``."""
-    return BenchSpec.from_dict({**data, "prefix": MARKED} if data.get("prefix") == "split" else data)
 
 
 def _split_of(data: Mapping[str, Any]) -> Split | None:

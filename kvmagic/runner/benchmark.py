@@ -7,12 +7,12 @@ same measuring loop (:func:`kvmagic.runner.rounds.measure_rounds`) and the same 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.addon import addons
+from kvmagic.core.addon import AddOn, used_by
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
@@ -28,7 +28,6 @@ from kvmagic.measure.threads import torch_threads
 from kvmagic.results.records import RunFacts
 from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
-from kvmagic.runner.prefix import build_prefix
 from kvmagic.runner.progress import Bar, Eta, progress_bar
 from kvmagic.runner.prompt import batched
 from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
@@ -79,8 +78,7 @@ def run_benchmark(
 
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, label: str) -> BenchmarkResult:
     plan = make_plan(loaded, prompt, spec)
-    chosen = [addon for addon in addons() if addon.used(spec)]
-    before = {addon.name: addon.before(plan) for addon in chosen}  # probes, untimed, before any run
+    before = {addon: addon.before(plan) for addon in used_by(spec)}  # probes, untimed, before any run
     budget = Budget(plan.configs, [1.0] * len(plan.configs))
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
@@ -88,7 +86,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
         with progress_bar(enabled=progress, delay_s=PROGRESS_AFTER_S) as bar:
             budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
             eta = bar.eta = _warm_first(plan, budget)
-            for found in _measure_each(plan, budget, bar, eta, label):
+            for found in _measure_each(plan, budget, bar, eta, label, before):
                 measurements += found
     except KeyboardInterrupt:
         if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
@@ -100,7 +98,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
         stopped = f"out of accelerator memory at {budget.todo[len(measurements) // len(plan.runnable)]}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
-    kept = {addon.name: addon.after(plan, measurements, before[addon.name]) for addon in chosen}
+    kept = {addon.name: addon.after(plan, measurements, found) for addon, found in before.items()}
     result = BenchmarkResult(
         model=loaded.name,
         measurements=measurements,
@@ -124,7 +122,6 @@ def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
     return RunFacts(
         prompt_sha256=hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
         natural_prompt_tokens=plan.natural_tokens,
-        prefix_tokens=plan.prefix_tokens,
         prompt_stretched=spec.prompt_tokens is not None and any(n != plan.natural_tokens for n in plan.inputs),
         configurations=len(plan.configs),
         estimated_s=budget.estimate_s,
@@ -173,9 +170,12 @@ def _warm_first(plan: Plan, budget: Budget) -> Eta:
     return Eta([dict.fromkeys((s.strategy for s in plan.runnable), 1.0) for _ in budget.todo], rounds, seconds=False)
 
 
-def _measure_each(plan: Plan, budget: Budget, bar: Bar, eta: Eta, label: str) -> Iterator[list[Measurement]]:
+def _measure_each(
+    plan: Plan, budget: Budget, bar: Bar, eta: Eta, label: str, before: Mapping[AddOn, Any]
+) -> Iterator[list[Measurement]]:
     """Measure the planned configurations in order, a measurement per strategy, warming up each new prompt
-    length first; every timed run reaches the bar's arithmetic."""
+    length first, each add-on (with what its ``before`` found) starting the strategies as they run there; every
+    timed run reaches the bar's arithmetic."""
     loaded, spec = plan.loaded, plan.spec
     warmed = {plan.configs[0].prompt_tokens}
     stop = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
@@ -188,8 +188,8 @@ def _measure_each(plan: Plan, budget: Budget, bar: Bar, eta: Eta, label: str) ->
             warmed.add(prompt_tokens)
         inputs = batched(plan.inputs[prompt_tokens], batch)
         runnable = plan.runnable
-        if plan.prefix_tokens:  # each warm twin starts from its copy of the prefix's cache
-            runnable = build_prefix(plan, inputs, plan.prefix_tokens).started(plan.runnable)
+        for addon, found in before.items():
+            runnable = addon.starting(plan, inputs, runnable, found)
         first = _first_calls(plan, inputs, new_tokens)
         eta.begin(index, [s.strategy for s in runnable])
         yield measure_rounds(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
+from kvmagic.core.addon import used_by
 from kvmagic.core.budget import (
     check_budget,
     estimate_seconds,
@@ -59,7 +60,7 @@ class Plan:
     strategies: list[Setup]  # every strategy asked for, in order, runnable or not
     skipped: dict[Strategy, str] = field(default_factory=dict)  # strategy -> why it did not run
     judge: Judge | None = None  # a comparison of strategies: how each one's quality is read
-    prefix_tokens: int | None = None  # the prompt's first tokens whose cache the warm twins start from
+    prompt: str = ""  # as written: an add-on that reads it its own way reads it here
 
     @property
     def remarks(self) -> dict[Strategy, str]:
@@ -110,10 +111,12 @@ class Budget:
 
 
 def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
-    """Resolve the strategies, tokenize, and check every configuration fits the model."""
-    warm = spec.prefix is not None
-    chosen = setups(loaded, checked(spec.cache or PAIR), kv_bits=spec.kv_bits, compile=spec.compile, prefix=warm)
-    inputs, natural_tokens, prefix_tokens = prompt_inputs(loaded, prompt, spec)
+    """Resolve the strategies (with those the add-ons add), tokenize, and check every configuration fits the
+    model."""
+    resolved = setups(loaded, checked(spec.cache or PAIR), kv_bits=spec.kv_bits, compile=spec.compile)
+    for addon in used_by(spec):
+        resolved = addon.strategies(spec, resolved)
+    inputs, natural_tokens = prompt_inputs(loaded, prompt, spec)
     configs = configurations(list(inputs), spec.new_tokens, spec.batch)
     forced = None if spec.quality_text is None else text_ids(loaded, spec.quality_text)
     stretched = spec.prompt_tokens is not None
@@ -122,10 +125,10 @@ def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
         check_positions(loaded, prompt_tokens, spec.warmup_tokens, "warmup_tokens", stretched=stretched)
         if forced is not None:
             check_positions(loaded, prompt_tokens, len(forced), "quality_text", stretched=stretched)
-    skipped = {s.strategy: s.reason for s in chosen if s.reason}
-    _check_something_runs(chosen)
+    skipped = {s.strategy: s.reason for s in resolved if s.reason}
+    _check_something_runs(resolved)
     judge = Judge(forced) if spec.judged else None
-    return Plan(loaded, spec, inputs, natural_tokens, configs, chosen, skipped, judge, prefix_tokens)
+    return Plan(loaded, spec, inputs, natural_tokens, configs, resolved, skipped, judge, prompt)
 
 
 def _check_something_runs(chosen: list[Setup]) -> None:

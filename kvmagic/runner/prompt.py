@@ -5,8 +5,8 @@ from __future__ import annotations
 import unicodedata
 from typing import TYPE_CHECKING, cast
 
+from kvmagic.core.addon import used_by
 from kvmagic.core.lengths import stretch_ids
-from kvmagic.core.spec import MARKED
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
@@ -15,10 +15,7 @@ if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
     from kvmagic.measure.loaded import LoadedModel
 
-__all__ = [
-    "batched", "check_positions", "cut_prompt", "encode_prompt", "marked_parts", "prompt_inputs", "stretch_prompt",
-    "text_ids",
-]  # fmt: skip
+__all__ = ["batched", "check_positions", "encode_prompt", "prompt_inputs", "stretch_prompt", "text_ids"]
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool = False) -> BatchEncoding:
@@ -53,56 +50,18 @@ def stretch_prompt(loaded: LoadedModel, prompt: str, tokens: int) -> BatchEncodi
     return BatchEncoding({"input_ids": [ids], "attention_mask": [[1] * len(ids)]}, tensor_type="pt").to(loaded.device)
 
 
-def prompt_inputs(
-    loaded: LoadedModel, prompt: str, spec: BenchSpec
-) -> tuple[dict[int, BatchEncoding], int, int | None]:
-    """The inputs of every prompt length the spec asks for, by length, the prompt's own length, and how many of
-    its first tokens a reused prefix holds (``spec.prefix``; None without one)."""
-    prefix_tokens: int | str | None
-    if spec.prefix == MARKED:
-        natural, prefix_tokens = cut_prompt(loaded, prompt)
-    else:
-        natural, prefix_tokens = encode_prompt(loaded, prompt, chat=spec.chat), spec.prefix
+def prompt_inputs(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> tuple[dict[int, BatchEncoding], int]:
+    """The inputs of every prompt length the spec asks for, by length, and the prompt's own length; an add-on that
+    reads the prompt its own way gives its ids."""
+    read = (addon.encoded(loaded, prompt, spec) for addon in used_by(spec))
+    natural = next((found for found in read if found is not None), None)
+    if natural is None:
+        natural = encode_prompt(loaded, prompt, chat=spec.chat)
     natural_tokens = natural["input_ids"].shape[-1]
     found = {natural_tokens: natural}
     if spec.prompt_tokens is not None:
         found = {n: stretch_prompt(loaded, prompt, n) for n in spec.prompt_tokens}
-    if isinstance(prefix_tokens, int) and prefix_tokens >= min(found):
-        left = f"{{prefix}} {prefix_tokens} leaves no token of the {min(found)}-token prompt after it"
-        if spec.prompt_tokens is not None:  # the shortest length asked for is the prompt's
-            raise KVMagicError(f"{left}: give {{prefix}} fewer tokens, or {{prompt_tokens}} a longer prompt",
-                               "prefix", "prompt_tokens")  # fmt: skip
-        raise KVMagicError(f"{left}: give fewer tokens than the prompt has", "prefix")
-    return found, natural_tokens, prefix_tokens if isinstance(prefix_tokens, int) else None
-
-
-def cut_prompt(loaded: LoadedModel, prompt: str) -> tuple[BatchEncoding, int]:
-    """The prompt without its line ``---``, as ids, and how many of them come before it: the text before the line
-    tokenized as a prompt is, the text after it appended without special tokens (so the cut falls exactly
-    there, whatever the tokenizer would merge across it)."""
-    from transformers import BatchEncoding
-
-    before, after = marked_parts(prompt)
-    tokenizer = loaded.tokenizer
-    head = tokenizer(before, return_token_type_ids=False)["input_ids"]
-    rest = tokenizer(after, add_special_tokens=False, return_token_type_ids=False)["input_ids"]
-    ids = [*head, *rest]
-    encoded = BatchEncoding({"input_ids": [ids], "attention_mask": [[1] * len(ids)]}, tensor_type="pt")
-    return encoded.to(loaded.device), len(head)
-
-
-def marked_parts(prompt: str) -> tuple[str, str]:
-    """The text before the prompt's line ``---`` and the text after it, each holding text; refused otherwise (before
-    any model is asked: a launch over ranks checks it here too)."""
-    lines = prompt.splitlines(keepends=True)
-    at = next((i for i, line in enumerate(lines) if line.strip() == "---"), None)
-    if at is None or not "".join(lines[:at]).strip() or not "".join(lines[at + 1 :]).strip():
-        raise KVMagicError(
-            f"{{prefix}} {MARKED} needs a line --- between the shared prefix and the rest of the prompt, with "
-            "text on both sides: add one, or give {prefix} a number of tokens",
-            "prefix",
-        )
-    return "".join(lines[:at]), "".join(lines[at + 1 :])
+    return found, natural_tokens
 
 
 def text_ids(loaded: LoadedModel, text: str) -> tuple[int, ...]:

@@ -1,8 +1,9 @@
-"""A reused prefix beside its cold run (``prefix``): each warm twin's columns and the note that sums them up.
+"""A reused prefix beside its cold run (``prefix``): what a result keeps, each warm twin's columns and the note that
+sums them up.
 
 A warm twin (``dynamic+prefix``) and its cold self (``dynamic``) ran the same configuration in the same
 rounds; the one started from the cache of the prompt's first tokens, the other from nothing. Everything
-here comes from those two measurements.
+here comes from those two measurements and the number of tokens reused, all a result keeps of ``--prefix``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.addons.prefix.prefix_request import NAME
 from kvmagic.results.columns import Column, cell, declare, interval, some_value
 from kvmagic.results.measurement import Pair
 
@@ -17,7 +19,13 @@ if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
     from kvmagic.results.measurement import Measurement
 
-__all__ = ["PREFIX_ROWS", "prefix_notes", "prefix_values"]
+__all__ = ["PREFIX_ROWS", "prefix_notes", "prefix_values", "reused"]
+
+
+def reused(result: BenchmarkRecord) -> int | None:
+    """The prompt's first tokens whose cache the warm twins started from; None where the run reused none."""
+    found: int | None = result.addons.get(NAME)
+    return found
 
 
 def _cold(result: BenchmarkRecord, m: Measurement) -> Measurement | None:
@@ -37,7 +45,7 @@ def prefix_values(result: BenchmarkRecord, m: Measurement | None) -> dict[str, A
     if cold is None:
         return {**empty, "reused_tokens": 0}
     return {
-        "reused_tokens": result.facts.prefix_tokens,
+        "reused_tokens": reused(result),
         "warm_speedup": cold.median_s / m.median_s,
         "warm_ttft_speedup": cold.ttft_s / m.ttft_s if m.ttft_s > 0 else math.nan,
         "same_as_cold": m.generated_ids == cold.generated_ids,
@@ -64,7 +72,7 @@ PREFIX_ROWS = declare(
 
 def prefix_notes(result: BenchmarkRecord) -> list[str]:
     """Per configuration, what each warm twin saved against its cold self, in a sentence."""
-    tokens = result.facts.prefix_tokens
+    tokens = reused(result)
     if tokens is None:
         return []
     found = []

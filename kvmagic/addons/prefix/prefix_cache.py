@@ -33,9 +33,8 @@ __all__ = ["Prefix", "build_prefix"]
 
 @dataclass
 class Prefix:
-    """The cache of the first ``tokens`` of the prompt, per warm twin."""
+    """The cache of the prompt's first tokens, per warm twin."""
 
-    tokens: int
     caches: dict[Strategy, Any] = field(default_factory=dict)
 
     def started(self, setups: Sequence[Setup]) -> list[Setup]:
@@ -51,8 +50,9 @@ class Prefix:
 
 def build_prefix(plan: Plan, inputs: BatchEncoding, tokens: int) -> Prefix:
     """Each runnable warm twin's prefix cache for these inputs (every sequence of the batch), built by the strategy
-    it twins; a twin whose cache cannot be built or copied is skipped with the reason."""
-    prefix = Prefix(tokens)
+    it twins, over their first ``tokens``; a twin whose cache cannot be built or copied is skipped with the
+    reason."""
+    prefix = Prefix()
     head = {key: value[:, :tokens] for key, value in inputs.items()}
     by_name = {s.strategy: s for s in plan.strategies}
     for twin in [s for s in plan.runnable if s.strategy.warm]:
