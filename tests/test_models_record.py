@@ -188,7 +188,9 @@ def test_what_one_model_s_result_answers_is_answered_here_or_refused_in_one_line
     """Every field, method and add-on attribute of one model's result: the models answer it together, or refuse it
     in one line that names a model's result to ask (``choice()`` was missing, an AttributeError, before)."""
     models = _models()
-    names = {f.name for f in dataclasses.fields(BenchmarkResult)} | {"limits", "hardware"}  # and an add-on's
+    from kvmagic.core.addon import addons
+
+    names = {f.name for f in dataclasses.fields(BenchmarkResult)} | {n for a in addons() for n in a.attributes}
     names |= {name for name in dir(BenchmarkResult) if not name.startswith("_")}
     refused: dict[str, str] = {}
     for name in sorted(names):

@@ -51,7 +51,9 @@ class ModelsResult(ModelsRecord, Kept):
         def __getattr__(self, name: str) -> Any:
             if name.startswith("_") or name not in _one_model_names():
                 raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
-            called = "()" if callable(inspect.getattr_static(BenchmarkResult, name, None)) else ""
+            answered = getattr(self.results[0], name, None) if self.results else None  # an add-on's may be a method
+            own = inspect.getattr_static(BenchmarkResult, name, None)
+            called = "()" if callable(own) or (own is None and callable(answered)) else ""
             first = repr(self.results[0].model) if self.results else "MODEL"
             raise OneModels(f"{name}{called} is one model's: name that model's result, e.g. "
                             f"models.result({first}).{name}{called} (models.models lists them)")  # fmt: skip
