@@ -7,9 +7,9 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import limits
+from kvmagic.addons import limits, report
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
 
-ADDONS: tuple[AddOn, ...] = (limits.ADDON,)
+ADDONS: tuple[AddOn, ...] = (limits.ADDON, report.ADDON)

@@ -11,7 +11,8 @@ launchers and trackers through one base class each:
 - the run: what it does before the first timed run (``before``) and after the last one (``after``), the data a
   result keeps of it, under its ``name``;
 - the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what a file keeps of
-  its data (``dump``, ``load``) and what a result answers for it (``attributes``).
+  its data (``dump``, ``load``), what a result answers for it (``attributes``) and the files it writes of a result
+  (``exports``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -23,6 +24,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 __all__ = ["REGISTRY", "AddOn", "Field", "addon", "addons"]
@@ -87,6 +89,8 @@ class AddOn:
         """Its data from a saved result's top-level fields (those of any format still read); None where it has none."""
         return None
 
+    # The files it writes, by suffix (``.html``): each writes a result (``--save PATH``, ``result.save(PATH)``).
+    exports: ClassVar[Mapping[str, Callable[[Any, Path], None]]] = {}
     # What a result answers for it, by attribute (``result.limits``, ``result.choice``), each read from the result
     # (its record): the centre never reads these, a user's notebook and an older caller do.
     attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
