@@ -7,9 +7,16 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import choice, frontier, limits, models, prefix
+from kvmagic.addons import choice, frontier, limits, models, prefix, report
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
 
-ADDONS: tuple[AddOn, ...] = (models.ADDON, limits.ADDON, frontier.ADDON, prefix.ADDON, choice.ADDON)
+ADDONS: tuple[AddOn, ...] = (
+    models.ADDON,
+    limits.ADDON,
+    frontier.ADDON,
+    prefix.ADDON,
+    choice.ADDON,
+    report.ADDON,
+)

@@ -19,7 +19,7 @@ launchers and trackers through one base class each:
   measured" lists of its data (``facts``), what a file keeps of it (``dump``, ``load``, and ``upgrade`` for an older
   format) and what a result answers for it (``attributes``); any table of its own the columns page lists
   (``tables``); a result of a kind of its own has its files (``refuse_file``, ``read_back``) and its names in
-  kvmagic's API (``api``).
+  kvmagic's API (``api``); the files it writes of a result (``exports``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 __all__ = ["REGISTRY", "AddOn", "Field", "addon", "addons", "used_by"]
@@ -136,6 +137,8 @@ class AddOn:
         where the older one did): the centre calls it before converting the rest, then ``load`` reads the result."""
         return saved
 
+    # The files it writes, by suffix (``.html``): each writes a result (``--save PATH``, ``result.save(PATH)``).
+    exports: ClassVar[Mapping[str, Callable[[Any, Path], None]]] = {}
     # What a result answers for it, by attribute (``result.limits``, ``result.choice``), each read from the result
     # (its record): the centre never reads these, a user's notebook and an older caller do.
     attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}

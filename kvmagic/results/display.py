@@ -66,13 +66,21 @@ def _caption(metadata: Mapping[str, Any]) -> str:
 
 
 def to_html(
-    frame: pd.DataFrame, metadata: Mapping[str, Any], notes: Sequence[str] = (), wide: bool = False, title: str = ""
+    frame: pd.DataFrame,
+    metadata: Mapping[str, Any],
+    notes: Sequence[str] = (),
+    wide: bool = False,
+    title: str = "",
+    uuid: str = "",
 ) -> str:
     """The shown table (every column if ``wide``) styled, the metadata in a collapsed caption, then the notes: the
     first few (:func:`~kvmagic.results.shown.brief`), the rest folded beneath them, unless ``wide``. A ``title`` (the
-    object's repr, where the object is shown rather than its table) leads it."""
+    object's repr, where the object is shown rather than its table) leads it. ``uuid`` names the table's styles
+    (pandas draws a random name otherwise): a page made twice of one result is then the same page."""
     shown, footnotes = wide_cells(frame) if wide else shown_table(frame)
     styler = shown.style.hide(axis="index").set_caption(_caption(metadata))
+    if uuid:
+        styler = styler.set_uuid(uuid)
     styler = styler.set_table_styles([{"selector": "caption", "props": "text-align: left"}])  # a wide table's too
     bold = [c for c in ("speedup", INTERVAL_HEADER) if c in shown.columns]
     if bold:

@@ -107,6 +107,7 @@ class RunFacts:
     """What a run found out besides its times: its prompt, its plan, why it stopped, what the model holds."""
 
     prompt_sha256: str = ""
+    prompt: str | None = None  # as given (before a chat template or a stretch): what a rerun needs; None in older files
     natural_prompt_tokens: int | None = None  # the prompt as written, before any -p stretched it
     prompt_stretched: bool = False
     configurations: int = 0  # planned; fewer were measured if the run stopped early
@@ -119,8 +120,9 @@ class RunFacts:
     def setup(self) -> dict[str, Any]:
         """The facts as ``how this was measured`` lists them, the empty ones left out, and the cache's sizes,
         which the model, its dtype and the transformers version already say (a baseline saved before kvmagic
-        kept them per layer would differ from every run in them)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "kv_sizes" and v not in (None, "", {})}
+        kept them per layer would differ from every run in them), and the prompt, which its digest says."""
+        left_out = ("kv_sizes", "prompt")  # the prompt is its digest here: a page of text is no setting
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in left_out and v not in (None, "", {})}
 
 
 @dataclass(frozen=True)

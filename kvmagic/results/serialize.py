@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -71,18 +71,35 @@ class Kept:
         return write_text(markdown_table(table, [*footnotes, *self.notes()]), path)
 
     def save(self, path: str | Path) -> None:
-        """Write the format the suffix names: .csv, .json or .md."""
-        getattr(self, f"to_{export_format(path)}")(path)
+        """Write the format the suffix names: .csv, .json, .md, or one an add-on writes (.html)."""
+        kind = export_format(path)
+        writer = _written().get(kind)
+        if writer is not None:
+            writer(self, Path(path).expanduser())
+        else:
+            getattr(self, f"to_{kind}")(path)
 
 
 EXPORTS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}  # suffix -> format
 
 
+def _written() -> dict[str, Callable[[Any, Path], None]]:
+    """The files the add-ons write, by suffix."""
+    from kvmagic.core.addon import addons
+
+    return {suffix: writer for addon in addons() for suffix, writer in addon.exports.items()}
+
+
 def export_format(path: str | Path) -> str:
-    """The format a file name asks for, checked before a long benchmark rather than after it."""
-    kind = EXPORTS.get(Path(path).suffix.lower())
+    """The format a file name asks for, checked before a long benchmark rather than after it: the suffix of a
+    format an add-on writes, or the name of one of :data:`EXPORTS`."""
+    suffix = Path(path).suffix.lower()
+    if suffix in _written():
+        return suffix
+    kind = EXPORTS.get(suffix)
     if kind is None:
-        raise KVMagicError(f"cannot tell a format from the name {str(path)!r}: end it with .csv, .json or .md")
+        known = ", ".join([*EXPORTS, *_written()][:-1]) + f" or {[*EXPORTS, *_written()][-1]}"
+        raise KVMagicError(f"cannot tell a format from the name {str(path)!r}: end it with {known}")
     return kind
 
 
@@ -112,8 +129,15 @@ def writable(path: str | Path) -> None:
 
 
 def json_text(data: Any) -> str:
-    """``data`` as strict JSON: NaN and infinities become ``null``, and nothing else can sneak one in."""
-    return json.dumps(_finite(data), indent=1, ensure_ascii=False, default=str, allow_nan=False)
+    """``data`` as strict JSON: NaN and infinities become ``null``, and nothing else can sneak one in. Text is kept
+    as written (a Korean prompt stays readable), unless some of it is no UTF-8 (a lone surrogate a prompt may hold):
+    then every character outside ASCII is escaped, which reads back the same."""
+    text = json.dumps(_finite(data), indent=1, ensure_ascii=False, default=str, allow_nan=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(_finite(data), indent=1, ensure_ascii=True, default=str, allow_nan=False)
+    return text
 
 
 def parse_json(text: str) -> Any:

@@ -121,6 +121,7 @@ def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
     model = loaded.model
     return RunFacts(
         prompt_sha256=hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
+        prompt=prompt,
         natural_prompt_tokens=plan.natural_tokens,
         prompt_stretched=spec.prompt_tokens is not None and any(n != plan.natural_tokens for n in plan.inputs),
         configurations=len(plan.configs),
