@@ -147,7 +147,7 @@ ERRORS = [  # each message whole, except where argparse words it differently acr
     (["-m", "tiny", "--tp", "2", "x"], None,  # the magic's --tp N: here torchrun starts the ranks
      "kvbench: error: --tp takes no N: torchrun --nproc-per-node 2 -m kvmagic --tp (see kvbench --help)"),
     (["-m", "tiny", "--save", "out.txt", "x"], None,
-     "kvbench: error: cannot tell a format from the name 'out.txt': end it with .csv, .json or .md"),
+     "kvbench: error: cannot tell a format from the name 'out.txt': end it with .csv, .json, .md or .html"),
     (["-m", "tiny", "-n", "4", "-v", "foo", "hi"], None,  # the notebook's -v: argparse took foo for the prompt
      "kvbench: error: -v is the notebook's (%%kvbench), not the command's: keep the result with --save PATH.json"),
     (["-m", "tiny", "--var=foo", "hi"], None, "kvbench: error: --var is the notebook's (%%kvbench)"),

@@ -186,7 +186,7 @@ def test_magic_sweeps_and_saves(shell, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("sweep.txt", "cannot tell a format from the name 'sweep.txt': end it with .csv, .json or .md"),
+        ("sweep.txt", "cannot tell a format from the name 'sweep.txt': end it with .csv, .json, .md or .html"),
         ("no-such-folder/sweep.json",
          "cannot write 'no-such-folder/sweep.json': there is no folder 'no-such-folder'; create it or name another"),
         ("here.json", "cannot write 'here.json': it is a folder; name a file in it, e.g. 'here.json/run.json'"),

@@ -92,7 +92,7 @@ def test_export_format_follows_the_suffix(name: str, kind: str) -> None:
 def test_export_format_refuses_an_unknown_suffix() -> None:
     with pytest.raises(KVMagicError) as caught:
         export_format("sweep.txt")
-    assert str(caught.value) == "cannot tell a format from the name 'sweep.txt': end it with .csv, .json or .md"
+    assert str(caught.value) == "cannot tell a format from the name 'sweep.txt': end it with .csv, .json, .md or .html"
 
 
 def test_repr_marks_a_partial_result() -> None:

@@ -98,7 +98,8 @@ def export_format(path: str | Path) -> str:
         return suffix
     kind = EXPORTS.get(suffix)
     if kind is None:
-        known = ", ".join([*EXPORTS, *_written()][:-1]) + f" or {[*EXPORTS, *_written()][-1]}"
+        named = [".csv", ".json", ".md", *_written()]  # .markdown is .md's longer spelling
+        known = f"{', '.join(named[:-1])} or {named[-1]}"
         raise KVMagicError(f"cannot tell a format from the name {str(path)!r}: end it with {known}")
     return kind
 
