@@ -102,8 +102,8 @@ def test_a_result_saved_before_prompts_were_kept_says_so_and_reruns_with_a_place
 
 
 def test_several_models_are_refused_a_page_in_one_line(tmp_path) -> None:
-    from kvmagic.errors import KVMagicError
     from kvmagic.addons.models.models_result import ModelsResult
+    from kvmagic.errors import KVMagicError
 
     models = ModelsResult([BenchmarkResult("tiny", rounds((8, 4), [(2.0, 1.0)]))], {})
     with pytest.raises(KVMagicError, match=r"a report shows one model's run: save each model's"):
