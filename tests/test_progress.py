@@ -107,6 +107,28 @@ def test_a_drawn_bar_shows_the_share_and_the_time_left() -> None:
         assert raw.n == 25.0 and raw.postfix == "about 00:18 left"
 
 
+def test_every_tick_redraws_the_bar_even_where_its_share_has_not_moved() -> None:
+    """tqdm's own update redraws only once the count has grown by as much as between its earlier redraws: a long
+    run's bar, moving a tenth of a per cent in seconds, froze with its clock and time left."""
+    from tqdm import tqdm
+
+    eta, clock = _eta([PAIR], rounds=2)
+    drawn: list[str] = []
+    with tqdm(total=100.0, leave=False, delay=0) as raw:
+        raw.display = lambda *a, **k: drawn.append(raw.postfix)  # type: ignore[method-assign]
+        bar = Bar(raw, 0.0)
+        bar.eta = eta
+        for _ in range(3):
+            clock.t += 0.001  # the share rounds to the same tenth each time
+            bar.draw()
+        assert drawn == ["about 00:23 left"] * 3
+    hidden = tqdm(total=100.0, leave=False, delay=3600)
+    hidden.display = lambda *a, **k: drawn.append("shown")  # type: ignore[method-assign]
+    Bar(hidden, 3600.0).draw()  # within its delay a bar is not drawn
+    hidden.close()
+    assert "shown" not in drawn
+
+
 def test_the_bar_is_redrawn_by_its_own_thread_while_a_run_holds_the_main_one(monkeypatch) -> None:
     eta, clock = _eta([PAIR], rounds=2)
     drawn = threading.Event()

@@ -115,14 +115,19 @@ class Bar:
         self.tqdm.set_description_str(text, refresh=False)  # drawn by the next tick, not before the delay
 
     def draw(self) -> None:
-        """Redraw the bar as things stand: its share of the run and the time left, as the :class:`Eta` says."""
+        """Redraw the bar as things stand: its share of the run and the time left, as the :class:`Eta` says.
+
+        Drawn outright once shown: tqdm's own ``update`` redraws only once the count has grown by as much as it
+        grew between earlier redraws, so a bar that moves slowly would freeze, its clock and time left with it."""
         share, left = self.eta.now() if self.eta is not None else (0.0, math.nan)
         if self.eta is None:
             said = "estimating its time"
         else:
             said = f"about {'?' if math.isnan(left) else self.tqdm.format_interval(left)} left"
         self.tqdm.set_postfix_str(said, refresh=False)
-        self.tqdm.update(round(100.0 * share, 1) - self.tqdm.n)  # may go back: the time left learned more
+        self.tqdm.n = round(100.0 * share, 1)  # may go back: the time left learned more
+        if self.shown:
+            self.tqdm.refresh()
 
 
 @contextmanager
