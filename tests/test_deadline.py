@@ -15,6 +15,7 @@ from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.config import Config
 from kvmagic.core.deadline import CUT_MARGIN, FAR_PAST
 from kvmagic.measure.capabilities import static_cache_state
+from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import benchmark
 from kvmagic.runner.deadline_run import Cut, cut_after
 
@@ -47,6 +48,8 @@ def test_a_sweep_past_its_budget_returns_its_finished_rows_and_names_what_it_lef
         "fit it"
     )
     assert (P, 256, False, 1) not in machine.calls  # never started
+    assert BenchmarkResult.from_json(result.to_json()) == result  # what it left out is kept in its file
+    assert result.setup()["left_out"] == f"{P}+256 tokens"
     # the budget it names starts the whole sweep on the same machine (stopped there: tiny's real 256-token runs
     # would cost the test half a minute)
     started: list[int] = []

@@ -124,8 +124,9 @@ class RunFacts:
     def setup(self) -> dict[str, Any]:
         """The facts as ``how this was measured`` lists them, the empty ones left out, and the cache's sizes,
         which the model, its dtype and the transformers version already say (a baseline saved before kvmagic
-        kept them per layer would differ from every run in them)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "kv_sizes" and v not in (None, "", {}, ())}
+        kept them per layer would differ from every run in them); what was left out, as the notes name it."""
+        facts = {**dataclasses.asdict(self), "left_out": ", ".join(str(config) for config in self.left_out)}
+        return {k: v for k, v in facts.items() if k != "kv_sizes" and v not in (None, "", {})}
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,8 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
                 eta = bar.eta = _warm_first(plan, budget, deadline)
                 for found in _measure_each(plan, budget, bar, eta, label, deadline):
                     measurements += found
+                if deadline.left_out and not measurements:  # its bar leaves no trace: the error says it all
+                    raise deadline.nothing_finished([s.strategy for s in plan.runnable])
     except Cut:  # past the deadline by its margin: the run under way is dropped, the finished ones kept
         deadline.stopped_by_cut(budget.todo, {m.config for m in measurements})
         stopped = "cut"
@@ -112,9 +114,9 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
         stopped = f"out of accelerator memory at {deadline.current}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
-    stopped = stopped or ("deadline" if deadline.left_out else "")  # work left out that it did not start
-    if stopped in DEADLINE_STOPS and not measurements:  # raised here, not in the except block: no frames kept
+    if stopped == "cut" and not measurements:  # raised here, not in the except block: no frames kept
         raise deadline.nothing_finished([s.strategy for s in plan.runnable])
+    stopped = stopped or ("deadline" if deadline.left_out else "")  # work left out that it did not start
     return _result(plan, prompt, budget, deadline, _as_asked(plan, measurements), stopped, bound)
 
 
@@ -262,14 +264,16 @@ def _measure_each(
         prompt_tokens, new_tokens, batch = config
         names = [s.strategy for s in plan.runnable]
         where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
-        bar.describe(f"kvbench {label}{' ' if label else ''}{index + 1}/{len(budget.todo)}: {where}")
+        said = f"kvbench {label}{' ' if label else ''}{index + 1}/{len(budget.todo)}: {where}"
         if prompt_tokens not in warmed:
             if not deadline.warms(config, deadline.warmup_seconds(prompt_tokens, names, _warmup_tokens(plan))):
                 continue
+            bar.describe(said)
             _warm(plan, prompt_tokens, deadline)
             warmed.add(prompt_tokens)
         if not deadline.starts(config, names):
             continue
+        bar.describe(said)
         inputs = batched(plan.inputs[prompt_tokens], batch)
         runnable = plan.runnable
         if plan.prefix_tokens:  # each warm twin starts from its copy of the prefix's cache
