@@ -1,4 +1,5 @@
-# `make demo` runs %%kvbench on the embedded tiny model; `make test` runs the test suite;
+# `make demo` runs %%kvbench on the embedded tiny model, installing only what kvmagic needs; `make test` runs the
+# test suite, adding the test and lint tools;
 # `make check` runs the gates: lint, format, types and the architecture contract.
 # `make docs` regenerates docs/options.md and docs/columns.md from the option table and the column registry.
 # `make mutants` mutation-tests core/, results/ and the runner's arithmetic ([tool.mutmut] in pyproject.toml; not in
@@ -39,21 +40,28 @@ else
 VENV := .venv/tf$(TRANSFORMERS)
 PINS := $(VENV)/pins.txt
 endif
+BASE := $(VENV)/.base
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-floors check docs gpu-check mutants clean
 
-$(STAMP): pyproject.toml Makefile .ci/floors.py
+# kvmagic and what it needs to run: all the demo installs.
+$(BASE): pyproject.toml Makefile .ci/floors.py
 	$(PYTHON) -m venv $(VENV)
 ifeq ($(FLOORS),1)
 	$(PYTHON) .ci/floors.py > $(PINS)
 else
 	printf '%s\n' "torch==$(TORCH)" "$(TRANSFORMERS_SPEC)" > $(PINS)
 endif
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PINS) -e .
+	touch $@
+
+# The test and lint tools on top, for `make test` and `make check`.
+$(STAMP): $(BASE)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PINS) -e ".[$(EXTRAS)]"
 	touch $@
 
-demo: $(STAMP)
+demo: $(BASE)
 	KVMAGIC_MODEL=tiny $(VENV)/bin/ipython --colors=nocolor examples/kvbench.ipy
 
 test: $(STAMP)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvmagic import KVMagicError, run_benchmark
-from kvmagic.core.budget import estimate_seconds, round_seconds
+from kvmagic.core.budget import plan_within_budget, round_seconds
 from kvmagic.core.config import Config
 from kvmagic.core.lengths import configurations
 from kvmagic.core.spec import BenchSpec
@@ -50,9 +50,10 @@ def test_the_budget_counts_a_batch_as_that_many_sequences() -> None:
 
     flat = Flat()
     assert round_seconds(flat, 8, 4, batch=4) == 4 * round_seconds(flat, 8, 4)  # type: ignore[arg-type]
-    # two rounds per configuration, one warm-up round (a single sequence) per prompt length
-    total = estimate_seconds(flat, [Config(8, 4, 1), Config(8, 4, 3)], repeat=2, warmup_tokens=1)  # type: ignore[arg-type]
-    assert total == 2 * 4 + 2 * 12 + 4
+    # two rounds per configuration, one warm-up round (a single sequence) per prompt length: 8 + 4, then 24
+    configs = [Config(8, 4, 1), Config(8, 4, 3)]
+    fits = [plan_within_budget(flat, configs, repeat=2, warmup_tokens=1, max_seconds=s) for s in (36, 35.9)]  # type: ignore[arg-type]
+    assert fits == [[True, True], [True, False]]
 
 
 def test_every_sequence_generates_the_same_tokens_and_bytes_scale_with_the_batch(tiny) -> None:

@@ -1,59 +1,18 @@
-"""Every run is bounded and visible: one configuration is estimated and refused like a sweep, the warm-up
-is checked and counted, and a long run shows a progress bar over its timed runs."""
+"""Every run is bounded and visible: the warm-up is checked and is the first probe, a strategy it says nothing of
+is probed with two tokens, --predict's rows past the budget are predicted, and a long run shows a progress bar over
+its timed runs."""
 
 from __future__ import annotations
 
 import pytest
 
 from kvmagic import KVMagicError, run_benchmark
-from kvmagic.core.budget import scaled_seconds
+from kvmagic.core.costmodel import Probes
 from kvmagic.runner import benchmark, plan
 
 from .conftest import PROMPT, raises_usage, said
 
 PROMPT_TOKENS = len(PROMPT.encode())  # tiny's tokenizer: one token per byte
-
-
-@pytest.fixture
-def two_tokens(monkeypatch) -> list[int]:
-    """The budget's two-token runs, timed as 0.02 s without the cache and 0.012 s with it (F(P) = 0.01 s)."""
-    calls: list[int] = []
-
-    def injected(loaded, inputs, new_tokens, strategy):
-        calls.append(new_tokens)
-        return 0.012 if strategy.caches else 0.02
-
-    monkeypatch.setattr(plan, "first_call", injected)
-    return calls
-
-
-def test_scaled_seconds_by_hand() -> None:
-    # Uncached: 0.01 s * (1 + 11/10 + 12/10 + 13/10) for 4 tokens after 10; cached: 0.01 + 3 * (0.012 - 0.01).
-    assert scaled_seconds(0.01, 0.02, 10, 4, use_cache=False) == pytest.approx(0.046)
-    assert scaled_seconds(0.01, 0.012, 10, 4, use_cache=True) == pytest.approx(0.016)
-    assert scaled_seconds(0.01, 0.005, 10, 3, use_cache=True) == pytest.approx(0.0102)  # noise: 1% of F(P) a step
-    assert scaled_seconds(0.01, 0.02, 10, 0, use_cache=False) == 0.0
-
-
-def test_one_configuration_past_the_budget_is_refused_before_it_runs(tiny, two_tokens, monkeypatch) -> None:
-    generated: list[int] = []
-    monkeypatch.setattr(type(tiny.model), "generate", lambda *a, **k: generated.append(1))
-    new, warmup = 1500, 4
-    with pytest.raises(KVMagicError) as caught:
-        run_benchmark(tiny, PROMPT, new_tokens=new, warmup_tokens=warmup, max_seconds=5)
-    uncached = sum(scaled_seconds(0.01, 0.02, PROMPT_TOKENS, n, use_cache=False) for n in (warmup, new, 1))
-    cached = sum(scaled_seconds(0.01, 0.012, PROMPT_TOKENS, n, use_cache=True) for n in (warmup, new, 1))
-    minutes = round((uncached + cached) / 60)
-    assert said(caught.value) == (
-        f"would take about {minutes} min, over max_seconds 5 s: raise it or lower new_tokens, prompt_tokens or repeat"
-    )
-    assert two_tokens == [2] * 6 and generated == []  # nothing but the estimate ran: three rounds of the pair
-
-
-def test_the_magic_refuses_it_with_its_flags(shell, two_tokens) -> None:
-
-    with raises_usage(match=r", over --max-seconds 1 s: raise it or lower -n, -p or -r$"):
-        shell.run_cell_magic("kvbench", "-n 1500 --max-seconds 1", PROMPT)
 
 
 def test_the_warm_up_is_checked_against_the_positions(tiny) -> None:
@@ -71,23 +30,83 @@ def test_the_magic_names_the_warm_up_flag(shell) -> None:
         shell.run_cell_magic("kvbench", "-n 2 -w 3000", PROMPT)
 
 
-def test_the_warm_up_counts_in_the_estimate(tiny, two_tokens) -> None:
-    short = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1).facts.estimated_s
-    long = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=8).facts.estimated_s
-    extra = sum(scaled_seconds(0.01, t, PROMPT_TOKENS, 8, use_cache=c) for t, c in ((0.02, False), (0.012, True)))
-    extra -= sum(scaled_seconds(0.01, t, PROMPT_TOKENS, 1, use_cache=c) for t, c in ((0.02, False), (0.012, True)))
-    assert long - short == pytest.approx(extra)
+def _probes(monkeypatch) -> list[int]:
+    """The two-token probe, counted: each strategy's run timed as 0.02 s without the cache, 0.012 s with it."""
+    calls: list[int] = []
+
+    def injected(loaded, inputs, new_tokens, strategy):
+        calls.append(new_tokens)
+        return 0.012 if strategy.caches else 0.02
+
+    monkeypatch.setattr(plan, "first_call", injected)
+    return calls
+
+
+# one token warms up the cache off and tells F, not a cached step: only the cached strategy is probed
+@pytest.mark.parametrize(("warmup", "probed"), [(4, []), (1, [2]), (0, [2, 2])])
+def test_a_warm_up_of_two_tokens_or_more_is_the_only_probe(tiny, monkeypatch, warmup: int, probed: list) -> None:
+    calls = _probes(monkeypatch)
+    result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=warmup)
+    assert calls == probed and result.facts.estimated_s > 0
+    calls.clear()
+    run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=warmup, max_seconds=0)  # no budget: nothing probed
+    assert calls == []
+
+
+def test_the_probe_runs_a_compiled_strategy_without_compiling_it(tiny, monkeypatch) -> None:
+    """Its compile is paid by an untimed first call, never by a timed run: the probe must not pay it either, and
+    the strategy itself keeps asking to compile."""
+    from types import SimpleNamespace
+
+    from kvmagic.core.strategy import parse
+    from kvmagic.measure.strategies import Setup
+
+    settings = {"use_cache": True, "cache_implementation": "static", "disable_compile": False, "compile_config": 1}
+    compiled = Setup(parse("static+compile"), settings)
+    told: list[bool] = []
+
+    def probe(loaded, inputs, new_tokens, strategy):  # type: ignore[no-untyped-def]
+        told.append(strategy.settings["disable_compile"])
+        return 0.01
+
+    monkeypatch.setattr(plan, "first_call", probe)
+    fake = SimpleNamespace(loaded=tiny, attempt=lambda strategy, run: run())
+    assert plan.probe_two_tokens(fake, [compiled], {}) == {parse("static+compile"): 0.01}
+    assert told == [True] and compiled.settings["disable_compile"] is False
+
+
+# Three rounds of probes of a slow machine, each point's median 20 s (F) and 2 s (D), G and C 0; the fastest round
+# took half the median round's time, so the budget counts half of each: F 10 s, D 1 s.
+PROBES = Probes(
+    prefill={10: [10.0, 20.0, 300.0], 20: [300.0, 20.0, 10.0]},
+    decode={10.5: [1.0, 2.0, 2.0, 1.0, 100.0, 100.0], 20.5: [2.0, 1.0, 100.0, 2.0, 1.0, 100.0]},
+    overheads=((0.0, 0.0), (1.0, 1.0), (0.0, 0.0)),
+    rounds_s=(1.0, 3.0, 2.0),
+)
+
+
+def test_predict_shows_the_median_round_and_measures_what_its_fastest_round_fits(tiny, monkeypatch) -> None:
+    monkeypatch.setattr(plan, "probe", lambda *a, **k: PROBES)
+    # By hand, prompt 10, -n 3,2, the least work first: a round at the fastest round's costs, uncached 20 s and
+    # 30 s, cached 10 + 1 = 11 s and 10 + 2 x 1 = 12 s: 31 s, then 42 s; within 50 s only the first
+    result = run_benchmark(tiny, PROMPT, new_tokens=[3, 2], prompt_tokens=10, warmup_tokens=0, predict=True,
+                           max_seconds=50)  # fmt: skip
+    assert [c.new_tokens for c in result.configs] == [2] and result.cost_model == PROBES.typical()
+    # its figures are typical runs: the medians (uncached 20 s a step; cached 20 s, then 2 s a step), every
+    # configuration in the order asked
+    predicted = [(p.new_tokens, p.uncached_s, p.cached_s) for p in result.predictions]
+    assert predicted == [(3, pytest.approx(60), pytest.approx(24)), (2, pytest.approx(40), pytest.approx(22))]
 
 
 def test_a_long_run_shows_a_bar_over_its_timed_runs(tiny, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)  # about 20 s
+    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)  # probed: about 20 s
     monkeypatch.setattr(benchmark, "PROGRESS_AFTER_S", 0.0)  # a run of that length has lasted past the delay
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
     bar = capsys.readouterr().err
     assert f"kvbench 1/1: prompt {PROMPT_TOKENS}, new 3 100%" in bar and "done]" in bar  # closed full
 
 
-def test_a_short_run_shows_none(tiny, two_tokens, monkeypatch, capsys) -> None:
+def test_a_short_run_shows_none(tiny, monkeypatch, capsys) -> None:
     monkeypatch.setattr(benchmark, "PROGRESS_AFTER_S", 3600.0)  # the whole run falls within the bar's delay
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, progress=True)
     assert "kvbench" not in capsys.readouterr().err

@@ -1,9 +1,9 @@
 """Faults injected at every stage of %%kvbench (and of %kvload): the session must come out usable.
 
-Stages of ``%%kvbench -n 3 -w 1 -r 1``: tokenizing, the two-token ``generate`` of each strategy, in
-three rounds, that sizes the run against its budget, the uncached and cached warm-up ``generate``
-(1 token each), the uncached and cached timed ``generate`` (3 tokens each), the one-token runs for
-the time to first token, the identity check and building the table. Faults: ``KeyboardInterrupt`` (propagates: the user asked to stop),
+Stages of ``%%kvbench -n 3 -w 1 -r 1``: tokenizing, the uncached and cached warm-up ``generate``
+(1 token each), the cached two-token ``generate`` that projects its steps against the budget (a one-token
+warm-up says nothing of them), the uncached and cached timed ``generate`` (3 tokens each), the one-token
+runs for the time to first token, the identity check and building the table. Faults: ``KeyboardInterrupt`` (propagates: the user asked to stop),
 ``RuntimeError`` (propagates unchanged: not the user's mistake, so no friendly disguise) and
 ``torch.cuda.OutOfMemoryError`` (becomes a ``UsageError`` with advice, after freeing the cache).
 """
@@ -28,15 +28,13 @@ LINE = f"-n {NEW} -w {WARMUP} -r 1 -o"
 
 # generate() stages in the order the protocol runs them: (use_cache, max_new_tokens).
 GENERATE_STAGES = {
-    "estimate uncached": (1, False, 2),  # three rounds of two tokens of each strategy size the run
-    "estimate cached": (2, True, 2),
-    "estimate cached, last round": (6, True, 2),
-    "warm-up uncached": (7, False, WARMUP),
-    "warm-up cached": (8, True, WARMUP),
-    "timed uncached": (9, False, NEW),
-    "timed cached": (10, True, NEW),
-    "first token uncached": (11, False, 1),
-    "first token cached": (12, True, 1),
+    "warm-up uncached": (1, False, WARMUP),
+    "warm-up cached": (2, True, WARMUP),
+    "probe cached": (3, True, 2),
+    "timed uncached": (4, False, NEW),
+    "timed cached": (5, True, NEW),
+    "first token uncached": (6, False, 1),
+    "first token cached": (7, True, 1),
 }
 STAGES = ["tokenizing", *GENERATE_STAGES, "identity check", "table"]
 

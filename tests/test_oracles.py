@@ -390,15 +390,15 @@ def _plan(rng: random.Random) -> tuple[list[dict[str, float]], int]:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_a_machine_at_a_steady_pace_is_told_its_time_left_exactly(seed: int) -> None:
-    """Every run takes ``pace`` times its estimate, the warm-up too: at any moment within a run, the time left is
-    pace x (the estimates of every run still to come, the one under way included) less what it has run, and the
-    bar's share is the time spent over the time spent plus that; gaps between configurations count in neither
-    the pace nor the time left."""
+    """Every run takes ``pace`` times its estimate, as the runs made (the warm-up first) project it: at any moment
+    within a run, the time left is pace x (the estimates of every run still to come, the one under way included)
+    less what it has run, and the bar's share is the time spent over the time spent plus that; gaps between
+    configurations count in neither the pace nor the time left."""
     rng = random.Random(seed)
     runs, rounds = _plan(rng)
     pace = rng.choice([0.5, 1.0, 3.0])
     clock = Clock()
-    eta = Eta(runs, rounds, prior=(4.0, 4.0 * pace), clock=clock)
+    eta = Eta([{s: pace * seconds for s, seconds in c.items()} for c in runs], rounds, clock=clock)
     start = clock.t
     to_come = [runs[i][s] for i in range(len(runs)) for _ in range(rounds) for s in runs[i]]
     for index, config in enumerate(runs):
@@ -439,11 +439,11 @@ def test_estimates_that_are_all_off_by_one_factor_give_the_same_time_left_once_a
 
 
 def test_a_run_past_its_scaled_estimate_sets_the_pace_by_hand() -> None:
-    """One configuration of off 4 s and dynamic 1 s, 2 rounds, the warm-up on time (2 s for 2). The first run
-    takes 4 s, as estimated; the second is 3 s in against its 1 s: so far late by 3, it is taken to need half its
-    3 s again, and the two runs left (4 + 1 s) at its pace, 3 x 5 = 15 s: 16.5 s in all."""
+    """One configuration of off 4 s and dynamic 1 s, 2 rounds. The first run takes 4 s, as projected; the second
+    is 3 s in against its 1 s: so far late by 3, it is taken to need half its 3 s again, and the two runs left
+    (4 + 1 s) at its pace, 3 x 5 = 15 s: 16.5 s in all."""
     clock = Clock()
-    eta = Eta([{"off": 4.0, "dynamic": 1.0}], 2, prior=(2.0, 2.0), clock=clock)
+    eta = Eta([{"off": 4.0, "dynamic": 1.0}], 2, clock=clock)
     eta.begin(0, ["off", "dynamic"])
     clock.t += 4.0
     eta.ran()

@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from kvmagic import run_benchmark
-from kvmagic.runner import benchmark, plan
+from kvmagic.runner import benchmark
 from kvmagic.runner.progress import HELD_SHORT, LEFT_OF_LATE, Bar, Eta, progress_bar
 
 from .conftest import PROMPT
@@ -54,9 +54,22 @@ def test_runs_slower_than_estimated_scale_what_is_left() -> None:
     assert left == pytest.approx(36.0) and share == pytest.approx(0.5)
 
 
-def test_the_warm_up_is_the_first_evidence() -> None:
-    eta, _ = _eta([PAIR], prior=(1.0, 4.0))  # the warm-up took four times its estimate
-    assert eta.now()[1] == pytest.approx(48.0)
+def test_renewed_projections_replace_the_old_and_a_left_out_configuration_counts_nothing() -> None:
+    eta, clock = _eta([PAIR, PAIR, PAIR])
+    clock.t += 10.0
+    eta.ran()  # as projected: 2 s left here, 12 s in each later configuration
+    assert eta.now()[1] == pytest.approx(2.0 + 24.0)
+    eta.update([PAIR, {"off": 30.0, "on": 6.0}, {}])  # the machine got slower; the last configuration left out
+    assert eta.now()[1] == pytest.approx(2.0 + 36.0)
+
+
+def test_the_time_left_never_passes_the_deadlines_cut() -> None:
+    eta, clock = _eta([PAIR, PAIR], ends_by=130.0)  # the clock starts at 100
+    assert eta.now()[1] == pytest.approx(24.0)
+    clock.t += 20.0  # twice the run's projection: at its pace, 10 + 2 x 14 s would be left; the cut comes at 130
+    assert eta.now()[1] == pytest.approx(10.0)
+    clock.t += 40.0
+    assert eta.now() == (HELD_SHORT, 0.0)
 
 
 def test_a_run_past_its_estimate_raises_the_scale_and_never_fills_the_bar() -> None:
@@ -84,13 +97,15 @@ def test_a_strategy_skipped_after_the_plan_drops_out_of_each_round() -> None:
     assert eta.now()[1] == pytest.approx(10.0)
 
 
-def test_without_an_estimate_the_time_left_waits_for_a_run() -> None:
-    eta, clock = _eta([{"off": 1.0, "on": 1.0}] * 3, seconds=False)
+def test_without_a_projection_the_time_left_waits_for_a_run() -> None:
+    unknown = {"off": math.nan, "on": math.nan}
+    eta, clock = _eta([unknown] * 3)
     clock.t += 5.0
     share, left = eta.now()
     assert share == 0.0 and math.isnan(left)
-    eta.ran()  # one unit took 5 s: 5 units to come
-    assert eta.now()[1] == pytest.approx(25.0)
+    eta.ran()  # the first run took 5 s; projected from it, 1 s a run to come
+    eta.update([{"off": 5.0, "on": 1.0}] * 3)
+    assert eta.now()[1] == pytest.approx(1.0 + 2 * 6.0)
 
 
 def test_a_drawn_bar_shows_the_share_and_the_time_left() -> None:
@@ -105,6 +120,28 @@ def test_a_drawn_bar_shows_the_share_and_the_time_left() -> None:
         bar.eta = eta
         bar.draw()
         assert raw.n == 25.0 and raw.postfix == "about 00:18 left"
+
+
+def test_every_tick_redraws_the_bar_even_where_its_share_has_not_moved() -> None:
+    """tqdm's own update redraws only once the count has grown by as much as between its earlier redraws: a long
+    run's bar, moving a tenth of a per cent in seconds, froze with its clock and time left."""
+    from tqdm import tqdm
+
+    eta, clock = _eta([PAIR], rounds=2)
+    drawn: list[str] = []
+    with tqdm(total=100.0, leave=False, delay=0) as raw:
+        raw.display = lambda *a, **k: drawn.append(raw.postfix)  # type: ignore[method-assign]
+        bar = Bar(raw, 0.0)
+        bar.eta = eta
+        for _ in range(3):
+            clock.t += 0.001  # the share rounds to the same tenth each time
+            bar.draw()
+        assert drawn == ["about 00:23 left"] * 3
+    hidden = tqdm(total=100.0, leave=False, delay=3600)
+    hidden.display = lambda *a, **k: drawn.append("shown")  # type: ignore[method-assign]
+    Bar(hidden, 3600.0).draw()  # within its delay a bar is not drawn
+    hidden.close()
+    assert "shown" not in drawn
 
 
 def test_the_bar_is_redrawn_by_its_own_thread_while_a_run_holds_the_main_one(monkeypatch) -> None:
@@ -151,10 +188,9 @@ def test_a_refused_run_or_one_never_shown_leaves_no_trace(capsys) -> None:
     assert "stopped" not in bar.tqdm.desc and capsys.readouterr().err == ""
 
 
-def test_a_real_run_moves_its_bar_against_the_budgets_runs(tiny, monkeypatch) -> None:
-    """Every timed run reaches the bar, each measured against its strategy's estimate, and it closes full with no
-    tqdm warning (a share past 1 makes tqdm clamp and warn)."""
-    monkeypatch.setattr(plan, "first_call", lambda loaded, inputs, new_tokens, strategy: 5.0)  # about 20 s
+def test_a_real_run_moves_its_bar_against_the_runs_projections(tiny, monkeypatch) -> None:
+    """Every timed run reaches the bar, each measured against its projection, and it closes full with no tqdm
+    warning (a share past 1 makes tqdm clamp and warn)."""
     made: list[Eta] = []
     real = benchmark.Eta
 
@@ -168,7 +204,7 @@ def test_a_real_run_moves_its_bar_against_the_budgets_runs(tiny, monkeypatch) ->
         warnings.simplefilter("error")
         run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=1, repeat=2, progress=True)
     (eta,) = made
-    assert eta._done == 4 and eta._estimated > 4 * 5.0  # the warm-up's estimate and four timed runs'
+    assert eta._done == 4 and eta._estimated > 0  # four timed runs, each against its projection
 
 
 def test_a_long_run_late_after_short_ones_on_time_sets_the_pace_for_the_rest() -> None:

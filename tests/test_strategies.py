@@ -263,11 +263,12 @@ def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> N
 
     monkeypatch.setattr(rounds, "timed_generate", recording)
     run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=0, cache=f"static,{QUANTIZED}")
-    # Each strategy's first call is one untimed token; only then come the timed runs, interleaved,
-    # and last three rounds of one token each for the time to first token.
+    # Each strategy's first call is one untimed token; then two tokens of each cached strategy project its steps
+    # against the budget; only then come the timed runs, interleaved, and last three rounds of one token each for
+    # the time to first token.
     firsts = [(None, 1), ("static", 1), ("quantized", 1)]
-    estimate = [(None, 2), ("static", 2), ("quantized", 2)] * 3  # three rounds of two tokens size the run
-    assert calls == [*estimate, *firsts, (None, 3), ("static", 3), ("quantized", 3), *firsts * 3]
+    probes = [("static", 2), ("quantized", 2)]
+    assert calls == [*firsts, *probes, (None, 3), ("static", 3), ("quantized", 3), *firsts * 3]
 
 
 def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, monkeypatch) -> None:

@@ -1,11 +1,11 @@
-"""The sweep's pure parts: the length grammar, prompt stretching of ids, and the budget."""
+"""The sweep's pure parts: the length grammar, prompt stretching of ids, and --predict's budget."""
 
 from __future__ import annotations
 
 import pytest
 
 from kvmagic import KVMagicError
-from kvmagic.core.budget import check_budget, estimate_seconds, floor_seconds, format_seconds, plan_within_budget
+from kvmagic.core.budget import format_seconds, plan_within_budget, round_seconds
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel, Polynomial
 from kvmagic.core.lengths import LENGTH_FORMS, MAX_LENGTHS, configurations, parse_lengths, stretch_ids
@@ -92,44 +92,12 @@ def test_stretch_ids_refuses_a_prompt_of_special_tokens_only() -> None:
 COST = CostModel(prefill=Polynomial((0.5, 0.01)), decode=Polynomial((0.51,)))
 
 
-def test_estimate_counts_repeats_and_one_warm_up_per_prompt_length() -> None:
-    assert estimate_seconds(COST, [Config(10, 4), Config(10, 4)], repeat=3, warmup_tokens=2) == pytest.approx(
-        6 * 4.59 + 2.32
-    )
-    assert estimate_seconds(COST, [Config(10, 4)], repeat=1, warmup_tokens=0) == pytest.approx(4.59)
-
-
-def test_estimate_counts_one_generate_per_condition() -> None:
+def test_a_round_counts_one_generate_per_strategy() -> None:
     # --cache off,dynamic,static: one uncached (2.46 s) and two cached (2.13 s each) generates per round
     three = (False, True, True)
-    assert estimate_seconds(COST, [Config(10, 4)], repeat=2, warmup_tokens=0, caches=three) == pytest.approx(2 * 6.72)
+    assert round_seconds(COST, 10, 4, caches=three) == pytest.approx(6.72)
     assert plan_within_budget(COST, [Config(10, 4)], repeat=1, warmup_tokens=0, max_seconds=5, caches=three) == [False]
     assert plan_within_budget(COST, [Config(10, 4)], repeat=1, warmup_tokens=0, max_seconds=5) == [True]
-
-
-def test_the_floor_counts_what_single_forwards_bound_by_hand() -> None:
-    # F(10) = 1, F(20) = 2, F(1) = 0.5: F grows at least 0.05 s a token past 10 and 0.075 past 20.
-    # (10, 4): uncached 4 + 0.05 * 6 = 4.3, cached 1, two rounds: 10.6; (20, 2) x 3 sequences: uncached
-    # 4 + 0.075, cached 2, two rounds: 36.45; 2-token warm-ups at 10 (2.05 + 1) and at 20 (4.075 + 2): 9.125.
-    prefill = {10: 1.0, 20: 2.0}
-    configs = [Config(10, 4), Config(20, 2, 3)]
-    assert floor_seconds(prefill, 0.5, configs, repeat=2, warmup_tokens=2) == pytest.approx(10.6 + 36.45 + 9.125)
-    three = (False, True, True)  # --cache off,dynamic,static: two cached prefills
-    assert floor_seconds(prefill, 0.5, [Config(10, 4)], repeat=1, warmup_tokens=0, caches=three) == pytest.approx(6.3)
-    assert floor_seconds(prefill, 3.0, [Config(10, 4)], repeat=1, warmup_tokens=0) == 5.0  # never a negative slope
-
-
-@pytest.mark.parametrize("coefficients", [(0.002, 1e-4, 2e-7), (0.0, 0.0, 1e-6), (0.01, 0.0, 0.0), (0.001, 3e-4, 0.0)])
-def test_the_floor_stays_below_the_estimate_of_any_convex_cost(coefficients: tuple[float, float, float]) -> None:
-    # F = a + bL + cL^2 with a, b, c >= 0, any cached decode step and generate's own work: the floor from F at
-    # the prompt lengths and at one token never passes what the cost model estimates, and is near it when
-    # the uncached steps dominate.
-    cost = CostModel(Polynomial(coefficients), Polynomial((1e-4, 1e-7)), step_overhead_s=1e-4, call_overhead_s=1e-3)
-    configs = [Config(16, 64), Config(256, 16), Config(1500, 256, 2)]
-    prefill = {p: cost.prefill(p) for p, *_ in configs}
-    floor = floor_seconds(prefill, cost.prefill(1), configs, repeat=3, warmup_tokens=4)
-    estimate = estimate_seconds(cost, configs, repeat=3, warmup_tokens=4)
-    assert 0.9 * estimate < floor <= estimate
 
 
 def test_plan_skips_what_passes_the_budget_and_keeps_later_cheaper_rows() -> None:
@@ -159,21 +127,11 @@ def test_plan_charges_a_batch_per_sequence_and_a_warm_up_per_strategy() -> None:
     assert plan_within_budget(STEPS, [Config(8, 1, 2)], repeat=1, warmup_tokens=0, max_seconds=4.99) == [False]  # 5 s
     # --cache off,dynamic,static with a 2-token warm-up: a round 3 x 1.25 s, the warm-up 2.25 + 2 x 1.75 s: 9.5 s
     three = (False, True, True)
-    assert estimate_seconds(STEPS, [Config(8, 1)], repeat=1, warmup_tokens=2, caches=three) == 9.5
+    assert round_seconds(STEPS, 8, 1, caches=three) + round_seconds(STEPS, 8, 2, caches=three) == 9.5
     for budget, fits in ((9.5, True), (9.25, False)):
         assert plan_within_budget(
             STEPS, [Config(8, 1)], repeat=1, warmup_tokens=2, max_seconds=budget, caches=three
         ) == [fits]
-
-
-def test_check_budget_names_the_estimate_and_the_setting() -> None:
-    check_budget(700.0, 0)  # 0: no limit
-    check_budget(500.0, 600)
-    with pytest.raises(KVMagicError) as caught:
-        check_budget(900.0, 600)
-    assert str(caught.value) == (
-        "would take about 15 min, over max_seconds 10 min: raise it or lower new_tokens, prompt_tokens or repeat"
-    )
 
 
 def test_format_seconds() -> None:

@@ -11,7 +11,7 @@ from kvmagic import KVMagicError, run_benchmark
 from kvmagic.core.lengths import LENGTH_FORMS
 from kvmagic.results.caution import caution_notes
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.runner import benchmark, plan
+from kvmagic.runner import benchmark
 from kvmagic.runner.prompt import encode_prompt, stretch_prompt
 
 from .conftest import PROMPT, raises_usage, said
@@ -87,13 +87,13 @@ def _spy_measure(monkeypatch) -> list[int]:
     return calls
 
 
-def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatch) -> None:
+def test_a_budget_too_short_for_the_warm_up_cuts_it_and_says_so(tiny, monkeypatch) -> None:
     calls = _spy_measure(monkeypatch)
     with pytest.raises(KVMagicError) as caught:
         run_benchmark(tiny, PROMPT, new_tokens=[2, 4], warmup_tokens=1, max_seconds=1e-6)
     assert re.fullmatch(
-        r"would take about [0-9.e+-]+ (s|min|h), over max_seconds 1e-06 s: "
-        r"raise it or lower new_tokens, prompt_tokens or repeat",
+        r"nothing finished within max_seconds 1e-06 s: [0-9]+\+2 tokens ran past it and was cut; (raise it|"
+        r"max_seconds [0-9.e+-]+ should fit it), or lower new_tokens, prompt_tokens or repeat",
         said(caught.value),
     ), said(caught.value)
     assert calls == []
@@ -101,14 +101,14 @@ def test_budget_refuses_before_measuring_and_names_the_estimate(tiny, monkeypatc
     assert calls == [2, 3] and result.facts.estimated_s > 0
 
 
-def test_the_estimate_counts_the_hooked_round_only_with_steps(tiny, monkeypatch) -> None:
+def test_the_deadline_counts_the_hooked_round_only_with_steps(tiny, monkeypatch) -> None:
     # one timed round and one hooked round per configuration, against the timed round alone
-    rounds: list[int] = []
-    real = plan.estimate_seconds
-    monkeypatch.setattr(plan, "estimate_seconds", lambda *a, **k: rounds.append(k["repeat"]) or real(*a, **k))
+    made: list[benchmark.Deadline] = []
+    real = benchmark.Deadline
+    monkeypatch.setattr(benchmark, "Deadline", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
     for steps in (True, False):
         run_benchmark(tiny, PROMPT, new_tokens=[2, 3], warmup_tokens=0, max_seconds=1e6, steps=steps)
-    assert rounds == [2, 1]
+    assert [deadline.rounds for deadline in made] == [2, 1]
 
 
 class _InterruptAt:
@@ -205,15 +205,15 @@ def test_magic_refuses_a_save_name_before_measuring(shell, monkeypatch, tmp_path
 
 def test_magic_budget_uses_the_flag_then_the_trait(shell, monkeypatch) -> None:
     calls = _spy_measure(monkeypatch)
-    with raises_usage(match=r"^would take about .* over --max-seconds 1e-06 s") as caught:
+    with raises_usage(match=r"^nothing finished within --max-seconds 1e-06 s: .* was cut") as caught:
         shell.run_cell_magic("kvbench", "-n 2,3 -w 0 --max-seconds 1e-6", PROMPT)
-    assert said(caught.value).endswith("raise it or lower -n, -p or -r")  # the magic names its own flags
+    assert said(caught.value).endswith("or lower -n, -p or -r")  # the magic names its own flags
     shell.run_line_magic("config", "KVMagics.max_seconds = 1e-6")
     try:
-        with raises_usage(match=r"over --max-seconds 1e-06 s"):
+        with raises_usage(match=r"within --max-seconds 1e-06 s"):
             shell.run_cell_magic("kvbench", "-n 2,3 -w 0", PROMPT)
         assert shell.run_cell_magic("kvbench", "-n 2 -w 0 --max-seconds 0", PROMPT) is not None
-        with raises_usage(match=r"over --max-seconds 1e-06 s"):  # one configuration is bounded too
+        with raises_usage(match=r"within --max-seconds 1e-06 s"):  # one configuration is bounded too
             shell.run_cell_magic("kvbench", "-n 2 -w 0", PROMPT)
     finally:
         shell.run_line_magic("config", "KVMagics.max_seconds = 600")

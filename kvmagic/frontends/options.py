@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvmagic.core.addon import addons, used_by
+from kvmagic.core.deadline import CUT_MARGIN, FAR_PAST
 from kvmagic.core.lengths import LENGTH_FORMS
 from kvmagic.core.spec import BenchSpec, names
 from kvmagic.core.strategy import BACKENDS, KNOWN
@@ -141,8 +142,10 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
     Option(("--compile",), "With --cache, add static+compile: the static cache under torch.compile (where "
            "transformers compiles generate; the compile is paid by an untimed run).", "compile", action="store_true",
            examples=("",)),
-    Option(("--max-seconds",), "Refuse a benchmark estimated (from a short probe) to take longer; 0: no limit. "
-           "With --predict, the rows estimated past it are predicted, not measured.",
+    Option(("--max-seconds",), "A deadline in seconds (0: none): the shortest configurations first, each started "
+           "only where the runs made project it to fit, the rest left out and named; a run still going "
+           f"{CUT_MARGIN * 100:.0f}%% past it is cut. Refused up front only past {FAR_PAST:g} times it. With "
+           "--predict, the rows its probe puts past it are predicted, not measured.",
            "max_seconds", _default("max_seconds"), type=float, configurable=True, examples=("5", "0")),
     Option(("--predict",), "Probe a cost model first (one forward without cache and one cached step at a few "
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "

@@ -5,8 +5,8 @@ changes). So the probes go in rounds, each visiting every length and the hooked 
 every round's timings are kept, and its wall time (:class:`kvmagic.core.costmodel.Probes`): a slow
 stretch then costs every point alike, each point's median round fits the curves of a typical run,
 and the fastest whole round scales them to what a load cannot inflate, both by the pure
-:mod:`kvmagic.core.costmodel`.
-:func:`forward_seconds` times one forward alone, for a budget's first, cheap look.
+:mod:`kvmagic.core.costmodel`. Only ``--predict`` probes: the budget is held from the runs a cell makes
+(:mod:`kvmagic.core.deadline`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from kvmagic.measure.loaded import LoadedModel
 
-__all__ = ["forward_seconds", "probe"]
+__all__ = ["probe"]
 
 
 def probe(
@@ -71,14 +71,6 @@ def probe(
         prefill, {length + middle: times for length, times in decode.items()}, tuple(overheads), tuple(rounds),
         probe_s=perf_counter() - started,
     )  # fmt: skip
-
-
-def forward_seconds(loaded: LoadedModel, inputs: BatchEncoding, length: int) -> float:
-    """F(``length``): one uncached forward over the first ``length`` ids of ``inputs`` (repeated if short)."""
-    import torch
-
-    with torch.inference_mode():
-        return _Forwards(loaded, inputs["input_ids"], length).prefill(length)
 
 
 class _Forwards:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["COMPARED", "Comparison", "Judged", "compare", "row_key", "verdict"]
 
 # Facts about the run itself rather than about what it measured.
-_RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped"})
+_RUN_ONLY = frozenset({"estimated_s", "configurations", "stopped", "left_out", "fitting_s"})
 # Settings that add only untimed runs, after a configuration's timed rounds: the hooked run of ``steps`` (which
 # ``--plot`` turns on) and the teacher-forced one that reads ``quality``. The rounds a comparison compares are
 # the same with them or without.

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kvmagic.core import stats
 from kvmagic.core.addon import addons
+from kvmagic.core.deadline import CUT_MARGIN
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.strategy import REFERENCE
 from kvmagic.results.caution import caution_notes
@@ -176,6 +177,8 @@ def _ppl_notes(result: BenchmarkRecord) -> list[str]:
 
 def _partial_notes(result: BenchmarkRecord) -> list[str]:
     facts = result.facts
+    if facts.left_out:
+        return [_left_out_note(result)]
     if not result.partial:
         return []
     said = f"partial: {facts.stopped} after {len(result.configs)} of {facts.configurations or '?'} configurations"
@@ -183,6 +186,20 @@ def _partial_notes(result: BenchmarkRecord) -> list[str]:
     if facts.stopped.startswith("out of"):
         found.append("to measure the rest: lower -n or -p, or load the model with a smaller --dtype")
     return found
+
+
+def _left_out_note(result: BenchmarkRecord) -> str:
+    """What the deadline left out, why, and the budget that should fit it: the line that says the table is short."""
+    facts, budget = result.facts, f"--max-seconds {result.spec.max_seconds:g} s"
+    left = facts.left_out
+    names = ", ".join(str(c) for c in left[:-1]) + (" and " if len(left) > 1 else "") + str(left[-1])
+    they, them = ("they", "them") if len(left) > 1 else ("it", "it")
+    if facts.stopped == "cut":
+        cause = f"{left[0]} was still running {CUT_MARGIN:.0%} past {budget} and was cut"
+    else:
+        cause = f"{they} would pass {budget}"
+    fitting = "" if facts.fitting_s is None else f"; --max-seconds {facts.fitting_s:g} should fit {them}"
+    return f"left out {names}: {cause}{fitting}"
 
 
 def _stretched_notes(result: BenchmarkRecord) -> list[str]:

@@ -11,7 +11,9 @@ from typing import Any
 from kvmagic.core.config import Config
 from kvmagic.core.kvbytes import KVSizes
 
-__all__ = ["Mismatch", "Prediction", "Ranks", "RunFacts", "Split", "StepProfile", "first_mismatch"]
+__all__ = ["DEADLINE_STOPS", "Mismatch", "Prediction", "Ranks", "RunFacts", "Split", "StepProfile", "first_mismatch"]
+
+DEADLINE_STOPS = ("deadline", "cut")  # RunFacts.stopped of a run held to max_seconds: work left out, or a run cut
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,10 @@ class RunFacts:
     natural_prompt_tokens: int | None = None  # the prompt as written, before any -p stretched it
     prompt_stretched: bool = False
     configurations: int = 0  # planned; fewer were measured if the run stopped early
-    estimated_s: float | None = None  # what the budget's short probes predicted the run would take
+    estimated_s: float | None = None  # the run as its warm-up projected it, before its first timed run
     stopped: str = ""  # why configurations were left unmeasured ("interrupted", "out of accelerator memory ...")
+    left_out: tuple[Config, ...] = ()  # stopped at the deadline: what it left out, the one it cut first
+    fitting_s: float | None = None  # stopped at the deadline: a max_seconds that should fit what it left out
     kv_sizes: KVSizes | None = None  # the KV cache's sizes per layer, as the installed transformers keeps them
     model_generation_settings: dict[str, Any] = field(default_factory=dict)  # what the model ships, turned off
     weight_bytes: int | None = None  # with predict: the weights, for the cost model's explanation
@@ -120,9 +124,11 @@ class RunFacts:
     def setup(self) -> dict[str, Any]:
         """The facts as ``how this was measured`` lists them, the empty ones left out, and the cache's sizes,
         which the model, its dtype and the transformers version already say (a baseline saved before kvmagic
-        kept them per layer would differ from every run in them), and the prompt, which its digest says."""
-        left_out = ("kv_sizes", "prompt")  # the prompt is its digest here: a page of text is no setting
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in left_out and v not in (None, "", {})}
+        kept them per layer would differ from every run in them), and the prompt, which its digest says; what was
+        left out, as the notes name it."""
+        facts = {**dataclasses.asdict(self), "left_out": ", ".join(str(config) for config in self.left_out)}
+        unlisted = ("kv_sizes", "prompt")  # the prompt is its digest here: a page of text is no setting
+        return {k: v for k, v in facts.items() if k not in unlisted and v not in (None, "", {})}
 
 
 @dataclass(frozen=True)

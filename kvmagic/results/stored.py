@@ -103,6 +103,7 @@ def _facts(data: Mapping[str, Any]) -> RunFacts:
         values["kv_sizes"] = KVSizes(sizes["position_bytes"], tuple(sizes["windows"]), keep)
     elif position:
         values["kv_sizes"] = KVSizes(position, (None,))
+    values["left_out"] = tuple(Config(*config) for config in values.get("left_out", ()))
     return RunFacts(**values)
 
 

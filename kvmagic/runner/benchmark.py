@@ -13,6 +13,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.addon import AddOn, used_by
+from kvmagic.core.config import Config
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
@@ -25,18 +26,20 @@ from kvmagic.measure.memory import kv_sizes
 from kvmagic.measure.split_lockstep import lockstep
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
-from kvmagic.results.records import RunFacts
+from kvmagic.results.records import DEADLINE_STOPS, RunFacts
 from kvmagic.results.result import BenchmarkResult, Measurement
-from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
+from kvmagic.runner.deadline_run import Cut, Deadline, HeldTo, LeftOut, cut_after
+from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget, probe_two_tokens
 from kvmagic.runner.progress import Bar, Eta, progress_bar
 from kvmagic.runner.prompt import batched
-from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
+from kvmagic.runner.rounds import TTFT_RUNS, first_call, measure_rounds, warm_up
 from kvmagic.runner.split_run import put_together
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
 
     from kvmagic.measure.loaded import LoadedModel
+    from kvmagic.measure.strategies import Setup
 
 __all__ = ["PROGRESS_AFTER_S", "run_benchmark"]
 
@@ -79,15 +82,23 @@ def run_benchmark(
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, label: str) -> BenchmarkResult:
     plan = make_plan(loaded, prompt, spec)
     before = {addon: addon.before(plan) for addon in used_by(spec)}  # probes, untimed, before any run
-    budget = Budget(plan.configs, [1.0] * len(plan.configs))
+    deadline = Deadline(spec.max_seconds, rounds=_rounds(plan), first_tokens=TTFT_RUNS, clock=perf_counter)
+    budget = Budget(plan.configs)
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
     try:
         with progress_bar(enabled=progress, delay_s=PROGRESS_AFTER_S) as bar:
-            budget = plan_budget(plan)  # before the warm-up, which it counts: nothing long runs unbudgeted
-            eta = bar.eta = _warm_first(plan, budget)
-            for found in _measure_each(plan, budget, bar, eta, label, before):
-                measurements += found
+            budget = plan_budget(plan)
+            deadline.start()  # after --predict's probe, whose rows are decided against a budget of their own
+            with cut_after(_cut_in(deadline, loaded, budget)):
+                eta = bar.eta = _warm_first(plan, budget, deadline)
+                for found in _measure_each(plan, budget, bar, eta, label, deadline, before):
+                    measurements += found
+                if deadline.left_out and not measurements:  # its bar leaves no trace: the error says it all
+                    raise deadline.nothing_finished([s.strategy for s in plan.runnable])
+    except Cut:  # past the deadline by its margin: the run under way is dropped, the finished ones kept
+        deadline.stopped_by_cut(budget.todo, {m.config for m in measurements})
+        stopped = "cut"
     except KeyboardInterrupt:
         if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
             raise
@@ -95,10 +106,29 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
     except RuntimeError as error:
         if not (is_out_of_memory(error) and measurements):
             raise  # with nothing finished, the memory advice says what to change
-        stopped = f"out of accelerator memory at {budget.todo[len(measurements) // len(plan.runnable)]}"
+        stopped = f"out of accelerator memory at {deadline.current}"
     if stopped.startswith("out of"):
         release_memory()  # only now: inside the except block the error's frames held the failed run's tensors
+    if stopped == "cut" and not measurements:  # raised here, not in the except block: no frames kept
+        raise deadline.nothing_finished([s.strategy for s in plan.runnable])
+    stopped = stopped or ("deadline" if deadline.left_out else "")  # work left out that it did not start
+    measurements = _as_asked(plan, measurements)
     kept = {addon.name: addon.after(plan, measurements, found) for addon, found in before.items()}
+    return _result(plan, prompt, budget, deadline, measurements, stopped, kept)
+
+
+def _as_asked(plan: Plan, measurements: list[Measurement]) -> list[Measurement]:
+    """The measurements in the order the configurations were asked for: they were measured the least work first."""
+    order = {config: index for index, config in enumerate(plan.configs)}
+    return sorted(measurements, key=lambda m: order[m.config])
+
+
+def _result(
+    plan: Plan, prompt: str, budget: Budget, deadline: Deadline, measurements: list[Measurement], stopped: str,
+    kept: Mapping[str, Any],
+) -> BenchmarkResult:  # fmt: skip
+    """The result, built once from what was measured, what the run found out and what each add-on kept."""
+    loaded, spec = plan.loaded, plan.spec
     result = BenchmarkResult(
         model=loaded.name,
         measurements=measurements,
@@ -107,7 +137,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
         skipped=dict(plan.skipped),
         remarks=plan.remarks,
         metadata=environment(loaded),
-        facts=_facts(plan, prompt, budget, stopped),
+        facts=_facts(plan, prompt, deadline, stopped),
         predictions=list(budget.predictions),
         cost_model=budget.cost,
         addons={name: data for name, data in kept.items() if data is not None},
@@ -115,35 +145,64 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
     return result if loaded.world is None else put_together(result, loaded.world)
 
 
-def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
+def _cut_in(deadline: Deadline, loaded: LoadedModel, budget: Budget) -> float | None:
+    """Seconds until the timer cuts the run (None: never): not with nothing to measure, and never across ranks:
+    one rank cut in a collective would leave the others waiting in it; their deadline is kept by what each
+    starts, decided alike."""
+    return deadline.cut_in if loaded.world is None and budget.todo else None
+
+
+def _rounds(plan: Plan) -> int:
+    """Runs per strategy at each configuration beside its first-token runs: the timed rounds, the hooked one of
+    ``steps``, the teacher-forced one of quality, and the profiled one of a model split over ranks."""
+    return plan.spec.rounds + (plan.loaded.world is not None)
+
+
+def _facts(plan: Plan, prompt: str, deadline: Deadline, stopped: str) -> RunFacts:
     """What the run found out besides its times."""
     loaded, spec = plan.loaded, plan.spec
     model = loaded.model
+    left_out = tuple(deadline.left_out) if stopped in DEADLINE_STOPS else ()
     return RunFacts(
         prompt_sha256=hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
         prompt=prompt,
         natural_prompt_tokens=plan.natural_tokens,
         prompt_stretched=spec.prompt_tokens is not None and any(n != plan.natural_tokens for n in plan.inputs),
         configurations=len(plan.configs),
-        estimated_s=budget.estimate_s,
+        estimated_s=deadline.estimate_s,
         stopped=stopped,
+        left_out=left_out,
+        fitting_s=deadline.fitting_s([s.strategy for s in plan.runnable]) if left_out else None,
         kv_sizes=kv_sizes(model.config, model.dtype),
         model_generation_settings=non_greedy_settings(model),  # what the benchmark turned off: see the note
         weight_bytes=sum(p.numel() * p.element_size() for p in model.parameters()) if spec.predict else None,
     )
 
 
-def _warm(plan: Plan, prompt_tokens: int) -> None:
+def _warm(plan: Plan, prompt_tokens: int, deadline: Deadline) -> None:
     """Warm up each strategy at this prompt length for the warm-up tokens asked; where any strategy is more than
     the cache off and on, every one runs at least one token (a backend builds its kernels on first use, and the
     reference must start as warm as what it is compared with). One that fails here is skipped with the error as
-    its reason instead of ending the run."""
-    inputs, tokens = plan.inputs[prompt_tokens], plan.spec.warmup_tokens
-    if any(strategy.strategy not in PAIR for strategy in plan.runnable):
-        tokens = max(tokens, 1)
+    its reason instead of ending the run. Each warm-up's time is the deadline's evidence of how the machine runs
+    before the first timed run."""
+    inputs, tokens = plan.inputs[prompt_tokens], _warmup_tokens(plan)
     for strategy in plan.runnable:
         if not strategy.strategy.compiled:  # a compiled strategy warms up at each configuration's own shape
-            plan.attempt(strategy, partial(warm_up, plan.loaded, inputs, tokens, [strategy]))
+            seconds = plan.attempt(strategy, partial(_warmed, plan.loaded, inputs, tokens, strategy))
+            if seconds is not None:
+                deadline.saw(strategy.strategy, Config(prompt_tokens, tokens), seconds)
+
+
+def _warmup_tokens(plan: Plan) -> int:
+    tokens = plan.spec.warmup_tokens
+    return max(tokens, 1) if any(strategy.strategy not in PAIR for strategy in plan.runnable) else tokens
+
+
+def _warmed(loaded: LoadedModel, inputs: BatchEncoding, tokens: int, strategy: Setup) -> float:
+    """Seconds of one strategy's warm-up."""
+    started = perf_counter()
+    warm_up(loaded, inputs, tokens, [strategy])
+    return perf_counter() - started
 
 
 def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[Strategy, float]:
@@ -159,41 +218,82 @@ def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[Str
     return found
 
 
-def _warm_first(plan: Plan, budget: Budget) -> Eta:
-    """Warm up at the first prompt length, and the progress bar's arithmetic, whose first evidence is how long
-    the warm-up took against its estimate (where there is one, else each configuration weighs alike)."""
-    started = perf_counter()
-    _warm(plan, plan.configs[0].prompt_tokens)
-    warmed_s = perf_counter() - started
+def _warm_first(plan: Plan, budget: Budget, deadline: Deadline) -> Eta:
+    """Warm up at the first prompt length: the warm-up is the run's first probe. Where it says nothing of a
+    strategy (a cached one's steps under two tokens, or none: a compiled strategy) and there is a budget, a
+    two-token run of that strategy does. Then the first estimate, and the progress bar's arithmetic over the runs
+    it projects."""
     rounds = first_stop() if plan.spec.repeat == "auto" else plan.spec.repeat
-    if budget.runs:
-        return Eta(budget.runs, rounds, prior=(budget.warmup_s, warmed_s) if budget.warmup_s else (0.0, 0.0))
-    return Eta([dict.fromkeys((s.strategy for s in plan.runnable), 1.0) for _ in budget.todo], rounds, seconds=False)
+    if not budget.todo:  # --predict put every row past the budget: nothing to warm up for
+        return Eta([], rounds, clock=perf_counter)
+    prompt_tokens = budget.todo[0].prompt_tokens
+    _warm(plan, prompt_tokens, deadline)
+    told = {seen.strategy for seen in deadline.seen if seen.config.new_tokens > 1 or not seen.strategy.caches}
+    unknown = [s for s in plan.runnable if s.strategy not in told]
+    if plan.spec.max_seconds and unknown:
+        for strategy, seconds in probe_two_tokens(plan, unknown, plan.inputs[prompt_tokens]).items():
+            deadline.saw(strategy, Config(prompt_tokens, 2), seconds)
+    names = [s.strategy for s in plan.runnable]
+    deadline.estimate(budget.todo, names, _warmup_tokens(plan))
+    return Eta(deadline.to_come(budget.todo, 0, names), rounds, ends_by=deadline.ends_by, clock=perf_counter)
 
 
 def _measure_each(
-    plan: Plan, budget: Budget, bar: Bar, eta: Eta, label: str, before: Mapping[AddOn, Any]
+    plan: Plan, budget: Budget, bar: Bar, eta: Eta, label: str, deadline: Deadline, before: Mapping[AddOn, Any]
 ) -> Iterator[list[Measurement]]:
     """Measure the planned configurations in order, a measurement per strategy, warming up each new prompt
-    length first, each add-on (with what its ``before`` found) starting the strategies as they run there; every
-    timed run reaches the bar's arithmetic."""
+    length first, each add-on (with what its ``before`` found) starting the strategies as they run there; what the
+    deadline says would pass it is left out, and every timed run reaches the deadline's evidence and the bar's
+    arithmetic."""
     loaded, spec = plan.loaded, plan.spec
-    warmed = {plan.configs[0].prompt_tokens}
-    stop = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
+    warmed = {budget.todo[0].prompt_tokens} if budget.todo else set()
+    rule = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
     for index, config in enumerate(budget.todo):
         prompt_tokens, new_tokens, batch = config
+        names = [s.strategy for s in plan.runnable]
         where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
-        bar.describe(f"kvbench {label}{' ' if label else ''}{index + 1}/{len(budget.todo)}: {where}")
+        said = f"kvbench {label}{' ' if label else ''}{index + 1}/{len(budget.todo)}: {where}"
         if prompt_tokens not in warmed:
-            _warm(plan, prompt_tokens)
+            if not deadline.warms(config, deadline.warmup_seconds(prompt_tokens, names, _warmup_tokens(plan))):
+                continue
+            bar.describe(said)
+            _warm(plan, prompt_tokens, deadline)
             warmed.add(prompt_tokens)
+        if not deadline.starts(config, names):
+            continue
+        bar.describe(said)
         inputs = batched(plan.inputs[prompt_tokens], batch)
         runnable = plan.runnable
         for addon, found in before.items():
             runnable = addon.starting(plan, inputs, runnable, found)
         first = _first_calls(plan, inputs, new_tokens)
         eta.begin(index, [s.strategy for s in runnable])
-        yield measure_rounds(
-            loaded, inputs, new_tokens=new_tokens, strategies=runnable, stop=stop, steps=spec.steps,
-            on_run=lambda seconds: eta.ran(), first_calls=first, judge=plan.judge,
-        )  # fmt: skip
+        heard = _Heard(deadline, eta, budget.todo, index, [s.strategy for s in runnable])
+        try:
+            yield measure_rounds(
+                loaded, inputs, new_tokens=new_tokens, strategies=runnable, stop=HeldTo(rule, heard.round_fits),
+                steps=spec.steps, on_run=heard, first_calls=first, judge=plan.judge,
+            )  # fmt: skip
+        except LeftOut:
+            deadline.leave_out(config)
+            continue
+        deadline.finished()
+
+
+class _Heard:
+    """What each timed run of one configuration tells: the deadline's evidence (the runs go round by round, the
+    strategies in order) and the bar's time left, renewed from it."""
+
+    def __init__(self, deadline: Deadline, eta: Eta, todo: list[Config], index: int, names: list[Strategy]) -> None:
+        self.deadline, self.eta, self.todo, self.index, self.names = deadline, eta, todo, index, names
+        self.runs = 0
+
+    def __call__(self, seconds: float) -> None:
+        config = self.todo[self.index]
+        self.deadline.saw(self.names[self.runs % len(self.names)], config, seconds, timed=True)
+        self.runs += 1
+        self.eta.ran()
+        self.eta.update(self.deadline.to_come(self.todo, self.index, self.names, done=self.runs))
+
+    def round_fits(self, rounds: int) -> bool:
+        return self.deadline.round_fits(self.todo[self.index], self.names, rounds)

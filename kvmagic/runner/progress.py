@@ -1,9 +1,11 @@
-"""The progress bar over a run's timed runs: it moves every second, and its time left learns from the runs done.
+"""The progress bar over a run's timed runs: it moves every second, and its time left comes from the runs done.
 
-The budget's estimate comes from probes of a moment, often a quiet one; a machine that gets busier makes every
-run slower than that. So the time left is the estimate of the runs still to come, scaled by what the runs
-already done took against their own estimates (:class:`Eta`), and a small thread redraws the bar every
-second (:func:`progress_bar`): it only reads :class:`Eta` and draws, never touching the timed work.
+A probe of one moment is wrong by large factors on a machine that gets busier or quieter; the runs a cell has just
+made say how it runs now. So the time left is the projection of the runs still to come from the runs already made
+(:class:`kvmagic.runner.deadline_run.Deadline`, renewed as each run finishes), scaled by what the runs done took
+against their projections, the work around them included (:class:`Eta`), and never past the deadline's cut. A
+small thread redraws the bar every second (:func:`progress_bar`): it only reads :class:`Eta` and draws, never
+touching the timed work.
 """
 
 from __future__ import annotations
@@ -24,16 +26,17 @@ __all__ = ["HELD_SHORT", "TICK_S", "Bar", "Eta", "progress_bar"]
 
 HELD_SHORT = 0.99  # the share of the bar it may reach before the run has finished
 TICK_S = 1.0  # seconds between redraws
-LEFT_OF_LATE = 0.5  # a run past its scaled estimate is taken to need this share of the time it has run, again
+LEFT_OF_LATE = 0.5  # a run past its scaled projection is taken to need this share of the time it has run, again
 
 
 class Eta:
-    """How far a run has come and how long it has left, from each configuration's per-strategy estimates.
+    """How far a run has come and how long it has left, from each configuration's projected runs.
 
-    ``runs[i]`` maps each strategy to the estimated seconds of one timed run in configuration ``i``, of
-    which ``rounds`` rounds are planned; with ``seconds=False`` they are only relative weights, and the time
-    left is unknown until a run has finished. ``prior`` is (estimated, taken) seconds of runs made before the
-    bar (the warm-up), the first evidence of how the machine compares with the probes. ``clock`` is
+    ``runs[i]`` maps each strategy to the projected seconds of one timed run in configuration ``i`` (NaN: not known
+    until a run has finished; empty: left out), of which ``rounds`` rounds are planned; :meth:`update` renews them
+    as runs finish. The runs done, each against the projection it had, scale what is to come: the work around the
+    runs (warm-ups, first-token runs) counts in their time, as the user waits for it too. ``ends_by`` is the
+    clock's reading by which the run has ended whatever happens (the deadline's cut; None: no limit). ``clock`` is
     injectable, so the arithmetic is tested without waiting.
     """
 
@@ -42,30 +45,34 @@ class Eta:
         runs: Sequence[Mapping[Strategy, float]],
         rounds: int,
         *,
-        prior: tuple[float, float] = (0.0, 0.0),
-        seconds: bool = True,
+        ends_by: float | None = None,
         clock: Callable[[], float] = perf_counter,
     ) -> None:
-        self._runs, self._rounds, self._clock = list(runs), rounds, clock
-        self._estimated, self._taken = prior
-        self._unknown = math.nan if not seconds else 1.0  # the scale before any run has finished
+        self._runs, self._rounds, self._clock, self._ends_by = list(runs), rounds, clock, ends_by
+        self._estimated = self._taken = 0.0
         self._started = self._mark = clock()
         self._index, self._names, self._done = 0, list(runs[0]) if runs else [], 0
         self._lock = threading.Lock()
 
+    def update(self, runs: Sequence[Mapping[Strategy, float]]) -> None:
+        """The projections renewed from the runs made so far."""
+        with self._lock:
+            self._runs = list(runs)
+
     def begin(self, index: int, names: Sequence[Strategy]) -> None:
         """Configuration ``index`` starts its timed runs now, one of each of ``names`` per round; what an
-        earlier one did not run (a stop rule satisfied early) is no longer to come."""
+        earlier one did not run (a stop rule satisfied early, a configuration left out) is no longer to come."""
         with self._lock:
             self._index, self._names, self._done, self._mark = index, list(names), 0, self._clock()
 
     def ran(self) -> None:
         """A timed run has finished: its wall time since the last one (or the configuration's start) counts
-        against its estimate, the work around the run included, which the user waits for too."""
+        against its projection, the work around the run included."""
         with self._lock:
-            now = self._clock()
-            self._estimated += self._current()
-            self._taken += now - self._mark
+            now, current = self._clock(), self._current()
+            if not math.isnan(current):
+                self._estimated += current
+                self._taken += now - self._mark
             self._done, self._mark = self._done + 1, now
 
     def now(self) -> tuple[float, float]:
@@ -73,27 +80,30 @@ class Eta:
         with self._lock:
             now = self._clock()
             left = self._left(now - self._mark)
+            if self._ends_by is not None:
+                left = min(left, max(self._ends_by - now, 0.0))
             elapsed = now - self._started
         share = 0.0 if math.isnan(left) or elapsed + left <= 0 else elapsed / (elapsed + left)
         return min(share, HELD_SHORT), left
 
     def _current(self) -> float:
-        """The estimate of the run under way."""
-        if not self._runs or not self._names:
+        """The projection of the run under way."""
+        if self._index >= len(self._runs) or not self._names:
             return 0.0
         return self._runs[self._index].get(self._names[self._done % len(self._names)], 0.0)
 
     def _left(self, running: float) -> float:
         """The runs to come at the scale the finished ones showed; once the run under way, ``running`` seconds in,
-        passes its own scaled estimate, at its pace instead, and itself as needing half as long again: a run
+        passes its own scaled projection, at its pace instead, and itself as needing half as long again: a run
         late by a factor is as likely to be late by more as to end now."""
-        scale = self._taken / self._estimated if self._estimated > 0 else self._unknown
+        scale = self._taken / self._estimated if self._estimated > 0 else 1.0
         current = self._current()
         this = max(scale * current - running, 0.0)
         if current > 0 and running > scale * current:
             scale = running / current  # the longest runs come last in a sweep: they are as slow as this one at least
             this = LEFT_OF_LATE * running
-        here, names = self._runs[self._index] if self._runs else {}, self._names
+        here = self._runs[self._index] if self._index < len(self._runs) else {}
+        names = self._names
         rest = sum(here.get(names[k % len(names)], 0.0) for k in range(self._done + 1, len(names) * self._rounds))
         later = sum(self._rounds * sum(runs.values()) for runs in self._runs[self._index + 1 :])
         return this + scale * (rest + later)
@@ -115,14 +125,19 @@ class Bar:
         self.tqdm.set_description_str(text, refresh=False)  # drawn by the next tick, not before the delay
 
     def draw(self) -> None:
-        """Redraw the bar as things stand: its share of the run and the time left, as the :class:`Eta` says."""
+        """Redraw the bar as things stand: its share of the run and the time left, as the :class:`Eta` says.
+
+        Drawn outright once shown: tqdm's own ``update`` redraws only once the count has grown by as much as it
+        grew between earlier redraws, so a bar that moves slowly would freeze, its clock and time left with it."""
         share, left = self.eta.now() if self.eta is not None else (0.0, math.nan)
         if self.eta is None:
             said = "estimating its time"
         else:
             said = f"about {'?' if math.isnan(left) else self.tqdm.format_interval(left)} left"
         self.tqdm.set_postfix_str(said, refresh=False)
-        self.tqdm.update(round(100.0 * share, 1) - self.tqdm.n)  # may go back: the time left learned more
+        self.tqdm.n = round(100.0 * share, 1)  # may go back: the time left learned more
+        if self.shown:
+            self.tqdm.refresh()
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from kvmagic.measure.guards import forget_frames
 from kvmagic.measure.shape_probe import model_shape
 from kvmagic.model.loading import check_model, load_model
 from kvmagic.model.tiny import TINY_NAME
+from kvmagic.results.records import DEADLINE_STOPS
 from kvmagic.runner.benchmark import run_benchmark
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ def run_models(
     ``random_weights``...; with several models, ``random_weights`` leaves tiny as it is: its weights are random
     already); ``on_load`` is called with each model once it has loaded (to say so). A KeyboardInterrupt after a
     model finished ends the run there, as does a later model that fails with its reason: the models finished come
-    back, the result ``partial``.
+    back, the result ``partial``. Each model is held to ``max_seconds`` on its own: one that left out some of its
+    configurations does not stop the next.
     """
     spec = BenchSpec.of(spec, **options)
     loads = model_loads(names, load or {})
@@ -66,7 +68,7 @@ def run_models(
                 raise
             return ModelsResult(list(results), shapes, f"stopped at {name} ({error})", list(loads)[index:])
         results.append(result)
-        if result.partial:
+        if result.partial and result.facts.stopped not in DEADLINE_STOPS:  # each model's deadline is its own
             return ModelsResult(list(results), shapes, result.facts.stopped, list(loads)[index + 1 :])
     return ModelsResult(list(results), shapes)
 
