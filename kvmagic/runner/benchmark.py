@@ -267,6 +267,7 @@ def _measure_each(
         for addon, found in before.items():
             runnable = addon.starting(plan, inputs, runnable, found)
         first = _first_calls(plan, inputs, new_tokens)
+        runnable = [s for s in runnable if s.strategy not in plan.skipped]  # a first call that failed skipped it
         eta.begin(index, [s.strategy for s in runnable])
         heard = _Heard(deadline, eta, budget.todo, index, [s.strategy for s in runnable])
         try:
