@@ -11,7 +11,6 @@ from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.strategy import REFERENCE
 from kvmagic.results.caution import caution_notes
 from kvmagic.results.columns import cell, interval
-from kvmagic.results.split_table import split_notes
 from kvmagic.results.verdict import quality_reference, verdict_lines
 
 if TYPE_CHECKING:
@@ -42,7 +41,7 @@ def notes(result: BenchmarkRecord) -> list[str]:
     noise += _outside(result)
     rest = [*_stretched_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
     rest += [*(holding_one if verdict else []), *(note for addon in addons() for note in addon.notes(result))]
-    rest += _quality_notes(result) + split_notes(result)
+    rest += _quality_notes(result)
     return [*verdict, *wrong, *noise, *rest]
 
 

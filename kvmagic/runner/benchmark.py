@@ -12,7 +12,7 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.addon import AddOn, used_by
+from kvmagic.core.addon import AddOn, addons, used_by
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import stop_rule
@@ -21,8 +21,8 @@ from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
+from kvmagic.measure.lockstep import lockstep
 from kvmagic.measure.memory import kv_sizes
-from kvmagic.measure.split_lockstep import lockstep
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
 from kvmagic.results.records import RunFacts
@@ -30,8 +30,7 @@ from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget
 from kvmagic.runner.progress import Bar, Eta, progress_bar
 from kvmagic.runner.prompt import batched
-from kvmagic.runner.rounds import first_call, measure_rounds, warm_up
-from kvmagic.runner.split_run import put_together
+from kvmagic.runner.rounds import TimedRuns, first_call, measure_rounds, warm_up
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -57,8 +56,9 @@ def run_benchmark(
     sweep over their cross product; ``cache`` compares strategies instead of off/on. ``progress``
     shows a progress bar over a sweep, its description led by ``label`` (the model's name, say). A
     KeyboardInterrupt ends a sweep early: the configurations finished so far come back, the result ``partial``.
-    A model split over ranks (``loaded.world``) is measured by every rank in lockstep, and every rank returns the
-    same result; only rank 0 shows progress.
+    A model loaded as one of several ranks a launcher started (``loaded.world``) is measured by every rank in
+    lockstep (:mod:`kvmagic.measure.lockstep`); only the first rank shows progress, and the add-ons' ``finished``
+    make every rank's result the same.
     """
     spec = BenchSpec.of(spec, **options)
     progress = progress and (loaded.world is None or loaded.world.first)
@@ -112,7 +112,9 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
         cost_model=budget.cost,
         addons={name: data for name, data in kept.items() if data is not None},
     )
-    return result if loaded.world is None else put_together(result, loaded.world)
+    for addon in addons():
+        result = addon.finished(plan, result)
+    return result
 
 
 def _facts(plan: Plan, prompt: str, budget: Budget, stopped: str) -> RunFacts:
@@ -179,7 +181,7 @@ def _measure_each(
     timed run reaches the bar's arithmetic."""
     loaded, spec = plan.loaded, plan.spec
     warmed = {plan.configs[0].prompt_tokens}
-    stop = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
+    stop = lockstep(stop_rule(spec))  # across ranks in lockstep, rank 0 says when to stop
     for index, config in enumerate(budget.todo):
         prompt_tokens, new_tokens, batch = config
         where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
@@ -196,4 +198,14 @@ def _measure_each(
         yield measure_rounds(
             loaded, inputs, new_tokens=new_tokens, strategies=runnable, stop=stop, steps=spec.steps,
             on_run=lambda seconds: eta.ran(), first_calls=first, judge=plan.judge,
+            measured=partial(_measured, plan, inputs),
         )  # fmt: skip
+
+
+def _measured(
+    plan: Plan, inputs: BatchEncoding, measurements: list[Measurement], runs: Mapping[Strategy, TimedRuns]
+) -> list[Measurement]:
+    """A configuration's measurements as each add-on makes them, in the registry's order."""
+    for addon in addons():
+        measurements = addon.measured(plan, inputs, measurements, runs)
+    return measurements

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from kvmagic.core.addon import used_by
+from kvmagic.core.addon import addons, used_by
 from kvmagic.core.budget import (
     check_budget,
     estimate_seconds,
@@ -24,8 +24,8 @@ from kvmagic.core.strategy import PAIR, REFERENCE
 from kvmagic.errors import KVMagicError, clipped
 from kvmagic.measure.costmodel_probe import forward_seconds, probe
 from kvmagic.measure.guards import is_out_of_memory
+from kvmagic.measure.lockstep import any_reason, slowest
 from kvmagic.measure.memory import kv_sizes
-from kvmagic.measure.split_lockstep import any_reason, slowest
 from kvmagic.measure.strategies import Setup, checked, setups
 from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge
@@ -153,7 +153,7 @@ def plan_budget(plan: Plan) -> Budget:
     beside measured medians. A sweep first takes a lower bound from single forwards (:func:`_floor`),
     so a hopeless one is refused in seconds, before the probes at its longest lengths. Either way the
     estimate counts the warm-ups, ``repeat="auto"`` at the fewest pairs it can stop at (``auto_cap``
-    bounds the rest), the hooked round of ``steps`` and the profiled one of a split model. Across ranks,
+    bounds the rest), the hooked round of ``steps`` and the runs the add-ons add. Across ranks in lockstep,
     every estimate is the slowest rank's, so that all of them decide alike. 0: no limit, no estimate.
     """
     spec, configs = plan.spec, plan.configs
@@ -243,8 +243,8 @@ def _single_estimate(plan: Plan) -> _Single:
 
 def _rounds(plan: Plan) -> int:
     """Runs per strategy at each configuration beside the warm-up and first-token ones: the timed rounds, the
-    hooked one of ``steps``, and the profiled one of a model split over ranks."""
-    return plan.spec.rounds + (plan.loaded.world is not None)
+    hooked one of ``steps``, and those the add-ons add (:meth:`~kvmagic.core.addon.AddOn.extra_runs`)."""
+    return plan.spec.rounds + sum(addon.extra_runs(plan) for addon in addons())
 
 
 def _fastest_round(plan: Plan, inputs: BatchEncoding) -> dict[Strategy, tuple[float, bool]]:
