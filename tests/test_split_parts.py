@@ -298,3 +298,15 @@ def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypa
         KVMagicError, match=r"^random_weights builds from a config, not from gguf_file: drop one of them"
     ):
         load_split_model("Qwen/Qwen2.5-0.5B", random_weights=True, gguf_file="q4.gguf")  # as unsplit, not ignored
+
+
+def test_a_split_runs_notes_follow_the_note_on_how_quality_was_read() -> None:
+    """As before ``--tp`` was an add-on: how every row ran is said after what the rows found."""
+    mib = 2**20
+    result = _result([(_ranks(0, 0.2), _ranks(3 * mib, 0.1)), (_ranks(0, 0.25), _ranks(3 * mib, 0.05))])
+    judged = dataclasses.replace(result.measurements[1], quality=Quality(4, 0.75, 0.125, 1.5))
+    result = dataclasses.replace(result, measurements=[result.measurements[0], judged])
+    notes = result.notes()
+    quality = next(i for i, note in enumerate(notes) if note.startswith("quality: "))
+    split = next(i for i, note in enumerate(notes) if note.startswith("split over 2 ranks"))
+    assert quality < split

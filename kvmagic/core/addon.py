@@ -21,9 +21,9 @@ launchers and trackers through one base class each:
   model loaded as one of several ranks in lockstep, say): the untimed runs it adds at each configuration, which the
   budget counts (``extra_runs``), what it makes of each configuration's measurements once their rounds are done
   (``measured``), and of the result once it is built (``finished``);
-- the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what "how this was
-  measured" lists of its data (``facts``), what a file keeps of it (``dump``, ``load``, ``upgrade`` for an older
-  format, ``in_metadata`` for the current one's older layout) and of its data on each measurement
+- the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``, ``notes_last``), what
+  "how this was measured" lists of its data (``facts``), what a file keeps of it (``dump``, ``load``, ``upgrade`` for
+  an older format, ``in_metadata`` for the current one's older layout) and of its data on each measurement
   (``dump_measurement``, ``load_measurement``), and what a result and a measurement answer for it (``attributes``,
   ``measurement_attributes``); any table of its own the columns page lists (``tables``); a result of a kind of its
   own has its files (``refuse_file``, ``read_back``) and its names in kvmagic's API (``api``); the files it writes
@@ -138,6 +138,10 @@ class AddOn:
     def notes(self, record: Any) -> list[str]:
         """What a reader of the table should know of it, the most important first."""
         return []
+
+    # Whether its notes come after the centre's last (how quality was read) rather than before: the first a shown
+    # table's few lines leave out.
+    notes_last: bool = False
 
     def shows(self, record: Any) -> bool:
         """Whether a result's table has its columns."""

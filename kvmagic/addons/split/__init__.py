@@ -135,6 +135,8 @@ class _Split(AddOn):
 
         return put_together(result, plan.loaded.world)
 
+    notes_last = True  # how every row ran, after what the rows found
+
     def notes(self, record: BenchmarkRecord) -> list[str]:
         return split_notes(record)
 
