@@ -415,3 +415,11 @@ def test_the_current_format_is_written_under_its_own_name_and_number():
     assert data["frontier"]["unchecked"] == {"static+compile": 42.0}
     assert [r["strategy"] for r in data["frontier"]["rows"]] == ["off", "static+compile"]
     assert data["frontier"]["checks"][0]["strategy"] == "off" and data["frontier"]["free_bytes"] == 2.5e10
+
+
+def test_a_measurement_with_a_field_no_one_reads_is_refused_as_incomplete():
+    """The fields an add-on writes on each measurement are its own; any other the file holds is not a benchmark's."""
+    data = _everything().to_dict()
+    data["measurements"][0]["rank"] = 3
+    with pytest.raises(KVMagicError, match=r"^this kvmagic benchmark is incomplete: .*'rank'"):
+        BenchmarkResult.from_dict(data)

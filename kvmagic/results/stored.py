@@ -31,7 +31,6 @@ __all__ = ["JSON_FORMAT", "JSON_VERSION", "OLD_NAMES", "result_fields", "result_
 JSON_FORMAT = "kvmagic-benchmark"
 JSON_VERSION = 3  # 3: a record per (configuration, strategy), the run's facts apart from the environment
 _FACTS = {f.name for f in dataclasses.fields(RunFacts)}
-_MEASURED = {f.name for f in dataclasses.fields(Measurement)} - {"addons"}  # a saved measurement's own fields
 _REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap", "max_seconds", "kv_bits", "profile"}
 OLD_NAMES = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
 
@@ -116,8 +115,10 @@ def _facts(data: Mapping[str, Any]) -> RunFacts:
 
 
 def _measurement(data: Mapping[str, Any]) -> Measurement:
-    """A saved measurement: its own fields, and each add-on's data on it (its ``load_measurement``)."""
-    values = {k: floats_back(v) for k, v in data.items() if k in _MEASURED}
+    """A saved measurement: its own fields (any other refused, as incomplete), and each add-on's data on it (its
+    ``load_measurement`` reads the fields its ``dump_measurement`` writes, even of no data)."""
+    theirs = {key for addon in addons() for key in addon.dump_measurement(None)}
+    values = {k: floats_back(v) for k, v in data.items() if k not in theirs}
     values["config"] = Config(**values["config"])
     values["mismatch"] = None if values.get("mismatch") is None else Mismatch(**values["mismatch"])
     profile = values.get("profile")
