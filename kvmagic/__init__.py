@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
     from .core.spec import BenchSpec
     from .model.loading import DEFAULT_MODEL, LoadedModel, load_model
-    from .model.split_loading import load_split_model
     from .results.compare import Comparison, compare
     from .results.result import BenchmarkResult
     from .runner.benchmark import run_benchmark
@@ -38,7 +37,6 @@ __all__ = [
     "compare",
     "load_ipython_extension",
     "load_model",
-    "load_split_model",
     "run_benchmark",
     "unload_ipython_extension",
 ]
@@ -47,7 +45,6 @@ _LAZY = {
     "DEFAULT_MODEL": "model.loading",
     "LoadedModel": "model.loading",
     "load_model": "model.loading",
-    "load_split_model": "model.split_loading",
     "run_benchmark": "runner.benchmark",
     "BenchmarkResult": "results.result",
     "BenchSpec": "core.spec",

@@ -153,7 +153,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, tiny: Any) -> Iterator[Pat
 def launches() -> Iterator[None]:
     """Each command a launch runs under torchrun runs once; a launch of the same ranks, words and texts gets a copy
     of its result. What a case does before launching (its refusals) and with the result stays its own."""
-    from kvmagic.frontends import split_launch as launching
+    from kvmagic.addons.split import split_launch as launching
 
     real, ran = launching.launch, {}
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from kvmagic.addons.split.split_records import Split
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.sequential import auto_interval
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
-from kvmagic.results.records import RunFacts, Split, StepProfile
+from kvmagic.results.records import RunFacts, StepProfile
 from kvmagic.results.result import BenchmarkResult
 
 from .records import pair, timed
@@ -51,7 +52,7 @@ def test_a_run_counted_by_its_times_gets_the_anytime_interval():
 def test_setup_names_a_split_only_when_there_was_one():
     plain = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]), metadata={"device": "cpu"})
     assert "split" not in plain.setup() and plain.setup()["device"] == "cpu"
-    split = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]), split=Split("gloo", ("cpu (a)", "cpu (b)")))
+    split = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]), addons={"split": Split("gloo", ("cpu (a)", "cpu (b)"))})
     assert split.setup()["split"] == "2 ranks by tensor parallelism (gloo, cpu)"
     assert BenchmarkResult("tiny", [], facts=RunFacts(prompt_sha256="ab")).setup()["prompt_sha256"] == "ab"
 

@@ -17,6 +17,7 @@ from kvmagic import addons as registry
 from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit
 from kvmagic.addons.limits.limits_table import Bounds
+from kvmagic.addons.split.split_records import Ranks, Split
 from kvmagic.core.addon import AddOn
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel, Polynomial
@@ -25,7 +26,7 @@ from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, Split, StepProfile
+from kvmagic.results.records import Mismatch, Prediction, RunFacts, StepProfile
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import said
@@ -43,7 +44,7 @@ def _everything() -> BenchmarkResult:
     off = Measurement(
         Config(16, 2, 2), "off", (3.0, 3.5, 4.0), generated_ids=(7, 8), generated_text="hi there", ttft_s=0.75,
         kv_bytes=0, peak_bytes=1000, peak_source="process peak RSS", profile=profile,
-        ranks=Ranks((10, 11), (0.01, 0.02), 0.3, 24, ("a", "b"), ((3.0, 3.5, 4.0), (2.9, 3.4, 3.9))),
+        addons={"split": Ranks((10, 11), (0.01, 0.02), 0.3, 24, ("a", "b"), ((3.0, 3.5, 4.0), (2.9, 3.4, 3.9)))},
     )  # fmt: skip
     static = Measurement(
         Config(16, 2, 2), "static+compile", (1.0, 1.25, 1.5), generated_ids=(7, 9), generated_text="hi you",
@@ -74,8 +75,8 @@ def _everything() -> BenchmarkResult:
                        model_generation_settings={"temperature": 0.7}, weight_bytes=123456),
         predictions=[Prediction(16, 2, 3.25, 1.125, 8192, 2), Prediction(32, 2, 6.5, 2.25, None, 1)],
         cost_model=CostModel(Polynomial((0.1, 0.01)), Polynomial((0.2, 0.02, 0.002)), 0.003, 0.004, 1.5),
-        addons={"limits": Bounds(hardware, (limits,)), "frontier": frontier, "prefix": 4},
-        split=Split("gloo", ("cpu (x)", "cpu (y)")),
+        addons={"limits": Bounds(hardware, (limits,)), "frontier": frontier, "prefix": 4,
+                "split": Split("gloo", ("cpu (x)", "cpu (y)"))},
     )  # fmt: skip
 
 
@@ -414,3 +415,11 @@ def test_the_current_format_is_written_under_its_own_name_and_number():
     assert data["frontier"]["unchecked"] == {"static+compile": 42.0}
     assert [r["strategy"] for r in data["frontier"]["rows"]] == ["off", "static+compile"]
     assert data["frontier"]["checks"][0]["strategy"] == "off" and data["frontier"]["free_bytes"] == 2.5e10
+
+
+def test_a_measurement_with_a_field_no_one_reads_is_refused_as_incomplete():
+    """The fields an add-on writes on each measurement are its own; any other the file holds is not a benchmark's."""
+    data = _everything().to_dict()
+    data["measurements"][0]["rank"] = 3
+    with pytest.raises(KVMagicError, match=r"^this kvmagic benchmark is incomplete: .*'rank'"):
+        BenchmarkResult.from_dict(data)

@@ -15,8 +15,8 @@ import psutil
 import pytest
 from IPython.core.error import UsageError
 
-from kvmagic.frontends import split_launch
-from kvmagic.frontends.split_launch import launch
+from kvmagic.addons.split import split_launch
+from kvmagic.addons.split.split_launch import launch
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, raises_usage, said

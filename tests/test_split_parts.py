@@ -10,27 +10,27 @@ from pathlib import Path
 
 import pytest
 
+from kvmagic.addons.split import process_group, split_rank
+from kvmagic.addons.split.split_launch import failure, outcome, root_cause
+from kvmagic.addons.split.split_loading import check_split
+from kvmagic.addons.split.split_probe import covered_seconds, is_collective
+from kvmagic.addons.split.split_records import Ranks, Split
+from kvmagic.addons.split.split_request import bench_words, check_split_request, load_words
+from kvmagic.addons.split.split_run import merged, tokens_digest
 from kvmagic.core.config import Config
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.stop import FixedRounds
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
-from kvmagic.frontends import split_rank
 from kvmagic.frontends.cli import main, parser
 from kvmagic.frontends.options import bench_spec, defaults
-from kvmagic.frontends.split_launch import failure, outcome, root_cause
-from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
-from kvmagic.measure import split_lockstep
-from kvmagic.measure.split_probe import covered_seconds, is_collective
+from kvmagic.measure import lockstep
 from kvmagic.measure.strategies import Setup
 from kvmagic.model.random_weights import config_from_dict, shipped_config
-from kvmagic.model.split_loading import check_split
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Ranks, Split
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner.plan import Plan
-from kvmagic.runner.split_run import merged, tokens_digest
 
 from .conftest import said
 from .records import pair
@@ -115,12 +115,12 @@ def test_options_of_one_device_are_refused_with_a_split(name: str) -> None:
 
 def test_a_strategy_that_failed_on_another_rank_is_skipped_on_this_one(monkeypatch) -> None:
     """Every rank takes the same decision: this rank's run passed, rank 1's failed, so this rank skips it too."""
-    monkeypatch.setattr(split_lockstep, "everyone", lambda said: [said, "failed: RuntimeError: rank 1's"])
+    monkeypatch.setattr(lockstep, "everyone", lambda said: [said, "failed: RuntimeError: rank 1's"])
     static = Setup(Strategy.of("static"))
     plan = Plan(None, BenchSpec(cache="off,static"), {}, 0, [], [Setup(REFERENCE), static])  # type: ignore[arg-type]
     assert plan.attempt(static, lambda: 1.5) is None
     assert plan.skipped == {static.strategy: "failed: RuntimeError: rank 1's"} and plan.runnable == [Setup(REFERENCE)]
-    monkeypatch.setattr(split_lockstep, "everyone", lambda said: [said, ""])
+    monkeypatch.setattr(lockstep, "everyone", lambda said: [said, ""])
     assert plan.attempt(Setup(REFERENCE), lambda: 2.5) == 2.5
 
 
@@ -180,8 +180,9 @@ def _ranks(kv: int, seconds: float, digest: str = "a") -> Ranks:
 
 def _result(views: list[tuple[Ranks, Ranks]]) -> BenchmarkResult:
     config = Config(10, 4, 1)
-    own = [Measurement(config, "off", (0.4, 0.5), ranks=views[0][0], kv_bytes=0, peak_bytes=100),
-           Measurement(config, "dynamic", (0.2, 0.25), ranks=views[0][1], kv_bytes=3 * 2**20, peak_bytes=100)]  # fmt: skip
+    own = [Measurement(config, "off", (0.4, 0.5), kv_bytes=0, peak_bytes=100, addons={"split": views[0][0]}),
+           Measurement(config, "dynamic", (0.2, 0.25), kv_bytes=3 * 2**20, peak_bytes=100,
+                       addons={"split": views[0][1]})]  # fmt: skip
     result = BenchmarkResult("tiny", own, metadata={"device": "cpu (x)"})
     rows = [{"device": "cpu (x)", "rows": [{"ranks": a, "peak_bytes": 100 + i}, {"ranks": b, "peak_bytes": 90}]}
             for i, (a, b) in enumerate(views)]  # fmt: skip
@@ -249,17 +250,17 @@ def test_the_digest_sees_every_sequence_of_every_run() -> None:
 
 
 def test_outside_a_process_group_the_lockstep_is_the_identity() -> None:
-    assert split_lockstep.world() is None
-    assert split_lockstep.slowest(1.5) == 1.5 and split_lockstep.slowest_each([1.0, 2.0]) == [1.0, 2.0]
-    assert split_lockstep.everyone("x") == ["x"] and split_lockstep.from_first(3) == 3
-    assert split_lockstep.any_reason("") == "" and split_lockstep.any_reason("why") == "why"
+    assert lockstep.world() is None
+    assert lockstep.slowest(1.5) == 1.5 and lockstep.slowest_each([1.0, 2.0]) == [1.0, 2.0]
+    assert lockstep.everyone("x") == ["x"] and lockstep.from_first(3) == 3
+    assert lockstep.any_reason("") == "" and lockstep.any_reason("why") == "why"
     rule = FixedRounds(2)
-    assert split_lockstep.lockstep(rule) is rule
-    split_lockstep.barrier()
+    assert lockstep.lockstep(rule) is rule
+    lockstep.barrier()
 
 
 def test_tp_without_torchrun_says_the_command_to_run(monkeypatch, capsys) -> None:
-    for name in split_lockstep.LAUNCH_ENV:
+    for name in process_group.LAUNCH_ENV:
         monkeypatch.delenv(name, raising=False)
     assert main(["-m", "tiny", "--tp", "-n", "16", "The KV cache"]) == 2
     out, err = capsys.readouterr()
@@ -274,7 +275,7 @@ def test_rank_0_prints_a_refusal_at_once_and_a_quiet_rank_only_if_rank_0_has_not
     # torchrun ends every rank once one exits: a quiet rank that left first could end rank 0 before it spoke.
     slept: list[float] = []
     monkeypatch.setattr(split_rank.time, "sleep", slept.append)  # as if torchrun had not ended this rank
-    for name in split_lockstep.LAUNCH_ENV:
+    for name in process_group.LAUNCH_ENV:
         monkeypatch.setenv(name, {"RANK": rank, "WORLD_SIZE": "2"}.get(name, "1"))
     assert main(["-m", "tiny", "--tp", "--predict", "-n", "2", "hi"]) == 2
     assert slept == ([] if rank == "0" else [split_rank.SPEAKER_GRACE_S])
@@ -285,7 +286,7 @@ def test_rank_0_prints_a_refusal_at_once_and_a_quiet_rank_only_if_rank_0_has_not
 def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypatch) -> None:
     from kvmagic import load_split_model
 
-    for name in split_lockstep.LAUNCH_ENV:
+    for name in process_group.LAUNCH_ENV:
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(KVMagicError, match=r"^a split model needs the ranks torchrun starts: run this under torchrun"):
         load_split_model("tiny")
@@ -297,3 +298,15 @@ def test_loading_split_outside_torchrun_or_with_a_device_map_is_refused(monkeypa
         KVMagicError, match=r"^random_weights builds from a config, not from gguf_file: drop one of them"
     ):
         load_split_model("Qwen/Qwen2.5-0.5B", random_weights=True, gguf_file="q4.gguf")  # as unsplit, not ignored
+
+
+def test_a_split_runs_notes_follow_the_note_on_how_quality_was_read() -> None:
+    """As before ``--tp`` was an add-on: how every row ran is said after what the rows found."""
+    mib = 2**20
+    result = _result([(_ranks(0, 0.2), _ranks(3 * mib, 0.1)), (_ranks(0, 0.25), _ranks(3 * mib, 0.05))])
+    judged = dataclasses.replace(result.measurements[1], quality=Quality(4, 0.75, 0.125, 1.5))
+    result = dataclasses.replace(result, measurements=[result.measurements[0], judged])
+    notes = result.notes()
+    quality = next(i for i, note in enumerate(notes) if note.startswith("quality: "))
+    split = next(i for i, note in enumerate(notes) if note.startswith("split over 2 ranks"))
+    assert quality < split

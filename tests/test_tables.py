@@ -13,12 +13,12 @@ from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit
 from kvmagic.addons.limits.limits_table import Bounds, limits_notes
 from kvmagic.addons.prefix.prefix_table import prefix_notes, prefix_values
+from kvmagic.addons.split.split_records import Ranks, Split
+from kvmagic.addons.split.split_table import split_notes
 from kvmagic.core.config import Config
 from kvmagic.core.spec import BenchSpec
-from kvmagic.results.records import Ranks, Split
 from kvmagic.results.report import STRATEGY_COLUMNS, added
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.results.split_table import split_notes
 
 from .records import pair, timed
 
@@ -32,9 +32,9 @@ def _ranks(kv: tuple[int, ...], comm: tuple[float, ...], tokens: tuple[str, ...]
 def _split(*rows: tuple[tuple[int, int], Ranks, Ranks]) -> BenchmarkResult:
     measurements = []
     for config, off, dynamic in rows:
-        measurements += pair(config, [0.4], [0.2], off={"ranks": off, "kv_bytes": 0},
-                             dynamic={"ranks": dynamic, "kv_bytes": sum(dynamic.kv_bytes)})  # fmt: skip
-    return BenchmarkResult("tiny", measurements, split=Split("gloo", ("cpu (x)", "cpu (x)")))
+        measurements += pair(config, [0.4], [0.2], off={"addons": {"split": off}, "kv_bytes": 0},
+                             dynamic={"addons": {"split": dynamic}, "kv_bytes": sum(dynamic.kv_bytes)})  # fmt: skip
+    return BenchmarkResult("tiny", measurements, addons={"split": Split("gloo", ("cpu (x)", "cpu (x)"))})
 
 
 def _values(result: BenchmarkResult, option: str, row: int = 0, strategy: str = "") -> dict[str, object]:
@@ -60,7 +60,7 @@ def test_a_split_row_takes_the_slowest_rank_s_collectives_and_the_fullest_rank_s
     names = ["off", "dynamic", "static"]  # static did not run; off ran unsplit
     rows = [timed((10, 4), "off", [0.4]), *result.measurements[1:]]
     compared = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names,
-                               skipped={"static": "x"}, split=result.split)  # fmt: skip
+                               skipped={"static": "x"}, addons=result.addons)  # fmt: skip
     unsplit = _values(compared, "--tp", strategy="static")
     assert unsplit.pop("ranks_identical") is None and set(unsplit) == {"ranks", "kv_rank_mib", "comm_ms", "comm_share"}
     assert all(math.isnan(value) for value in unsplit.values())  # type: ignore[arg-type]
@@ -151,7 +151,7 @@ def test_a_warm_twins_columns_follow_those_of_a_split_model_and_of_the_limits() 
     did before ``--prefix`` was an add-on: its place in the registry keeps them there."""
     result = _warm(0.8, 0.05)
     warm = list(added("--prefix").rows)
-    split = dataclasses.replace(result, split=Split("gloo", ("cpu (x)", "cpu (y)")))
+    split = dataclasses.replace(result, addons={**result.addons, "split": Split("gloo", ("cpu (x)", "cpu (y)"))})
     assert list(split.to_dataframe().columns) == [*STRATEGY_COLUMNS, *added("--tp").rows, *warm]
     limited = dataclasses.replace(result, addons={**result.addons, "limits": Bounds(None, ())})
     assert list(limited.to_dataframe().columns) == [*STRATEGY_COLUMNS, *added("--limits").rows, *warm]

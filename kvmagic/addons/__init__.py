@@ -7,13 +7,14 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import choice, frontier, limits, models, prefix, report
+from kvmagic.addons import choice, frontier, limits, models, prefix, report, split
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
 
 ADDONS: tuple[AddOn, ...] = (
     models.ADDON,
+    split.ADDON,
     limits.ADDON,
     frontier.ADDON,
     prefix.ADDON,

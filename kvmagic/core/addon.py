@@ -13,13 +13,21 @@ launchers and trackers through one base class each:
   (``strategies``);
 - the run: what it does before the first timed run (``before``), before each configuration's timed rounds
   (``starting``) and after the last one (``after``), the data a result keeps of it, under its ``name``; or the whole
-  run, where it takes a front end's request over (``takes``, ``run``: a loop over runs, say), and what ``%kvload``
-  then cannot load (``refuse_load``);
-- the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``), what "how this was
-  measured" lists of its data (``facts``), what a file keeps of it (``dump``, ``load``, and ``upgrade`` for an older
-  format) and what a result answers for it (``attributes``); any table of its own the columns page lists
-  (``tables``); a result of a kind of its own has its files (``refuse_file``, ``read_back``) and its names in
-  kvmagic's API (``api``); the files it writes of a result (``exports``).
+  run, where it takes a front end's request over (``takes``, ``run``: a loop over runs, or one process of several a
+  launcher starts, say), and what ``%kvload`` then cannot load (``refuse_load``); where it places the command's
+  process itself, what the command's words mean to it before they are parsed (``misread``), and how the command
+  begins and ends such a request (``begin``, ``end``) and says a refusal (``refusing``);
+- how the run is run, asked of every add-on whether the request uses it or not (each reads what the plan holds: a
+  model loaded as one of several ranks in lockstep, say): the untimed runs it adds at each configuration, which the
+  budget counts (``extra_runs``), what it makes of each configuration's measurements once their rounds are done
+  (``measured``), and of the result once it is built (``finished``);
+- the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``, ``notes_last``), what
+  "how this was measured" lists of its data (``facts``), what a file keeps of it (``dump``, ``load``, ``upgrade`` for
+  an older format, ``in_metadata`` for the current one's older layout) and of its data on each measurement
+  (``dump_measurement``, ``load_measurement``), and what a result and a measurement answer for it (``attributes``,
+  ``measurement_attributes``); any table of its own the columns page lists (``tables``); a result of a kind of its
+  own has its files (``refuse_file``, ``read_back``) and its names in kvmagic's API (``api``); the files it writes
+  of a result (``exports``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -29,7 +37,7 @@ add-on types its own overrides.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -110,9 +118,30 @@ class AddOn:
         """After the last timed run: the data a result keeps of it (None: nothing)."""
         return None
 
+    def extra_runs(self, plan: Any) -> int:
+        """Untimed runs of each strategy it makes at each configuration beside the timed rounds (in ``measured``,
+        say), which the budget counts; asked of every add-on."""
+        return 0
+
+    def measured(self, plan: Any, inputs: Any, measurements: list[Any], runs: Mapping[Any, Any]) -> list[Any]:
+        """A configuration's measurements once its timed rounds are done, on its ``inputs``, before any run that
+        explains them (a hooked one): as the result keeps them, with its data on each where it keeps some
+        (``Measurement.addons``, under its ``name``). ``runs`` holds what each strategy's timed runs left beside its
+        measurement (a :class:`~kvmagic.runner.rounds.TimedRuns` by strategy). Asked of every add-on."""
+        return measurements
+
+    def finished(self, plan: Any, result: Any) -> Any:
+        """The result as the run returns it, once built (a :class:`~kvmagic.results.result.BenchmarkResult`): where
+        several processes measured it in lockstep, say, their views put together. Asked of every add-on."""
+        return result
+
     def notes(self, record: Any) -> list[str]:
         """What a reader of the table should know of it, the most important first."""
         return []
+
+    # Whether its notes come after the centre's last (how quality was read) rather than before: the first a shown
+    # table's few lines leave out.
+    notes_last: bool = False
 
     def shows(self, record: Any) -> bool:
         """Whether a result's table has its columns."""
@@ -137,11 +166,25 @@ class AddOn:
         where the older one did): the centre calls it before converting the rest, then ``load`` reads the result."""
         return saved
 
+    def dump_measurement(self, data: Any) -> dict[str, Any]:
+        """Its data on one measurement (``Measurement.addons[name]``; None where it kept none) as top-level fields of
+        the measurement's saved record (JSON's types only)."""
+        return {}
+
+    def load_measurement(self, saved: Mapping[str, Any]) -> Any:
+        """Its data on one measurement from the fields of the measurement's saved record; None where it has none."""
+        return None
+
+    # Keys of a saved result's metadata that are its data, where a file of the current format kept them before it had
+    # a place of its own (``load`` reads them there): the result's metadata leaves them out.
+    in_metadata: tuple[str, ...] = ()
     # The files it writes, by suffix (``.html``): each writes a result (``--save PATH``, ``result.save(PATH)``).
     exports: ClassVar[Mapping[str, Callable[[Any, Path], None]]] = {}
     # What a result answers for it, by attribute (``result.limits``, ``result.choice``), each read from the result
     # (its record): the centre never reads these, a user's notebook and an older caller do.
     attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+    # And what a measurement answers of its data on it (``m.ranks``), each read from the measurement.
+    measurement_attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
 
     def takes(self, args: Any, configured: Mapping[str, Any], host: str) -> bool:
         """Whether it runs the request a front end parsed (``args``, as ``host``, "magic" or "cli", parsed them;
@@ -151,12 +194,32 @@ class AddOn:
 
     def run(
         self, args: Any, configured: Mapping[str, Any], host: str, prompt: str, spec: Any,
-        on_load: Callable[[Any], None] | None,
+        on_load: Callable[[Any], None] | None, held: tuple[Any, Mapping[str, Any]] | None = None,
     ) -> Any:  # fmt: skip
         """Run a request it ``takes``: ``prompt`` and ``spec`` as ``run_benchmark`` takes them, checked; ``on_load``
-        is told of each model it loads (a :class:`~kvmagic.measure.loaded.LoadedModel`), to say so. It returns what
-        the front ends show, save and keep as they do ``run_benchmark``'s result."""
+        is told of each model it loads (a :class:`~kvmagic.measure.loaded.LoadedModel`), to say so; ``held`` is the
+        model the front end holds, with the keywords that loaded it (``%kvload``'s), where it holds one. It returns
+        what the front ends show, save and keep as they do ``run_benchmark``'s result."""
         return None
+
+    def misread(self, words: Sequence[str]) -> str:
+        """What the command's parser would misread in ``words``, as typed (another front end's spelling of one of its
+        options, say), as the one message that refuses them; empty where nothing."""
+        return ""
+
+    def begin(self, args: Any, words: Sequence[str]) -> None:
+        """The command begins a request it ``takes`` (``words``: as typed), before it reads anything of it (its
+        prompt, its files, a saved baseline): where the request runs this process as one of several a launcher
+        started, it takes its place among them here, or refuses, saying how to start them."""
+
+    def refusing(self, args: Any, error: Any) -> None:
+        """Before the command says why it refuses the request ``args`` (``error``, a
+        :class:`~kvmagic.errors.KVMagicError`), asked of every add-on: where several processes refuse alike, it
+        leaves the refusal for their launcher and lets the first of them say it."""
+
+    def end(self, status: int) -> None:
+        """The command ends a request it ran, once it has said all it had to, with its exit status: where the
+        process must end its own way, it ends here and does not return."""
 
     def refuse_load(self, load: Mapping[str, Any]) -> None:
         """Raise, where ``%kvload`` is asked to load what it cannot (``load``: ``load_model``'s keywords) but a

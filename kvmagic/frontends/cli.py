@@ -34,7 +34,6 @@ from kvmagic.frontends.options import (
     meant,
     word_optional,
 )
-from kvmagic.frontends.split_rank import end_rank, join_ranks, refuse, report_result
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
@@ -136,9 +135,10 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     """Run the command; returns the exit status."""
     cli = parser()
     words = list(sys.argv[1:] if argv is None else argv)
-    ranks = words[words.index("--tp") + 1] if "--tp" in words[:-1] else ""
-    if ranks.isdigit():  # the magic's --tp N, typed here
-        cli.error(f"--tp takes no N: torchrun --nproc-per-node {ranks} -m kvmagic --tp")
+    for addon in addons():  # another front end's spelling of an add-on's option, typed here
+        misread = addon.misread(words)
+        if misread:
+            cli.error(misread)
     notebook = _notebook_only(words)
     if notebook:
         cli.error(notebook)
@@ -148,7 +148,9 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     try:
         return _run(args, words, sys.stdin if stdin is None else stdin)
     except KVMagicError as error:
-        refuse(error, error_line(error), split=args.tp)
+        for addon in addons():
+            addon.refusing(args, error)
+        print(error_line(error), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -186,17 +188,14 @@ def error_line(error: KVMagicError) -> str:
 
 
 def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
-    from kvmagic.frontends.split_request import check_split_request
     from kvmagic.model.loading import load_model
-    from kvmagic.model.split_loading import load_split_model
     from kvmagic.runner.benchmark import run_benchmark
 
     configured = defaults()
     kwargs = load_kwargs(args, configured)
     taken = taker(args, configured, "cli")
-    if args.tp:  # in or out of torchrun, before the request's own checks and any process group
-        check_split_request(args, device_map=args.device_map)
-    split = join_ranks(args, argv) is not None
+    if taken is not None:  # before anything of the request is read: the process may be one of several
+        taken.begin(args, argv)
     thresholds = _fail_on(args)
     prompt = read_prompt(args, stdin)
     baseline = read_baseline(args)
@@ -209,10 +208,9 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     if taken is not None:  # an add-on runs it, saying each model's summary as it loads
         result: Any = taken.run(args, configured, "cli", prompt.strip(), spec, said)
     else:
-        loaded = load_split_model(**{**kwargs, "device_map": None}) if split else load_model(**kwargs)
+        loaded = load_model(**kwargs)
         said(loaded)
         result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
-        report_result(result)
     shown, unsaved = finish(args, result, baseline, say=lambda line: _say(line, args))
     if not args.quiet:
         sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
@@ -225,8 +223,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
     if unsaved:  # the table is out; the one line says what did not happen
         print(error_line(KVMagicError(unsaved)), file=sys.stderr)
         status = status or 2
-    if split:
-        end_rank(status)
+    if taken is not None:
+        taken.end(status)
     return status
 
 

@@ -242,7 +242,7 @@ class KVMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self.loaded: LoadedModel | None = None
-        self.loaded_with: dict[str, Any] = {}  # the load_model keywords of the model loaded: what --tp's ranks load
+        self.loaded_with: dict[str, Any] = {}  # the load_model keywords of the model loaded: what an add-on reloads
 
     @validate(*CONFIGURABLE)
     def _check_default(self, proposal: Any) -> Any:
@@ -323,10 +323,9 @@ class KVMagics(Magics):
             taken = taker(args, configured, "magic")
         except KVMagicError as error:
             raise _usage_error(error) from None
-        if self.loaded is None and args.tp is None and taken is None:
+        if self.loaded is None and taken is None:
             raise UsageError("no model loaded: run `%kvload MODEL` first (`%kvload tiny` works offline)")
         from kvmagic.frontends.expand import expand
-        from kvmagic.frontends.split_request import check_split_request
 
         forget_last_failure()  # an interrupted run's tensors would otherwise share the memory with this one
         namespace: dict[str, Any] = self.shell.user_ns if self.shell is not None else {}
@@ -334,8 +333,6 @@ class KVMagics(Magics):
             check_name(args.var)
             prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
             baseline = read_baseline(args)
-            if args.tp is not None:  # before the request's own checks, whose advice a split cannot take
-                check_split_request(args)
             spec = bench_spec(args, configured)
             result = self._measure(args, taken, prompt.strip(), spec, configured)
             replaced = store(namespace, args.var, result) if args.var is not None else None
@@ -359,19 +356,16 @@ class KVMagics(Magics):
         return styled_table(shown.to_dataframe(), metadata, shown.notes(), wide=wide, result=result)
 
     def _measure(self, args: Any, taken: AddOn | None, prompt: str, spec: BenchSpec, configured: dict[str, Any]) -> Any:
-        """The model %kvload loaded, measured here; a split model, on the ranks of a torchrun launch, once what needs
-        no model has been checked here; or what the add-on that took the request over (``taken``) returns, saying
-        each model it loads: a result shown, saved and kept as a measured one."""
+        """The model %kvload loaded, measured here, once what needs no model has been checked; or what the add-on
+        that took the request over (``taken``) returns, handed the model loaded here, saying each model it loads: a
+        result shown, saved and kept as a measured one."""
         from kvmagic.runner.benchmark import run_benchmark
 
         check_before_loading(spec, prompt)
-        if args.tp is not None:
-            from kvmagic.frontends.split_launch import launch_cell
-
-            return launch_cell(args, prompt, spec, self.loaded, self.loaded_with, configured)
         if taken is not None:
             said = None if args.quiet else (lambda loaded: print(fitted(loaded.summary(), "")))
-            return taken.run(args, configured, "magic", prompt, spec, said)
+            held = None if self.loaded is None else (self.loaded, self.loaded_with)
+            return taken.run(args, configured, "magic", prompt, spec, said, held)
         assert self.loaded is not None  # refused before, with what to do
         return run_benchmark(self.loaded, prompt, spec, progress=not args.quiet)
 

@@ -151,13 +151,6 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
            "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true",
            examples=("",)),
-    Option(("--tp",), "Split the model by its own tensor-parallel plan over the ranks torchrun starts (torchrun "
-           "--nproc-per-node N -m kvmagic --tp ...); every rank measures in lockstep, rank 0 prints one table.",
-           "tp", action="store_true", hosts=("cli",), examples=("",)),
-    Option(("--tp",), "Split the model over N processes by tensor parallelism: runs the kvbench command under "
-           "torchrun (python -m torch.distributed.run --nproc-per-node N) in a subprocess, shows its progress, and "
-           "returns its result as any other.", "tp", type=at_least_one, metavar="N",
-           hosts=("magic",), examples=("2",)),
 )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from kvmagic.measure.split_lockstep import World
+    from kvmagic.measure.lockstep import World
 
 __all__ = ["LoadedModel"]
 
@@ -29,7 +29,8 @@ class LoadedModel:
     load_seconds: float = 0.0
     random_weights: bool = False  # built from its config with seeded random weights: real timings, meaningless text
     stand_in_tokenizer: str | None = None  # the model whose tokenizer stands in for a missing one (``tiny``)
-    world: World | None = None  # split over the ranks of a tensor-parallel run: this rank's place among them
+    world: World | None = None  # one of several ranks a launcher started, in lockstep: this rank's place among them
+    placement: str = ""  # how a launcher placed it beyond its devices, as the summary says it (over ranks, say)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -48,8 +49,8 @@ class LoadedModel:
 
     @property
     def num_parameters(self) -> int:
-        """Each parameter once: an output layer tied to the input embedding counts once, also where a split
-        gave it a share of its own (:func:`kvmagic.model.split_loading.shard_tied_head`)."""
+        """Each parameter once: an output layer tied to the input embedding counts once, also where a loader gave
+        it a share of its own, still the embedding's values (marked ``kvmagic_tied_share``)."""
         head = self.model.get_output_embeddings()
         copy = head.weight.numel() if getattr(head, "kvmagic_tied_share", False) else 0
         return int(self.model.num_parameters()) - copy
@@ -72,10 +73,10 @@ class LoadedModel:
         if self.random_weights:
             tokenizer = f", {self.stand_in_tokenizer}'s tokenizer" if self.stand_in_tokenizer else ""
             built = f"RANDOM weights (real shape and timings, meaningless text){tokenizer}, built"
-        split = f" split over {self.world.size} ranks ({self.world.backend})," if self.world else ""
+        placed = f" {self.placement}," if self.placement else ""
         return (
             f"{self.name}{revision}: {type(self.model).__name__}, {_count(self.num_parameters)} parameters, "
-            f"{dtype} on {devices},{split} {built} in {self.load_seconds:.2f} s"
+            f"{dtype} on {devices},{placed} {built} in {self.load_seconds:.2f} s"
         )
 
     def __repr__(self) -> str:

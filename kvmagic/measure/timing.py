@@ -16,7 +16,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 
 from kvmagic.measure.accelerator import PeakMemory, synchronize, track_peak
 from kvmagic.measure.capabilities import generate_takes_use_model_defaults, returned_cache_field
-from kvmagic.measure.split_lockstep import barrier, slowest, slowest_each
+from kvmagic.measure.lockstep import barrier, slowest, slowest_each
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedModel
@@ -94,9 +94,10 @@ def timed_generate(
     Only the ``generate`` call and the synchronizations that bound it lie inside the timed region;
     the garbage collector runs just before it and stays off during it. ``peak``, if given, is reset
     before the region and read after it (the output is a ``GenerateOutput`` when the config asks
-    for ``return_dict_in_generate``, with the cache it built). Across the ranks of a tensor-parallel run,
-    every rank starts together (a barrier before the region) and the run counts as long as its slowest
-    rank's, reduced after the region (``own``: this rank's seconds, for a caller that keeps both).
+    for ``return_dict_in_generate``, with the cache it built). Across ranks in lockstep
+    (:mod:`kvmagic.measure.lockstep`), every rank starts together (a barrier before the region) and the run
+    counts as long as its slowest rank's, reduced after the region (``own``: this rank's seconds, for a caller
+    that keeps both).
     """
     devices, extra = tuple(devices), generate_kwargs()  # worked out before the timed region
     with torch.inference_mode(), model_defaults(model, config), _collector_paused():

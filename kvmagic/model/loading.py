@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL", "DEVICE_MAP_STRATEGIES", "DTYPES", "LoadedModel", "check_attention",
-    "check_device_map", "check_gguf", "check_model", "load_model", "local_path", "offline_source",
-    "quiet_progress_bars", "resolve_dtype", "without_progress_bars",
+    "check_device_map", "check_gguf", "check_model", "check_random", "load_model", "local_path", "model_source",
+    "offline_source", "quiet_progress_bars", "resolve_dtype", "without_progress_bars",
 ]  # fmt: skip
 
 DEFAULT_MODEL = "LGAI-EXAONE/EXAONE-4.0-1.2B"
@@ -142,8 +142,7 @@ def load_model(
     Hub does not answer. Loading failures become one-line :class:`KVMagicError` messages that name the cause.
     ``before_weights`` runs once the tokenizer has loaded (so the name is good) and before the weights take
     memory: the place to free a previous model. ``random_weights`` builds the model from its config instead
-    (:mod:`kvmagic.model.random_weights`), with no download. Split over the ranks torchrun started:
-    :func:`kvmagic.model.split_loading.load_split_model`.
+    (:mod:`kvmagic.model.random_weights`), with no download.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -153,7 +152,7 @@ def load_model(
     if random_weights:
         options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
         return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
-    source = _source(name, revision, gguf_file)
+    source = model_source(name, revision, gguf_file)
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
 
     def load() -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
@@ -185,7 +184,7 @@ def load_model(
     return LoadedModel(model, tokenizer, name, revision, time.perf_counter() - start)
 
 
-def _source(name: str, revision: str | None, gguf_file: str | None) -> str | Path:
+def model_source(name: str, revision: str | None, gguf_file: str | None) -> str | Path:
     """Where ``from_pretrained`` reads ``name`` from, checked before anything loads."""
     if name == TINY_NAME:
         if revision or gguf_file:
@@ -219,7 +218,7 @@ def _build_random(
     """``name``'s architecture from its config (cached, a directory's, or shipped) with seeded random weights."""
     from kvmagic.model.random_weights import build_random
 
-    _check_random(name, gguf_file)
+    check_random(name, gguf_file)
     start = time.perf_counter()
     try:
         model, tokenizer, stand_in = build_random(local_path(name), dtype, device_map, options, before_weights)
@@ -232,7 +231,8 @@ def _build_random(
                        stand_in_tokenizer=stand_in)  # fmt: skip
 
 
-def _check_random(name: str, gguf_file: str | None) -> None:
+def check_random(name: str, gguf_file: str | None) -> None:
+    """Refuse random weights where there is no config to build them from: a GGUF file, or tiny (random already)."""
     if gguf_file:
         raise KVMagicError("{random_weights} builds from a config, not from {gguf_file}: drop one of them",
                            "random_weights", "gguf_file")  # fmt: skip
@@ -251,12 +251,12 @@ def check_model(
     """Refuse ``name`` as :func:`load_model` would, and where its config is not at hand, reading no weights: a
     mistake in the third of several models is found before the first loads."""
     if random_weights:
-        _check_random(name, gguf_file)
+        check_random(name, gguf_file)
         from kvmagic.model.random_weights import find_config
 
         find_config(local_path(name), revision=revision, trust_remote_code=trust_remote_code)
         return
-    source = _source(name, revision, gguf_file)
+    source = model_source(name, revision, gguf_file)
     if name == TINY_NAME or Path(source).is_dir():
         return
     from transformers import AutoConfig

@@ -15,7 +15,7 @@ from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import DYNAMIC, OFF, PAIR, REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement, Pair
-from kvmagic.results.records import Prediction, RunFacts, Split
+from kvmagic.results.records import Prediction, RunFacts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +48,6 @@ class BenchmarkRecord:
     facts: RunFacts = field(default_factory=RunFacts)
     predictions: list[Prediction] = field(default_factory=list)
     cost_model: CostModel | None = None
-    split: Split | None = None  # with ``tp``: the ranks the model was split over
     addons: dict[str, Any] = field(default_factory=dict)  # add-on name -> what it kept of the run
 
     def __post_init__(self) -> None:  # strategies given by their names (a file, an older caller) are read once
@@ -142,8 +141,7 @@ class BenchmarkRecord:
     def setup(self) -> dict[str, Any]:
         """How the run was set up, as a reader and a comparison with a baseline need it: the environment, the
         request's settings, the prompt and what the model ships, and what the add-ons it used say of theirs."""
-        split = {"split": str(self.split)} if self.split else {}
-        found = {**self.metadata, **split, **self.spec.recorded(), **self.facts.setup()}
+        found = {**self.metadata, **self.spec.recorded(), **self.facts.setup()}
         for addon in addons():
             if (data := self.addons.get(addon.name)) is not None:
                 found.update(addon.facts(data))

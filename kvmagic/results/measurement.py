@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from kvmagic.core import stats
+from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.quality import Quality
 from kvmagic.core.sequential import auto_interval
 from kvmagic.core.strategy import Strategy
-from kvmagic.results.records import Mismatch, Ranks, StepProfile
+from kvmagic.results.records import Mismatch, StepProfile
 
 __all__ = ["MIN_REPEAT_FOR_SPREAD", "Measurement", "Pair"]
 
@@ -25,7 +27,9 @@ MIN_REPEAT_FOR_SPREAD = 3  # fewer runs give no meaningful IQR or interval
 
 @dataclass(frozen=True)
 class Measurement:
-    """One strategy at one configuration: its timed runs, in round order, and what they left behind."""
+    """One strategy at one configuration: its timed runs, in round order, and what they left behind. ``addons`` holds
+    what an add-on keeps of it, by the add-on's name; a measurement answers what an add-on says of its data as
+    attributes (``m.ranks``)."""
 
     config: Config
     strategy: Strategy  # a spelling given here is read once, as every file and older caller gives it
@@ -40,10 +44,20 @@ class Measurement:
     compile_s: float = math.nan  # a compiled strategy: its first call's extra seconds
     profile: StepProfile | None = None  # its hooked run (steps), or the one that explains a mismatch
     quality: Quality | None = None  # a comparison of strategies: its logits against the full cache's, teacher-forced
-    ranks: Ranks | None = None  # split over the ranks of a tensor-parallel run: what each rank's runs left
+    addons: dict[str, Any] = field(default_factory=dict, hash=False)  # add-on name -> what it kept of the runs
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", Strategy.of(self.strategy))
+
+    if not TYPE_CHECKING:  # what an add-on says of its data (``m.ranks``); the centre reads ``addons``
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__") or "addons" not in self.__dict__:  # copy and pickle ask before it is made
+                raise AttributeError(name)
+            for addon in addons():
+                if name in addon.measurement_attributes:
+                    return addon.measurement_attributes[name](self)
+            raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
 
     @property
     def median_s(self) -> float:

@@ -12,7 +12,6 @@ from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.strategy import REFERENCE
 from kvmagic.results.caution import caution_notes
 from kvmagic.results.columns import cell, interval
-from kvmagic.results.split_table import split_notes
 from kvmagic.results.verdict import quality_reference, verdict_lines
 
 if TYPE_CHECKING:
@@ -42,9 +41,14 @@ def notes(result: BenchmarkRecord) -> list[str]:
     noise = [*spread_warning([result]), *caution_notes(result), *_few_steps(result)]
     noise += _outside(result)
     rest = [*_stretched_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
-    rest += [*(holding_one if verdict else []), *(note for addon in addons() for note in addon.notes(result))]
-    rest += _quality_notes(result) + split_notes(result)
+    rest += [*(holding_one if verdict else []), *_addon_notes(result, last=False)]
+    rest += [*_quality_notes(result), *_addon_notes(result, last=True)]
     return [*verdict, *wrong, *noise, *rest]
+
+
+def _addon_notes(result: BenchmarkRecord, *, last: bool) -> list[str]:
+    """The add-ons' notes, in the registry's order: those before the centre's last, or (``last``) after them."""
+    return [note for addon in addons() if addon.notes_last == last for note in addon.notes(result)]
 
 
 def _shipped_notes(result: BenchmarkRecord) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 from kvmagic.core.config import Config
 from kvmagic.core.kvbytes import KVSizes
 
-__all__ = ["DEADLINE_STOPS", "Mismatch", "Prediction", "Ranks", "RunFacts", "Split", "StepProfile", "first_mismatch"]
+__all__ = ["DEADLINE_STOPS", "Mismatch", "Prediction", "RunFacts", "StepProfile", "first_mismatch"]
 
 DEADLINE_STOPS = ("deadline", "cut")  # RunFacts.stopped of a run held to max_seconds: work left out, or a run cut
 
@@ -129,47 +129,3 @@ class RunFacts:
         facts = {**dataclasses.asdict(self), "left_out": ", ".join(str(config) for config in self.left_out)}
         unlisted = ("kv_sizes", "prompt")  # the prompt is its digest here: a page of text is no setting
         return {k: v for k, v in facts.items() if k not in unlisted and v not in (None, "", {})}
-
-
-@dataclass(frozen=True)
-class Ranks:
-    """One measurement on every rank of a tensor-parallel run, in rank order (a rank's own view holds one).
-
-    ``communication_s`` is each rank's time in collectives over one extra, profiled run of the strategy,
-    which took ``profiled_s`` (the slowest rank's); ``collectives`` is how many its backend ran on rank 0.
-    ``tokens`` is a digest of every timed run's generated ids; ``seconds`` each rank's own timed runs, of which
-    the measurement keeps, run by run, the slowest rank's.
-    """
-
-    kv_bytes: tuple[int, ...]
-    communication_s: tuple[float, ...]
-    profiled_s: float
-    collectives: int
-    tokens: tuple[str, ...]
-    seconds: tuple[tuple[float, ...], ...] = ()
-
-    @property
-    def agree(self) -> bool:
-        """Every rank generated rank 0's tokens, in every run."""
-        return len(set(self.tokens)) == 1
-
-    @property
-    def communication_share(self) -> float:
-        """The slowest rank's time in collectives, as a share of the profiled run."""
-        return max(self.communication_s) / self.profiled_s if self.profiled_s > 0 else math.nan
-
-
-@dataclass(frozen=True)
-class Split:
-    """How a model was split over the ranks of a tensor-parallel run: how they talked, where each computed."""
-
-    backend: str  # gloo, nccl
-    devices: tuple[str, ...]  # each rank's, in rank order, as the environment names it: "cpu (model)", "cuda:1 (H100)"
-
-    @property
-    def size(self) -> int:
-        return len(self.devices)
-
-    def __str__(self) -> str:
-        kinds = ", ".join(dict.fromkeys(device.split(" (")[0] for device in self.devices))
-        return f"{self.size} ranks by tensor parallelism ({self.backend}, {kinds})"

@@ -18,7 +18,6 @@ from kvmagic.results.pareto_marks import pareto_marks
 from kvmagic.results.predictions import PREDICT_PAIR, predicted_rows
 from kvmagic.results.rows import PAIR as PAIR_COLUMNS
 from kvmagic.results.rows import ROWS, PairRow, Row
-from kvmagic.results.split_table import SPLIT_PAIR, SPLIT_ROWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,22 +54,20 @@ class Addition:
 ADDITIONS = {
     addition.option: addition
     for addition in (
-        Addition("--tp", lambda r: r.split is not None, SPLIT_ROWS, SPLIT_PAIR,
-                 about="a model split over ranks ([parallel.md](parallel.md))"),
         Addition("--predict", lambda r: bool(r.predictions), pair_columns=PREDICT_PAIR),
     )
 }  # fmt: skip
 
 
 def additions() -> list[Addition]:
-    """What the options add, in the order their columns follow the table's own: a split model's ranks (how every
-    row ran), what each add-on adds in the registry's order, then a prediction's (the plain run's view ends with it)."""
+    """What the options add, in the order their columns follow the table's own: what each add-on adds in the
+    registry's order, then a prediction's (the plain run's view ends with it)."""
     found = [
         Addition(a.options[0].flags[0], a.shows, a.row_columns, a.pair_columns, a.about)
         for a in addons()
         if a.row_columns or a.pair_columns
     ]
-    return [ADDITIONS["--tp"], *found, ADDITIONS["--predict"]]
+    return [*found, ADDITIONS["--predict"]]
 
 
 def added(option: str) -> Addition:

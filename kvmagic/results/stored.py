@@ -20,7 +20,7 @@ from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, Split, StepProfile
+from kvmagic.results.records import Mismatch, Prediction, RunFacts, StepProfile
 from kvmagic.results.serialize import floats_back, seconds_back
 
 if TYPE_CHECKING:
@@ -33,7 +33,6 @@ JSON_VERSION = 3  # 3: a record per (configuration, strategy), the run's facts a
 _FACTS = {f.name for f in dataclasses.fields(RunFacts)}
 _REQUEST = {"chat", "warmup_tokens", "repeat", "steps", "ci_target", "auto_cap", "max_seconds", "kv_bits", "profile"}
 OLD_NAMES = {"uncached": "off", "cached": "dynamic"}  # how formats 1 and 2 named the plain run's two strategies
-_SPLIT_KEYS = ("world_size", "backend", "rank_devices")  # where format 3 first kept a split run's ranks: its metadata
 
 
 def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
@@ -47,13 +46,9 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
         "remarks": {str(s): what for s, what in result.remarks.items()},
         "metadata": result.metadata,
         "facts": dataclasses.asdict(result.facts),
-        "measurements": [
-            {**dataclasses.asdict(m), "config": m.config._asdict(), "strategy": str(m.strategy)}
-            for m in result.measurements
-        ],
+        "measurements": [_measurement_to_dict(m) for m in result.measurements],
         "predictions": [dataclasses.asdict(p) for p in result.predictions],
         "cost_model": None if result.cost_model is None else result.cost_model.to_dict(),
-        "split": None if result.split is None else dataclasses.asdict(result.split),
     }
     for addon in addons():  # a mapping an add-on keeps under one of the centre's (its facts) joins it there
         for key, value in addon.dump(result.addons.get(addon.name)).items():
@@ -82,15 +77,28 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             strategies=list(data["strategies"]),
             skipped=dict(data.get("skipped", {})),
             remarks=dict(data.get("remarks", {})),
-            metadata={k: v for k, v in data.get("metadata", {}).items() if k not in _SPLIT_KEYS},
+            metadata={k: v for k, v in data.get("metadata", {}).items() if k not in _in_metadata()},
             facts=_facts(data.get("facts", {})),
             predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
             cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
-            split=_split_of(data),
             addons={addon.name: kept for addon in addons() if (kept := addon.load(data)) is not None},
         )
     except (KeyError, TypeError) as error:
         raise KVMagicError(f"this kvmagic benchmark is incomplete: {error}") from None
+
+
+def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
+    """A measurement's own fields, then what each add-on keeps of its data on it."""
+    saved = {f: v for f, v in dataclasses.asdict(m).items() if f != "addons"}
+    saved.update(config=m.config._asdict(), strategy=str(m.strategy))
+    for addon in addons():
+        saved.update(addon.dump_measurement(m.addons.get(addon.name)))
+    return saved
+
+
+def _in_metadata() -> set[str]:
+    """The keys of a saved metadata that are an add-on's data (a file of an older layout kept them there)."""
+    return {key for addon in addons() for key in addon.in_metadata}
 
 
 def _facts(data: Mapping[str, Any]) -> RunFacts:
@@ -108,33 +116,20 @@ def _facts(data: Mapping[str, Any]) -> RunFacts:
 
 
 def _measurement(data: Mapping[str, Any]) -> Measurement:
-    values = {k: floats_back(v) for k, v in data.items()}
+    """A saved measurement: its own fields (any other refused, as incomplete), and each add-on's data on it (its
+    ``load_measurement`` reads the fields its ``dump_measurement`` writes, even of no data)."""
+    theirs = {key for addon in addons() for key in addon.dump_measurement(None)}
+    values = {k: floats_back(v) for k, v in data.items() if k not in theirs}
     values["config"] = Config(**values["config"])
     values["mismatch"] = None if values.get("mismatch") is None else Mismatch(**values["mismatch"])
     profile = values.get("profile")
     values["profile"] = None if profile is None else StepProfile(**{k: floats_back(v) for k, v in profile.items()})
     quality = values.get("quality")
     values["quality"] = None if quality is None else _quality(quality)
-    ranks = values.get("ranks")
-    values["ranks"] = None if ranks is None else _ranks(ranks)
     for name in ("ttft_s", "compile_s"):
         values[name] = math.nan if values.get(name) is None else values[name]
-    return Measurement(**values)
-
-
-def _split_of(data: Mapping[str, Any]) -> Split | None:
-    found, metadata = data.get("split"), data.get("metadata") or {}
-    if found is None and "rank_devices" in metadata:
-        found = {"backend": metadata["backend"], "devices": metadata["rank_devices"]}
-    return None if found is None else Split(found["backend"], tuple(found["devices"]))
-
-
-def _ranks(data: Mapping[str, Any]) -> Ranks:
-    """A measurement's ranks as written; an older file's ``identical`` (each rank's own check, which the tokens'
-    digests already tell) is dropped, and it kept no rank's own times."""
-    values = {k: floats_back(v) for k, v in data.items() if k != "identical"}
-    values["seconds"] = tuple(floats_back(runs) for runs in values.get("seconds", ()))
-    return Ranks(**values)
+    kept = {addon.name: found for addon in addons() if (found := addon.load_measurement(data)) is not None}
+    return Measurement(**values, addons=kept)
 
 
 def _quality(data: Mapping[str, Any]) -> Quality:

@@ -12,7 +12,7 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.addon import AddOn, used_by
+from kvmagic.core.addon import AddOn, addons, used_by
 from kvmagic.core.config import Config
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import BenchSpec
@@ -22,18 +22,17 @@ from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.environment import environment
 from kvmagic.measure.greedy import non_greedy_settings
 from kvmagic.measure.guards import is_out_of_memory, with_memory_advice
+from kvmagic.measure.lockstep import lockstep
 from kvmagic.measure.memory import kv_sizes
-from kvmagic.measure.split_lockstep import lockstep
 from kvmagic.measure.strategies import reset_static_cache_state
 from kvmagic.measure.threads import torch_threads
 from kvmagic.results.records import DEADLINE_STOPS, RunFacts
 from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.deadline_run import Cut, Deadline, HeldTo, LeftOut, cut_after
-from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget, probe_two_tokens
+from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget, probe_two_tokens, rounds_of
 from kvmagic.runner.progress import Bar, Eta, progress_bar
 from kvmagic.runner.prompt import batched
-from kvmagic.runner.rounds import TTFT_RUNS, first_call, measure_rounds, warm_up
-from kvmagic.runner.split_run import put_together
+from kvmagic.runner.rounds import TTFT_RUNS, TimedRuns, first_call, measure_rounds, warm_up
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -60,8 +59,9 @@ def run_benchmark(
     sweep over their cross product; ``cache`` compares strategies instead of off/on. ``progress``
     shows a progress bar over a sweep, its description led by ``label`` (the model's name, say). A
     KeyboardInterrupt ends a sweep early: the configurations finished so far come back, the result ``partial``.
-    A model split over ranks (``loaded.world``) is measured by every rank in lockstep, and every rank returns the
-    same result; only rank 0 shows progress.
+    A model loaded as one of several ranks a launcher started (``loaded.world``) is measured by every rank in
+    lockstep (:mod:`kvmagic.measure.lockstep`); only the first rank shows progress, and the add-ons' ``finished``
+    make every rank's result the same.
     """
     spec = BenchSpec.of(spec, **options)
     progress = progress and (loaded.world is None or loaded.world.first)
@@ -82,7 +82,7 @@ def run_benchmark(
 def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, label: str) -> BenchmarkResult:
     plan = make_plan(loaded, prompt, spec)
     before = {addon: addon.before(plan) for addon in used_by(spec)}  # probes, untimed, before any run
-    deadline = Deadline(spec.max_seconds, rounds=_rounds(plan), first_tokens=TTFT_RUNS, clock=perf_counter)
+    deadline = Deadline(spec.max_seconds, rounds=rounds_of(plan), first_tokens=TTFT_RUNS, clock=perf_counter)
     budget = Budget(plan.configs)
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
@@ -142,7 +142,9 @@ def _result(
         cost_model=budget.cost,
         addons={name: data for name, data in kept.items() if data is not None},
     )
-    return result if loaded.world is None else put_together(result, loaded.world)
+    for addon in addons():
+        result = addon.finished(plan, result)
+    return result
 
 
 def _cut_in(deadline: Deadline, loaded: LoadedModel, budget: Budget) -> float | None:
@@ -150,12 +152,6 @@ def _cut_in(deadline: Deadline, loaded: LoadedModel, budget: Budget) -> float | 
     one rank cut in a collective would leave the others waiting in it; their deadline is kept by what each
     starts, decided alike."""
     return deadline.cut_in if loaded.world is None and budget.todo else None
-
-
-def _rounds(plan: Plan) -> int:
-    """Runs per strategy at each configuration beside its first-token runs: the timed rounds, the hooked one of
-    ``steps``, the teacher-forced one of quality, and the profiled one of a model split over ranks."""
-    return plan.spec.rounds + (plan.loaded.world is not None)
 
 
 def _facts(plan: Plan, prompt: str, deadline: Deadline, stopped: str) -> RunFacts:
@@ -274,6 +270,7 @@ def _measure_each(
             yield measure_rounds(
                 loaded, inputs, new_tokens=new_tokens, strategies=runnable, stop=HeldTo(rule, heard.round_fits),
                 steps=spec.steps, on_run=heard, first_calls=first, judge=plan.judge,
+                measured=partial(_measured, plan, inputs),
             )  # fmt: skip
         except LeftOut:
             deadline.leave_out(config)
@@ -298,3 +295,12 @@ class _Heard:
 
     def round_fits(self, rounds: int) -> bool:
         return self.deadline.round_fits(self.todo[self.index], self.names, rounds)
+
+
+def _measured(
+    plan: Plan, inputs: BatchEncoding, measurements: list[Measurement], runs: Mapping[Strategy, TimedRuns]
+) -> list[Measurement]:
+    """A configuration's measurements as each add-on makes them, in the registry's order."""
+    for addon in addons():
+        measurements = addon.measured(plan, inputs, measurements, runs)
+    return measurements

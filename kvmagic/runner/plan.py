@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from kvmagic.core.addon import used_by
+from kvmagic.core.addon import addons, used_by
 from kvmagic.core.budget import plan_within_budget
 from kvmagic.core.config import Config
 from kvmagic.core.deadline import shortest_first
@@ -17,8 +17,8 @@ from kvmagic.core.strategy import PAIR, REFERENCE
 from kvmagic.errors import KVMagicError, clipped
 from kvmagic.measure.costmodel_probe import probe
 from kvmagic.measure.guards import is_out_of_memory
+from kvmagic.measure.lockstep import any_reason, from_first
 from kvmagic.measure.memory import kv_sizes
-from kvmagic.measure.split_lockstep import any_reason, from_first
 from kvmagic.measure.strategies import Setup, checked, setups
 from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from kvmagic.core.strategy import Strategy
     from kvmagic.measure.loaded import LoadedModel
 
-__all__ = ["Budget", "Plan", "make_plan", "plan_budget", "probe_two_tokens"]
+__all__ = ["Budget", "Plan", "make_plan", "plan_budget", "probe_two_tokens", "rounds_of"]
 
 T = TypeVar("T")
 
@@ -142,7 +142,7 @@ def plan_budget(plan: Plan) -> Budget:
     probes = probe(plan.loaded, plan.inputs[order[0].prompt_tokens], shortest, longest)
     typical, fastest = probes.typical(), probes.fastest()
     predictions = tuple(_prediction(plan.loaded, typical, config) for config in plan.configs)
-    rounds = plan.spec.rounds + (plan.loaded.world is not None)
+    rounds = rounds_of(plan)
     fits = plan_within_budget(
         fastest, order, repeat=rounds, warmup_tokens=spec.warmup_tokens, max_seconds=spec.max_seconds, caches=caches
     )
@@ -162,6 +162,12 @@ def probe_two_tokens(plan: Plan, strategies: Sequence[Setup], inputs: BatchEncod
         if seconds is not None:
             found[strategy.strategy] = seconds
     return found
+
+
+def rounds_of(plan: Plan) -> int:
+    """Runs per strategy at each configuration beside the warm-up and first-token ones: the timed rounds, the
+    hooked one of ``steps``, and those the add-ons add (:meth:`~kvmagic.core.addon.AddOn.extra_runs`)."""
+    return plan.spec.rounds + sum(addon.extra_runs(plan) for addon in addons())
 
 
 def _prediction(loaded: LoadedModel, cost: CostModel, config: Config) -> Prediction:

@@ -5,20 +5,20 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.config import Config
 from kvmagic.core.stop import FixedRounds, StopRule
 from kvmagic.measure.accelerator import PeakMemory
+from kvmagic.measure.lockstep import from_first, slowest
 from kvmagic.measure.memory import cache_nbytes
-from kvmagic.measure.split_lockstep import from_first, slowest
 from kvmagic.measure.strategies import Setup, plain_pair, reset_static_cache_state, strategy_config
 from kvmagic.measure.timing import profiled_generate, returned_cache, timed_generate
 from kvmagic.results.records import StepProfile
 from kvmagic.results.result import Measurement
 from kvmagic.runner.mismatch import margin_at, strategy_mismatch
-from kvmagic.runner.split_run import rank_view
 
 if TYPE_CHECKING:
     import torch
@@ -28,12 +28,28 @@ if TYPE_CHECKING:
     from kvmagic.core.strategy import Strategy
     from kvmagic.measure.loaded import LoadedModel
 
-__all__ = ["Judging", "first_call", "measure_rounds", "warm_up"]
+__all__ = ["Judging", "Measured", "TimedRuns", "first_call", "measure_rounds", "warm_up"]
 
 _ONE_ROUND = FixedRounds(1)
 TTFT_RUNS = 3  # one-token runs per strategy whose median is its time to first token
 # How a comparison reads each strategy's quality at one configuration (:class:`~kvmagic.runner.judge.Judge`).
 Judging = Callable[["LoadedModel", "BatchEncoding", int, Sequence[Setup]], Mapping["Strategy", "Quality"]]
+
+
+@dataclass(frozen=True)
+class TimedRuns:
+    """What one strategy's timed runs at a configuration left beside its measurement: how each was asked, what each
+    generated (every sequence of its batch), and this process's own seconds (its measurement keeps, across ranks in
+    lockstep, the slowest rank's)."""
+
+    config: GenerationConfig
+    generated: list[list[list[int]]]
+    own_s: list[float]
+
+
+# What the add-ons make of a configuration's measurements once its rounds are done (the runner asks each add-on's
+# ``measured``), from what each strategy's timed runs left.
+Measured = Callable[[list[Measurement], Mapping["Strategy", TimedRuns]], list[Measurement]]
 
 
 def warm_up(loaded: LoadedModel, inputs: BatchEncoding, tokens: int, strategies: Sequence[Setup] = ()) -> None:
@@ -75,6 +91,7 @@ def measure_rounds(
     on_run: Callable[[float], object] | None = None,
     first_calls: Mapping[Strategy, float] | None = None,
     judge: Judging | None = None,
+    measured: Measured | None = None,
 ) -> list[Measurement]:
     """Time interleaved rounds (one run of each strategy per round) until ``stop`` says enough; a
     :class:`Measurement` per strategy, each checked against the first strategy's first run (the reference).
@@ -87,7 +104,8 @@ def measure_rounds(
     strategy whose run differed first, to say how close its choice was there. ``first_calls`` are the
     compiled strategies' untimed first calls, whose excess over the median run is their compile time.
     ``on_run`` hears each run's seconds.
-    ``judge``, in a comparison of strategies, reads each strategy's quality against the full cache's.
+    ``judge``, in a comparison of strategies, reads each strategy's quality against the full cache's;
+    ``measured``, the add-ons' part, gets the measurements before any hooked run.
     """
     strategies = strategies or plain_pair(loaded)
     prompt_tokens = inputs["input_ids"].shape[-1]
@@ -102,12 +120,11 @@ def measure_rounds(
     ttft = _first_tokens(loaded, inputs, strategies)
     quality = judge(loaded, inputs, new_tokens, strategies) if judge is not None else {}
     found = [rounds.measurement(s.strategy, Config(prompt_tokens, new_tokens, rounds.batch), ttft) for s in strategies]
-    if loaded.world is not None:  # split over ranks: each rank's cache, communication and tokens
-        views = {m.strategy: rank_view(loaded, inputs, configs[m.strategy], rounds.generated[m.strategy], m.kv_bytes,
-                                       rounds.own[m.strategy]) for m in found}  # fmt: skip
-        found = [dataclasses.replace(m, ranks=views[m.strategy]) for m in found]
+    if measured is not None:
+        runs = {name: TimedRuns(configs[name], rounds.generated[name], rounds.own[name]) for name in configs}
+        found = measured(found, runs)
     profiled = set(configs) if steps else from_first(_first_to_differ(found))  # every rank profiles alike
-    measured = []
+    kept = []
     for m in found:
         strategy = next(s for s in strategies if s.strategy == m.strategy)
         profiled_run = m.strategy in profiled
@@ -119,8 +136,8 @@ def measure_rounds(
         compile_s = (first_calls or {}).get(m.strategy)
         extra = compile_s - m.median_s if compile_s is not None else m.compile_s
         judged = quality.get(m.strategy)
-        measured.append(dataclasses.replace(m, profile=profile, mismatch=mismatch, compile_s=extra, quality=judged))
-    return measured
+        kept.append(dataclasses.replace(m, profile=profile, mismatch=mismatch, compile_s=extra, quality=judged))
+    return kept
 
 
 def _first_to_differ(found: Sequence[Measurement]) -> set[Strategy]:

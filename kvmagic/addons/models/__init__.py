@@ -63,9 +63,10 @@ class _Models(AddOn):
 
     def run(
         self, args: argparse.Namespace, configured: Mapping[str, Any], host: str, prompt: str, spec: BenchSpec,
-        on_load: Callable[[LoadedModel], None] | None,
+        on_load: Callable[[LoadedModel], None] | None, held: tuple[LoadedModel, Mapping[str, Any]] | None = None,
     ) -> Any:  # fmt: skip
-        """The models' result; one model's own result where the notebook's ``-m`` names one."""
+        """The models' result; one model's own result where the notebook's ``-m`` names one (each loaded here, the
+        front end's own model, ``held``, left as it is)."""
         from kvmagic.addons.models.models_request import requested
         from kvmagic.addons.models.models_run import run_models
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kvmagic.measure.split_lockstep import any_reason
+from kvmagic.measure.lockstep import any_reason
 from kvmagic.measure.strategies import strategy_config
 from kvmagic.measure.timing import returned_cache, timed_generate
 

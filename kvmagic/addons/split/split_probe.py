@@ -20,7 +20,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING
 
 from kvmagic.measure.accelerator import synchronize
-from kvmagic.measure.split_lockstep import barrier
+from kvmagic.measure.lockstep import barrier
 from kvmagic.measure.timing import generate_once
 
 if TYPE_CHECKING:

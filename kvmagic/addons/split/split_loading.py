@@ -19,10 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.addons.split.process_group import join
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.capabilities import dtype_keyword, tensor_parallel_keyword
 from kvmagic.measure.loaded import LoadedModel
-from kvmagic.measure.split_lockstep import World, barrier, join
+from kvmagic.measure.lockstep import World, barrier
 from kvmagic.model import loading
 from kvmagic.model.explain import explain
 from kvmagic.model.random_weights import build, find_config, find_tokenizer
@@ -92,15 +93,16 @@ def load_split_model(
             "{device_map} places a whole model; split, each rank places its share: drop it", "device_map"
         )
     if random_weights:
-        loading._check_random(name, gguf_file)
+        loading.check_random(name, gguf_file)
     loading.check_attention(attn_implementation)
-    start, source = time.perf_counter(), None if random_weights else loading._source(name, revision, gguf_file)
+    start, source = time.perf_counter(), None if random_weights else loading.model_source(name, revision, gguf_file)
     options = dict(revision=revision, gguf_file=gguf_file, attn_implementation=attn_implementation,
                    trust_remote_code=trust_remote_code)  # fmt: skip
     dtypes = {dtype_keyword(): loading.resolve_dtype(dtype, None)}
     model, tokenizer, stand_in, world = split_model(name, source, dtypes, options, before_weights)
     seconds = time.perf_counter() - start
-    return LoadedModel(model, tokenizer, name, revision, seconds, random_weights, stand_in, world)
+    placement = f"split over {world.size} ranks ({world.backend})"
+    return LoadedModel(model, tokenizer, name, revision, seconds, random_weights, stand_in, world, placement)
 
 
 def split_model(

@@ -13,20 +13,23 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.measure.split_lockstep import World, everyone, slowest
-from kvmagic.measure.split_probe import communication_run
-from kvmagic.results.records import Ranks, Split
+from kvmagic.addons.split.split_probe import communication_run
+from kvmagic.addons.split.split_records import NAME, Ranks, Split, ranks_of
+from kvmagic.measure.lockstep import World, everyone, slowest
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding, GenerationConfig
 
+    from kvmagic.core.strategy import Strategy
     from kvmagic.measure.loaded import LoadedModel
+    from kvmagic.results.measurement import Measurement
     from kvmagic.results.result import BenchmarkResult
+    from kvmagic.runner.rounds import TimedRuns
 
-__all__ = ["merged", "put_together", "rank_view", "tokens_digest"]
+__all__ = ["merged", "put_together", "rank_view", "tokens_digest", "with_views"]
 
 
 def tokens_digest(generated: Sequence[Sequence[Sequence[int]]]) -> str:
@@ -55,9 +58,18 @@ def rank_view(
     )
 
 
+def with_views(
+    loaded: LoadedModel, inputs: BatchEncoding, measurements: list[Measurement], runs: Mapping[Strategy, TimedRuns]
+) -> list[Measurement]:
+    """Each measurement of a configuration with this rank's view of it (:func:`rank_view`)."""
+    views = {m.strategy: rank_view(loaded, inputs, runs[m.strategy].config, runs[m.strategy].generated, m.kv_bytes,
+                                   runs[m.strategy].own_s) for m in measurements}  # fmt: skip
+    return [dataclasses.replace(m, addons={**m.addons, NAME: views[m.strategy]}) for m in measurements]
+
+
 def put_together(result: BenchmarkResult, world: World) -> BenchmarkResult:
     """Every rank's ``result`` made one, on every rank: a collective, so every rank calls it."""
-    rows = [{"ranks": m.ranks, "peak_bytes": m.peak_bytes} for m in result.measurements]
+    rows = [{"ranks": ranks_of(m), "peak_bytes": m.peak_bytes} for m in result.measurements]
     views = everyone({"device": result.metadata.get("device"), "rows": rows})
     return merged(result, world.backend, views)
 
@@ -78,6 +90,7 @@ def merged(result: BenchmarkResult, backend: str, views: list[dict[str, Any]]) -
         )
         peaks = [row["peak_bytes"] for row in rows if row["peak_bytes"] is not None]
         kv = None if m.kv_bytes is None else sum(ranks.kv_bytes)
-        measurements.append(dataclasses.replace(m, ranks=ranks, kv_bytes=kv, peak_bytes=max(peaks) if peaks else None))
+        peak = max(peaks) if peaks else None
+        measurements.append(dataclasses.replace(m, addons={**m.addons, NAME: ranks}, kv_bytes=kv, peak_bytes=peak))
     split = Split(backend, tuple(str(view["device"]) for view in views))
-    return dataclasses.replace(result, measurements=measurements, split=split)
+    return dataclasses.replace(result, measurements=measurements, addons={**result.addons, NAME: split})

@@ -2,7 +2,7 @@
 
 Every rank runs the same command; only rank 0 prints (the summary, progress, the table, a refusal) and
 writes ``--save``; the others stay quiet and end with the same status. Started by the notebook's
-launcher (:mod:`kvmagic.frontends.split_launch`), which names a folder in :data:`LAUNCH_DIR`, each rank also
+launcher (:mod:`kvmagic.addons.split.split_launch`), which names a folder in :data:`LAUNCH_DIR`, each rank also
 leaves there what the launcher reads back: its process id and its stderr, its refusal as a template (so
 the notebook can spell its own flags), its exit status once its part is done, and rank 0 the result as JSON.
 """
@@ -15,19 +15,21 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
-    from kvmagic.measure.split_lockstep import World
+    from kvmagic.core.spec import BenchSpec
+    from kvmagic.measure.loaded import LoadedModel
+    from kvmagic.measure.lockstep import World
     from kvmagic.results.result import BenchmarkResult
 
 __all__ = [
-    "LAUNCH_DIR", "RESULT", "end_rank", "finished", "join_ranks", "quiet_rank", "refuse", "report_result",
-    "torchrun_hint",
+    "LAUNCH_DIR", "RESULT", "end_rank", "finished", "join_ranks", "numbered", "quiet_rank", "refused",
+    "report_result", "run_rank", "torchrun_hint",
 ]  # fmt: skip
 
 LAUNCH_DIR = "KVMAGIC_LAUNCH_DIR"  # set by the notebook's launcher: where each rank leaves what it reads back
@@ -35,6 +37,13 @@ RESULT = "result.json"
 # How long a quiet rank's refusal waits for rank 0 to print the same one. torchrun ends every rank as soon as
 # one fails, so a quiet rank that left first could end rank 0 before its line was out.
 SPEAKER_GRACE_S = 30.0
+
+
+def numbered(words: Sequence[str]) -> str:
+    """The notebook's ``--tp N`` typed to the command, as the one message that refuses it: here torchrun starts the
+    ranks (empty where ``--tp`` comes without a number)."""
+    ranks = words[words.index("--tp") + 1] if "--tp" in words[:-1] else ""
+    return f"--tp takes no N: torchrun --nproc-per-node {ranks} -m kvmagic --tp" if ranks.isdigit() else ""
 
 
 def torchrun_hint(argv: Sequence[str]) -> str:
@@ -47,7 +56,7 @@ def join_ranks(args: argparse.Namespace, argv: Sequence[str]) -> World | None:
     a rank other than 0 is made quiet and writes no file."""
     if not args.tp:
         return None
-    from kvmagic.measure.split_lockstep import join, launched
+    from kvmagic.addons.split.process_group import join, launched
 
     if not launched():
         raise KVMagicError(
@@ -84,17 +93,35 @@ def quiet_rank() -> bool:
     return os.environ.get("RANK", "0") != "0" and "WORLD_SIZE" in os.environ
 
 
-def refuse(error: KVMagicError, line: str, split: bool) -> None:
-    """Say a refusal once: every rank refuses alike, and rank 0 prints it. A quiet rank leaves its refusal for
-    the launcher and waits for rank 0 to print and exit, upon which torchrun ends it; if rank 0 has not
-    refused by then (a refusal of this rank alone), it prints its own."""
+def refused(error: KVMagicError, split: bool) -> None:
+    """Before the command says a refusal, so that it is said once: every rank refuses alike, and rank 0 prints it.
+    A rank leaves its refusal for the launcher; a quiet rank then waits for rank 0 to print and exit, upon which
+    torchrun ends it; if rank 0 has not refused by then (a refusal of this rank alone), it prints its own."""
     folder = os.environ.get(LAUNCH_DIR)
     if folder:  # as a template, which the launcher spells in the notebook's own flags
         record = {"template": error.template, "params": list(error.params)}
         Path(folder, f"rank{os.environ.get('RANK', '0')}.json").write_text(json.dumps(record))
     if split and quiet_rank():
         time.sleep(SPEAKER_GRACE_S)
-    print(line, file=sys.stderr)
+
+
+def run_rank(
+    args: argparse.Namespace, configured: Mapping[str, object], prompt: str, spec: BenchSpec,
+    on_load: Callable[[LoadedModel], None] | None,
+) -> BenchmarkResult:  # fmt: skip
+    """This rank's part of the command's run: its share of the model loaded (as the load options ask, but the
+    device map: each rank places its own), measured in lockstep with the others, rank 0's result left for the
+    launcher."""
+    from kvmagic.addons.split.split_loading import load_split_model
+    from kvmagic.frontends.options import load_kwargs
+    from kvmagic.runner.benchmark import run_benchmark
+
+    loaded = load_split_model(**{**load_kwargs(args, configured), "device_map": None})
+    if on_load is not None:
+        on_load(loaded)
+    result = run_benchmark(loaded, prompt, spec, progress=not args.quiet)
+    report_result(result)
+    return result
 
 
 def report_result(result: BenchmarkResult) -> None:
@@ -119,7 +146,7 @@ def end_rank(status: int) -> NoReturn:
     rank, what it printed flushed, then the process ended without the interpreter's teardown. The split model's
     device mesh still holds the process group then, and its destructor, run at teardown after the group was
     destroyed, can abort the rank ("terminate called without an active exception") after a run that succeeded."""
-    from kvmagic.measure.split_lockstep import leave
+    from kvmagic.addons.split.process_group import leave
 
     finished(status)
     leave()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.addons.split.split_records import ranks_of, split_of
 from kvmagic.core.strategy import DYNAMIC, OFF
 from kvmagic.results.columns import Column, cell, declare
 
@@ -27,15 +28,16 @@ MIB = 2**20
 def _ranks(m: Measurement | None) -> dict[str, Any]:
     """A measurement's split figures: its ranks, the fullest rank's cache, its collectives per token and share of
     the profiled run (the slowest rank's), and whether every rank generated rank 0's tokens."""
-    if m is None or m.ranks is None:
+    ranks = ranks_of(m)
+    if m is None or ranks is None:
         return {"ranks": math.nan, "kv_rank_mib": math.nan, "comm_ms": math.nan, "comm_share": math.nan,
                 "ranks_identical": None}  # fmt: skip
     return {
-        "ranks": len(m.ranks.kv_bytes),
-        "kv_rank_mib": max(m.ranks.kv_bytes) / MIB,
-        "comm_ms": 1e3 * max(m.ranks.communication_s) / m.config.new_tokens,  # the slowest rank's, per token
-        "comm_share": m.ranks.communication_share,
-        "ranks_identical": m.ranks.agree,
+        "ranks": len(ranks.kv_bytes),
+        "kv_rank_mib": max(ranks.kv_bytes) / MIB,
+        "comm_ms": 1e3 * max(ranks.communication_s) / m.config.new_tokens,  # the slowest rank's, per token
+        "comm_share": ranks.communication_share,
+        "ranks_identical": ranks.agree,
     }
 
 
@@ -81,11 +83,12 @@ SPLIT_PAIR = declare(
 def split_notes(result: BenchmarkRecord) -> list[str]:
     """How the model was split, what the split cost at the longest configuration, and any rank whose tokens
     differed."""
-    if result.split is None:
+    split = split_of(result)
+    if split is None:
         return []
-    agree = all(m.ranks.agree for m in result.measurements if m.ranks is not None)
-    same = "; every rank generated the same tokens" if agree else ""
-    found = [f"split over {result.split}; times are the slowest rank's{same}"]
+    views = [(m, ranks) for m in result.measurements if (ranks := ranks_of(m)) is not None]
+    same = "; every rank generated the same tokens" if all(ranks.agree for _, ranks in views) else ""
+    found = [f"split over {split}; times are the slowest rank's{same}"]
     pairs = [pair for config in result.configs if (pair := result.only_pair(config)) is not None]
     if pairs:
         pair = max(pairs, key=lambda p: (p.config.prompt_tokens + p.config.new_tokens, p.config.batch))
@@ -97,8 +100,8 @@ def split_notes(result: BenchmarkRecord) -> list[str]:
             f"({ms(cached['comm_ms'])} ms per step); the KV cache is {mib(cached['kv_rank_mib'])} MiB per "
             f"rank, {mib(total)} MiB in all"
         )
-    for m in result.measurements:
-        if m.ranks is not None and not m.ranks.agree:
-            other = ", ".join(str(rank) for rank, tokens in enumerate(m.ranks.tokens) if tokens != m.ranks.tokens[0])
+    for m, ranks in views:
+        if not ranks.agree:
+            other = ", ".join(str(rank) for rank, tokens in enumerate(ranks.tokens) if tokens != ranks.tokens[0])
             found.append(f"{m.config}: rank {other} generated other tokens than rank 0 ({m.strategy})")
     return found

@@ -1,10 +1,12 @@
-"""The ranks of a tensor-parallel run: the process group torchrun sets up, and the lockstep they keep.
+"""Processes that run the same protocol in lockstep, as ranks a launcher started: the time and the decisions they
+share.
 
-Under ``torchrun`` every rank runs the same protocol. Anything a rank decides from its own clock (when to
-stop taking rounds, whether the estimate fits the budget) would let the ranks part ways, one waiting in a
-collective the others never reach; so a time is reduced across the ranks (the slowest rank's) before
-anything reads it, and a decision is the first rank's. Outside a process group every function here is the
-identity, and nothing imports ``torch.distributed``.
+Where a launcher starts several processes on one measurement (each a rank of a process group, say each holding a
+share of the model), every rank runs the same protocol. Anything a rank decides from its own clock (when to stop
+taking rounds, whether the estimate fits the budget) would let the ranks part ways, one waiting in a collective the
+others never reach; so a time is reduced across the ranks (the slowest rank's) before anything reads it, and a
+decision is the first rank's. Outside a process group every function here is the identity, and nothing imports
+``torch.distributed``.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
-
-from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -24,24 +24,19 @@ if TYPE_CHECKING:
     from kvmagic.core.strategy import Strategy
 
 __all__ = [
-    "LAUNCH_ENV",
     "Lockstep",
     "World",
     "any_reason",
     "barrier",
     "everyone",
     "from_first",
-    "join",
-    "launched",
-    "leave",
     "lockstep",
     "slowest",
+    "slowest_each",
     "world",
 ]
 
 T = TypeVar("T")
-LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets for each rank
-_BACKENDS = {"cuda": "nccl", "cpu": "gloo"}  # as transformers' own tensor parallelism picks them
 
 
 @dataclass(frozen=True)
@@ -58,11 +53,6 @@ class World:
     def first(self) -> bool:
         """The rank that prints (rank 0)."""
         return self.rank == 0
-
-
-def launched() -> bool:
-    """Whether torchrun (or another launcher speaking its protocol) started this process as one of several ranks."""
-    return all(name in os.environ for name in LAUNCH_ENV)
 
 
 def _initialized() -> bool:
@@ -82,37 +72,6 @@ def world() -> World | None:
     device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
     local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
     return World(dist.get_rank(), dist.get_world_size(), local, backend, device)
-
-
-def join() -> World:
-    """Join the ranks torchrun started (once per process), on the backend of this machine's accelerator."""
-    if not launched():
-        raise KVMagicError(
-            "a split model needs the ranks torchrun starts: run this under torchrun, one rank per device"
-        )
-    found = world()
-    if found is not None:
-        return found
-    import torch
-    import torch.distributed as dist
-
-    kind = "cuda" if torch.cuda.is_available() else "cpu"
-    if kind == "cuda":
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    dist.init_process_group(backend=_BACKENDS[kind])
-    joined = world()
-    assert joined is not None
-    return joined
-
-
-def leave() -> None:
-    """Leave the process group once every rank is done: a rank that exits while another still tears its
-    connections down can make that one abort."""
-    if _initialized():
-        import torch.distributed as dist
-
-        dist.barrier()
-        dist.destroy_process_group()
 
 
 def barrier() -> None:

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from kvmagic.addons.split.split_rank import LAUNCH_DIR, RESULT
 from kvmagic.errors import KVMagicError, clipped
-from kvmagic.frontends.split_rank import LAUNCH_DIR, RESULT
 
 if TYPE_CHECKING:
     from kvmagic.core.spec import BenchSpec
@@ -43,11 +43,13 @@ _ROOT = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re
 
 
 def launch_cell(
-    args: Any, prompt: str, spec: BenchSpec, loaded: LoadedModel | None, loaded_with: Mapping[str, Any],
+    args: Any, prompt: str, spec: BenchSpec, held: tuple[LoadedModel, Mapping[str, Any]] | None,
     configured: Mapping[str, Any],
 ) -> BenchmarkResult:  # fmt: skip
-    """``%%kvbench --tp N [-m MODEL]``: the model ``%kvload`` loaded (with the options it was loaded with), or
-    the one ``-m`` names (with the configured dtype and attention, and ``--random-weights``), on N ranks."""
+    """``%%kvbench --tp N [-m MODEL]``: the model ``%kvload`` loaded (``held``, with the options it was loaded
+    with), or the one ``-m`` names (with the configured dtype and attention, and ``--random-weights``), on N
+    ranks."""
+    loaded, loaded_with = held if held is not None else (None, {})
     own = loaded if loaded is not None and args.models in (None, loaded.name) else None
     if own is None and args.models is None:
         raise KVMagicError("no model loaded: run %kvload MODEL first, or name the model with {models}", "models")
@@ -75,8 +77,8 @@ def launch_request(
     What can be refused before any process starts is: a request a split cannot take, one rank, and, where
     the model's config is at hand (``config``, else read without a download), a model without a plan or
     with heads the ranks do not divide."""
-    from kvmagic.frontends.split_request import bench_words, check_split_request, load_words
-    from kvmagic.model.split_loading import check_split, readable_config
+    from kvmagic.addons.split.split_loading import check_split, readable_config
+    from kvmagic.addons.split.split_request import bench_words, check_split_request, load_words
 
     if ranks < 2:
         raise KVMagicError("{tp} 1 would split the model over one process: drop {tp}, or give it 2 or more", "tp")
