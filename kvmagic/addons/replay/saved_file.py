@@ -33,10 +33,7 @@ def read_saved(path: str) -> tuple[BenchmarkResult, dict[str, str]]:
                            "save") from None  # fmt: skip
     data = _recorded(text, path) if Path(path).suffix.lower() in _PAGES else _json(text, path)
     data, unread = unreadable(data)
-    try:
-        saved = BenchmarkResult.from_dict(data)
-    except KVMagicError as error:
-        raise KVMagicError(f"{{replay}} {shown}: {error.template}", "replay", *error.params) from None
+    saved = BenchmarkResult.from_dict(data)  # what is not a run of one model is refused, saying what reads it
     if not saved.measurements:
         raise KVMagicError(f"{{replay}} {shown} holds no measured rows to compare with: replay a finished run",
                            "replay")  # fmt: skip
