@@ -7,7 +7,7 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import choice, frontier, limits, models, prefix, report, split
+from kvmagic.addons import choice, frontier, limits, models, prefix, replay, report, split
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
@@ -20,4 +20,5 @@ ADDONS: tuple[AddOn, ...] = (
     prefix.ADDON,
     choice.ADDON,
     report.ADDON,
+    replay.ADDON,
 )

@@ -6,7 +6,8 @@ a folder of ``kvmagic/addons/`` whose :class:`AddOn` the registry (``kvmagic/add
 iterates over :func:`addons` at each joint, as pytest calls its plugins' hooks and optimum-benchmark its backends,
 launchers and trackers through one base class each:
 
-- the request: the options an add-on adds (``fields``, ``options``), what it refuses beside them (``refuse``) and
+- the request: a saved run a front end's request starts from, filled in where the user typed nothing (``saved``);
+  the options an add-on adds (``fields``, ``options``), what it refuses beside them (``refuse``) and
   in the prompt before any model loads (``check_prompt``), whether it makes the request a comparison of strategies
   (``compares``), and what a comparison with a baseline reads of them (``recorded``);
 - the plan: the prompt's ids where it reads the prompt its own way (``encoded``) and the strategies it adds
@@ -38,11 +39,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-__all__ = ["REGISTRY", "AddOn", "Field", "addon", "addons", "used_by"]
+__all__ = ["REGISTRY", "AddOn", "Field", "SavedRequest", "addon", "addons", "used_by"]
 
 REGISTRY = "kvmagic.addons"  # the package whose ``ADDONS`` lists every add-on, in the order their hooks run
 
@@ -64,6 +65,20 @@ class Field:
     saved: Callable[[Any], Any] = _as_written
 
 
+@dataclass(frozen=True)
+class SavedRequest:
+    """A request read from a saved run, which a front end runs as it runs one typed in full, then compares with that
+    run as ``--compare`` does: its ``prompt``, the ``baseline`` (a one-run result) and the name the comparison gives
+    it, the request fields a parsed option cannot hold as the file does (``fields``: a text whose flag reads a file),
+    and what cannot be rerun here (``said``: one line each, said before the run)."""
+
+    prompt: str
+    baseline: Any
+    name: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    said: tuple[str, ...] = ()
+
+
 class AddOn:
     """One capability beyond the plain pair and a comparison of strategies. Override the hooks it needs."""
 
@@ -77,6 +92,15 @@ class AddOn:
     def used(self, spec: Any) -> bool:
         """Whether a request (a :class:`~kvmagic.core.spec.BenchSpec`) asks for it."""
         return False
+
+    def saved(
+        self, args: Any, typed: frozenset[str], host: str, prompt: Callable[[], str | None]
+    ) -> SavedRequest | None:
+        """Where a front end's parsed request (``args``, as ``host`` parsed them) names a saved run to rerun: ``args``
+        filled in from it, in place, but for what the user typed (``typed``: those options' names), and the run to
+        compare with. ``prompt`` reads the prompt the user gave (None: none). None: the request is the one typed.
+        It runs before anything else reads ``args``, and refuses what they cannot ask of a saved run."""
+        return None
 
     def refuse(self, spec: Any) -> None:
         """Raise what its fields cannot go with, in the request's words (each message one line, naming only the

@@ -1,5 +1,5 @@
-"""What the front ends do around a benchmark: ask which add-on, if any, runs the request in place of
-``run_benchmark``, read the baseline it is compared with first, save and compare after."""
+"""What the front ends do around a benchmark: ask whether an add-on fills the request in from a saved run and which,
+if any, runs it in place of ``run_benchmark``, read the baseline it is compared with first, save and compare after."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.addon import AddOn, addons
+from kvmagic.core.addon import AddOn, SavedRequest, addons
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
     from kvmagic.results.result import BenchmarkResult
     from kvmagic.results.serialize import Kept
 
-__all__ = ["finish", "read_baseline", "taker"]
+__all__ = ["finish", "read_baseline", "saved_request", "taker"]
 
 
 def taker(args: argparse.Namespace, configured: Mapping[str, Any], host: str) -> AddOn | None:
@@ -25,14 +25,26 @@ def taker(args: argparse.Namespace, configured: Mapping[str, Any], host: str) ->
     return taking[0] if taking else None
 
 
-def read_baseline(args: argparse.Namespace) -> BenchmarkResult | None:
-    """Check the output name and read the baseline before the benchmark, not after a long run."""
+def saved_request(
+    args: argparse.Namespace, typed: frozenset[str], host: str, prompt: Callable[[], str | None]
+) -> SavedRequest | None:
+    """The saved run the request starts from (:meth:`~kvmagic.core.addon.AddOn.saved`), ``args`` filled in from it;
+    None where the request is the one typed."""
+    return next((found for addon in addons() if (found := addon.saved(args, typed, host, prompt)) is not None), None)
+
+
+def read_baseline(args: argparse.Namespace, saved: SavedRequest | None = None) -> BenchmarkResult | None:
+    """Check the output name and read the baseline before the benchmark, not after a long run (a saved request's
+    own, where there is one)."""
     from kvmagic.results.result import BenchmarkResult
     from kvmagic.results.serialize import export_format, writable
 
     if args.save:
         export_format(args.save)
         writable(args.save)
+    if saved is not None:
+        found: BenchmarkResult = saved.baseline
+        return found
     if not args.compare:
         return None
     baseline = BenchmarkResult.read_json(args.compare)

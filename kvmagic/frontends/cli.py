@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kvmagic.core.addon import addons
 from kvmagic.errors import KVMagicError, one_line
-from kvmagic.frontends.baseline import finish, read_baseline, taker
+from kvmagic.frontends.baseline import finish, read_baseline, saved_request, taker
 from kvmagic.frontends.helppage import Formatter, add_grouped, describe, fitted
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
@@ -32,6 +32,7 @@ from kvmagic.frontends.options import (
     flag,
     load_kwargs,
     meant,
+    typed,
     word_optional,
 )
 from kvmagic.frontends.values import prompt_apart, read_text
@@ -103,6 +104,13 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     return prompt
 
 
+def _given_prompt(args: argparse.Namespace, stdin: TextIO) -> str | None:
+    """The prompt given as an argument or with --prompt-file, where one is (stdin only where ``-`` names it)."""
+    if args.prompt is None and args.prompt_file is None:
+        return None
+    return read_prompt(args, stdin)
+
+
 def render(shown: Kept | Comparison, kind: str, wide: bool = False) -> str:
     """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes.
 
@@ -142,11 +150,12 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
     notebook = _notebook_only(words)
     if notebook:
         cli.error(notebook)
-    args = cli.parse_args(prompt_apart(words, word_optional("cli"), one_word=True))
+    apart = prompt_apart(words, word_optional("cli"), one_word=True)
+    args = cli.parse_args(apart)
     if emptied(cli, args):
         cli.error(f"{emptied(cli, args)} needs a value, and -- is none: give it one")
     try:
-        return _run(args, words, sys.stdin if stdin is None else stdin)
+        return _run(args, words, sys.stdin if stdin is None else stdin, typed(cli, apart))
     except KVMagicError as error:
         for addon in addons():
             addon.refusing(args, error)
@@ -187,20 +196,23 @@ def error_line(error: KVMagicError) -> str:
     return _SAID + fitted(one_line(error.spelled(lambda name: flag(name, "cli"))), _SAID)
 
 
-def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO) -> int:
+def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO, given: frozenset[str]) -> int:
     from kvmagic.model.loading import load_model
     from kvmagic.runner.benchmark import run_benchmark
 
+    saved = saved_request(args, given, "cli", lambda: _given_prompt(args, stdin))
     configured = defaults()
     kwargs = load_kwargs(args, configured)
     taken = taker(args, configured, "cli")
     if taken is not None:  # before anything of the request is read: the process may be one of several
         taken.begin(args, argv)
     thresholds = _fail_on(args)
-    prompt = read_prompt(args, stdin)
-    baseline = read_baseline(args)
-    spec = bench_spec(args, configured)
+    prompt = read_prompt(args, stdin) if saved is None else saved.prompt
+    baseline = read_baseline(args, saved)
+    spec = bench_spec(args, configured, saved.fields if saved is not None else None)
     check_before_loading(spec, prompt)
+    for line in () if saved is None else saved.said:
+        _say(fitted(line, ""), args)
 
     def said(loaded: LoadedModel) -> None:
         _say(fitted(loaded.summary(), ""), args)

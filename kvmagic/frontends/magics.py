@@ -23,7 +23,7 @@ from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode
 
 from kvmagic.core.addon import addons
 from kvmagic.errors import KVMagicError, one_line
-from kvmagic.frontends.baseline import finish, read_baseline, taker
+from kvmagic.frontends.baseline import finish, read_baseline, saved_request, taker
 from kvmagic.frontends.helppage import fitted, magic_page
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
@@ -37,6 +37,7 @@ from kvmagic.frontends.options import (
     load_kwargs,
     meant,
     resolved,
+    typed,
     unrecognized,
     word_optional,
 )
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.plot import SweepFigure
 
-__all__ = ["Interrupted", "KVMagics", "cell_prompt", "parse_line", "split_line"]
+__all__ = ["Interrupted", "KVMagics", "cell_prompt", "line_words", "parse_line", "split_line"]
 
 # The command's own flags, which %%kvbench lacks: what a notebook does instead.
 _COMMAND_ONLY = {
@@ -112,16 +113,22 @@ def split_line(line: str) -> list[str]:
     return list(lexer)
 
 
+def line_words(func: Any, line: str, *, prompt_last: bool = False) -> list[str]:
+    """The words of a magic's argument line as its parser reads them (``prompt_last``: the one-line form's prompt
+    set apart after the options)."""
+    try:
+        words = split_line(line)
+    except ValueError as error:  # unbalanced quotes
+        name = func.__name__
+        raise UsageError(f"%{name}: cannot split the arguments: {error}: quote the prompt, or use a cell") from None
+    return prompt_apart(words, word_optional("magic"), one_word=False) if prompt_last else words
+
+
 def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
     """Parse a magic's argument line (``prompt_last``: the one-line form, its prompt after the options); any
     mistake becomes a UsageError pointing at the help."""
     name = func.__name__
-    try:
-        words = split_line(line)
-    except ValueError as error:  # unbalanced quotes
-        raise UsageError(f"%{name}: cannot split the arguments: {error}: quote the prompt, or use a cell") from None
-    if prompt_last:
-        words = prompt_apart(words, word_optional("magic"), one_word=False)
+    words = line_words(func, line, prompt_last=prompt_last)
     try:
         args = func.parser.parse_args(words)
     except UsageError as error:
@@ -317,9 +324,12 @@ class KVMagics(Magics):
             The KV cache stores each token's keys and values so that
         """
         args = parse_line(self.kvbench, line, prompt_last=cell is None)
-        cell = cell_prompt(args.prompt, cell)
+        given = typed(self.kvbench.parser, line_words(self.kvbench, line, prompt_last=cell is None))
         configured = self._configured()
         try:
+            typed_prompt = (" ".join(args.prompt) or None) if cell is None else cell
+            saved = saved_request(args, given, "magic", lambda: typed_prompt)
+            cell = cell_prompt(args.prompt, cell) if saved is None else saved.prompt
             taken = taker(args, configured, "magic")
         except KVMagicError as error:
             raise _usage_error(error) from None
@@ -331,9 +341,11 @@ class KVMagics(Magics):
         namespace: dict[str, Any] = self.shell.user_ns if self.shell is not None else {}
         try:
             check_name(args.var)
-            prompt = expand(cell, namespace) if resolved(args, configured, "expand") else cell
-            baseline = read_baseline(args)
-            spec = bench_spec(args, configured)
+            prompt = expand(cell, namespace) if resolved(args, configured, "expand") and saved is None else cell
+            baseline = read_baseline(args, saved)
+            spec = bench_spec(args, configured, saved.fields if saved is not None else None)
+            for said in () if saved is None or args.quiet else saved.said:
+                print(fitted(said, ""))
             result = self._measure(args, taken, prompt.strip(), spec, configured)
             replaced = store(namespace, args.var, result) if args.var is not None else None
             shown, unsaved = finish(args, result, baseline, say=lambda line: None if args.quiet else print(line))

@@ -39,6 +39,7 @@ __all__ = [
     "load_kwargs",
     "meant",
     "resolved",
+    "typed",
     "unrecognized",
     "word_optional",
 ]
@@ -232,18 +233,35 @@ def load_kwargs(args: argparse.Namespace, configured: Mapping[str, Any]) -> dict
     return kwargs
 
 
-def bench_spec(args: argparse.Namespace, configured: Mapping[str, Any]) -> BenchSpec:
-    """The request the parsed benchmark options (and the configured defaults) ask for; a plot needs the steps."""
+def typed(parser: argparse.ArgumentParser, words: Sequence[str]) -> frozenset[str]:
+    """The options ``words`` give ``parser`` a value, by name: one typed at its default's value among them, which the
+    parsed values alone cannot tell from one not typed."""
+    unset = object()
+    kinds = (argparse._AppendAction, argparse._CountAction)
+    probe = argparse.Namespace(**{
+        action.dest: unset
+        for action in parser._actions
+        if action.option_strings and action.dest != argparse.SUPPRESS and not isinstance(action, kinds)
+    })  # fmt: skip
+    parser.parse_known_args(list(words), probe)
+    return frozenset(name for name, value in vars(probe).items() if value is not unset and value is not None)
+
+
+def bench_spec(
+    args: argparse.Namespace, configured: Mapping[str, Any], fields: Mapping[str, Any] | None = None
+) -> BenchSpec:
+    """The request the parsed benchmark options (and the configured defaults) ask for, with ``fields`` as given (a
+    saved request's that no option holds as the file does); a plot needs the steps."""
     values = {name: resolved(args, configured, name) for name in names() if name in vars(args)}
     for name in ("ci_target", "auto_cap"):  # given here, not configured: a target of -r auto without it
         if getattr(args, name, None) is not None and values.get("repeat") != "auto":
             raise KVMagicError(f"{{{name}}} is for {{repeat}} auto: add {{repeat}} auto, or drop it", name, "repeat")
     if getattr(args, "plot", False):
         values["steps"] = True
-    path = values.get("quality_text")
-    if path is not None:
+    path, fields = values.get("quality_text"), fields or {}
+    if path is not None and "quality_text" not in fields:
         values["quality_text"] = read_text(path, "the text of {quality_text}", "quality_text")
         if not values["quality_text"].strip():
             raise KVMagicError(f"{{quality_text}} {path} is empty: give it a file holding the text to judge along",
                                "quality_text")  # fmt: skip
-    return BenchSpec.of(**values)
+    return BenchSpec.of(**{**values, **fields})
