@@ -36,8 +36,13 @@ class Site:
 
 
 def below_the_front_ends() -> dict[str, str]:
-    """Module name -> source, for every module of the package outside ``kvmagic.frontends``."""
-    paths = [p for p in sorted(PACKAGE.rglob("*.py")) if p.relative_to(PACKAGE).parts[0] != "frontends"]
+    """Module name -> source, for every module of the package outside the front ends: ``kvmagic.frontends``, and an
+    add-on's part of them (its ``*_request`` module: what a front end's request refuses of it)."""
+    paths = [
+        p for p in sorted(PACKAGE.rglob("*.py"))
+        if p.relative_to(PACKAGE).parts[0] != "frontends"
+        and not (p.relative_to(PACKAGE).parts[0] == "addons" and p.stem.endswith("_request"))
+    ]  # fmt: skip
     return {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts): p.read_text("utf-8") for p in paths}
 
 

@@ -9,8 +9,8 @@ import shlex
 
 import pytest
 
-from kvmagic.addons.report.page import recorded, report_page
-from kvmagic.addons.report.rerun import rerun
+from kvmagic.addons.html_report.page import recorded, report_page
+from kvmagic.addons.html_report.rerun import rerun
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import kvmagic
 import kvmagic.addons
 from kvmagic import BenchmarkResult, KVMagicError, run_benchmark
 from kvmagic.core.addon import AddOn, Field
@@ -106,3 +108,15 @@ def test_what_it_refuses_is_refused_with_the_request(added) -> None:
     with pytest.raises(KVMagicError, match="reads a comparison's rows"):
         BenchSpec.of(bytes_per_token=True)
     assert BenchSpec.of(bytes_per_token=True, cache="off,dynamic").option(NAME) is True
+
+
+def test_the_guide_names_every_module_of_the_centre_and_every_add_on() -> None:
+    """docs/how-it-is-built.md says where each kind of change goes: it names every module a change may touch."""
+    root = Path(kvmagic.__file__).parent
+    guide = (root.parent / "docs" / "how-it-is-built.md").read_text("utf-8")
+    layers = ("frontends", "runner", "model", "results", "measure", "core")
+    modules = [p for layer in layers for p in (root / layer).glob("*.py") if p.name != "__init__.py"]
+    assert [p.name for p in modules if f"`{p.name}`" not in guide] == []
+    folders = [p.name for p in (root / "addons").iterdir() if (p / "__init__.py").exists()]
+    assert [name for name in folders if f"`{name}/`" not in guide] == []
+    assert [found.name for found in kvmagic.addons.ADDONS if not found.name] == []

@@ -29,7 +29,7 @@ from kvmagic.core.deadline import (
     run_seconds,
 )  # fmt: skip
 from kvmagic.core.stop import StopRule
-from kvmagic.measure.split_lockstep import from_first
+from kvmagic.measure.lockstep import from_first
 
 if TYPE_CHECKING:
     from kvmagic.core.strategy import Strategy

@@ -75,11 +75,9 @@ class _Models(AddOn):
         return found.results[0] if len(names) == 1 else found
 
     def refuse_load(self, load: Mapping[str, Any]) -> None:
-        from kvmagic.addons.models.models_request import model_names
+        from kvmagic.addons.models.models_request import refuse_several
 
-        if len(model_names(load["name"])) > 1:
-            several = f"use %%kvbench -m {load['name']}"
-            raise KVMagicError(f"%kvload loads one model: to measure several side by side, {several}")
+        refuse_several(load["name"])
 
     def refuse_file(self, saved: Any) -> None:
         from kvmagic.addons.models.models_result import FORMAT

@@ -18,7 +18,7 @@ from typing import Any
 from kvmagic.errors import KVMagicError
 from kvmagic.model.tiny import TINY_NAME
 
-__all__ = ["check_models_request", "model_names", "requested"]
+__all__ = ["check_models_request", "model_names", "refuse_several", "requested"]
 
 _ONE_MODEL = {
     "tp": "splits one model over its ranks",
@@ -63,3 +63,9 @@ def requested(args: argparse.Namespace, configured: Mapping[str, Any], host: str
 
     load = load_kwargs(args, configured)
     return model_names(load.pop("name")), load
+
+
+def refuse_several(name: str) -> None:
+    """``%kvload`` loads one model: several names are a request for ``%%kvbench -m``."""
+    if len(model_names(name)) > 1:
+        raise KVMagicError(f"%kvload loads one model: to measure several side by side, use %%kvbench -m {name}")

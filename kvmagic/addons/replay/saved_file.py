@@ -53,8 +53,8 @@ def _json(text: str, path: str) -> dict[str, Any]:
 
 
 def _recorded(page: str, path: str) -> dict[str, Any]:
-    """The record a report page embeds (:func:`~kvmagic.addons.report.page.recorded`)."""
-    from kvmagic.addons.report.page import recorded
+    """The record a report page embeds (:func:`~kvmagic.addons.html_report.page.recorded`)."""
+    from kvmagic.addons.html_report.page import recorded
 
     try:
         return recorded(page)

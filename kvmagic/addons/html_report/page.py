@@ -15,7 +15,7 @@ import io
 import json
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.addons.report.rerun import rerun
+from kvmagic.addons.html_report.rerun import rerun
 
 if TYPE_CHECKING:
     from kvmagic.results.result import BenchmarkResult
@@ -108,7 +108,7 @@ def recorded(page: str) -> dict[str, Any]:
     start = page.find(f"id='{RECORD_ID}'>")
     end = page.find("</script>", start)
     if start < 0 or end < 0:
-        raise KVMagicError("this page holds no kvmagic result: make one with --save PATH.html")
+        raise KVMagicError("this page holds no kvmagic result: make one with {save} PATH.html", "save")
     found: dict[str, Any] = json.loads(page[start + len(f"id='{RECORD_ID}'>") : end])
     return found
 

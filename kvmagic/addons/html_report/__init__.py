@@ -1,6 +1,6 @@
 """A report a colleague can open: ``--save report.html`` (or ``result.save("report.html")``) writes one
-self-contained HTML page of a result (:mod:`~kvmagic.addons.report.page`), with the commands that rerun it
-(:mod:`~kvmagic.addons.report.rerun`)."""
+self-contained HTML page of a result (:mod:`~kvmagic.addons.html_report.page`), with the commands that rerun it
+(:mod:`~kvmagic.addons.html_report.rerun`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["ADDON"]
 
 def write_report(result: Any, path: Path) -> None:
     """``result``'s page at ``path``; several models' results have one page each (``models.results[i]``)."""
-    from kvmagic.addons.report.page import report_page
+    from kvmagic.addons.html_report.page import report_page
     from kvmagic.errors import KVMagicError
     from kvmagic.results.result import BenchmarkResult
     from kvmagic.results.serialize import write_text
