@@ -35,13 +35,17 @@ class Site:
     via: str  # KVMagicError, or the function that raises it with this message
 
 
+FRONT_END_PARTS = ("_request", "_launch", "_rank")  # an add-on's modules that are a front end's
+
+
 def below_the_front_ends() -> dict[str, str]:
     """Module name -> source, for every module of the package outside the front ends: ``kvmagic.frontends``, and an
-    add-on's part of them (its ``*_request`` module: what a front end's request refuses of it)."""
+    add-on's part of them (its ``*_request`` module: what a front end's request refuses of it; a launcher's
+    ``*_launch`` and ``*_rank``: how a front end starts it, and the command as one of its processes)."""
     paths = [
         p for p in sorted(PACKAGE.rglob("*.py"))
         if p.relative_to(PACKAGE).parts[0] != "frontends"
-        and not (p.relative_to(PACKAGE).parts[0] == "addons" and p.stem.endswith("_request"))
+        and not (p.relative_to(PACKAGE).parts[0] == "addons" and p.stem.endswith(FRONT_END_PARTS))
     ]  # fmt: skip
     return {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts): p.read_text("utf-8") for p in paths}
 

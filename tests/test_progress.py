@@ -116,7 +116,7 @@ def test_a_drawn_bar_shows_the_share_and_the_time_left() -> None:
     with tqdm(total=100.0, leave=False) as raw:
         bar = Bar(raw, 0.0)
         bar.draw()
-        assert raw.n == 0 and raw.postfix == "estimating its time"  # before the budget's estimate
+        assert raw.n == 0 and raw.postfix == "warming up"  # before the first estimate
         bar.eta = eta
         bar.draw()
         assert raw.n == 25.0 and raw.postfix == "about 00:18 left"

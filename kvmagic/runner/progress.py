@@ -131,7 +131,7 @@ class Bar:
         grew between earlier redraws, so a bar that moves slowly would freeze, its clock and time left with it."""
         share, left = self.eta.now() if self.eta is not None else (0.0, math.nan)
         if self.eta is None:
-            said = "estimating its time"
+            said = "warming up"  # the warm-up is the first probe: no time left to say before it ends
         else:
             said = f"about {'?' if math.isnan(left) else self.tqdm.format_interval(left)} left"
         self.tqdm.set_postfix_str(said, refresh=False)
