@@ -12,7 +12,7 @@ from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.spec import BenchSpec
-from kvmagic.core.strategy import DYNAMIC, OFF, PAIR, REFERENCE, Strategy
+from kvmagic.core.strategy import DYNAMIC, OFF, PAIR, REFERENCE, ByStrategy, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement, Pair
 from kvmagic.results.records import Prediction, RunFacts, Split
@@ -53,8 +53,8 @@ class BenchmarkRecord:
 
     def __post_init__(self) -> None:  # strategies given by their names (a file, an older caller) are read once
         self.strategies = [Strategy.of(s) for s in self.strategies]
-        self.skipped = {Strategy.of(s): why for s, why in self.skipped.items()}
-        self.remarks = {Strategy.of(s): what for s, what in self.remarks.items()}
+        self.skipped = ByStrategy({Strategy.of(s): why for s, why in self.skipped.items()})
+        self.remarks = ByStrategy({Strategy.of(s): what for s, what in self.remarks.items()})
 
     if not TYPE_CHECKING:  # what an add-on says of its data (``result.limits``); the centre reads ``addons``
 
@@ -87,8 +87,12 @@ class BenchmarkRecord:
         return self._only_config()
 
     def measurement(self, strategy: Strategy | str, config: Config | None = None) -> Measurement | None:
-        """``strategy``'s measurement at ``config`` (the only one, if none is given); None if it did not run."""
-        config, strategy = config or self._only_config(), Strategy.of(strategy)
+        """``strategy``'s measurement at ``config`` (the only one, if none is given); None if it did not run. A name
+        is read as rows and files spell a strategy (``"quantized:quanto"``, whatever width it stored)."""
+        config = config or self._only_config()
+        if isinstance(strategy, str):
+            named = str(Strategy.of(strategy))  # the spelling as written back (".5" is "0.5")
+            return next((m for m in self.measurements if m.config == config and m.strategy.named(named)), None)
         return next((m for m in self.measurements if m.config == config and m.strategy == strategy), None)
 
     def pair(self, config: Config | None = None, strategy: Strategy | str | None = None) -> Pair | None:
