@@ -90,6 +90,9 @@ class Strategy:
     warm: bool = False
     bits: int | None = None
 
+    def __post_init__(self) -> None:  # a kind given by its name (``Strategy("static")``) is that kind, hashed alike
+        object.__setattr__(self, "kind", Kind(self.kind))
+
     def __str__(self) -> str:
         return self._spelling
 
@@ -108,9 +111,11 @@ class Strategy:
         return self._spelling == str(name)
 
     @classmethod
-    def of(cls, value: Strategy | str) -> Strategy:
-        """``value`` as a strategy: itself, or its spelling read."""
-        return value if isinstance(value, Strategy) else parse(value)
+    def of(cls, value: Strategy | str, bits: int | None = None) -> Strategy:
+        """``value`` as a strategy: itself, or its spelling read. One that names no width (a name never does: rows
+        and files spell a strategy without it) is read at ``bits``, the width its request chose."""
+        found = value if isinstance(value, Strategy) else parse(value)
+        return found if found.bits is not None else found.with_bits(bits)
 
     @property
     def caches(self) -> bool:
