@@ -4,6 +4,7 @@ of it in the sibling modules, and :class:`~kvmagic.results.result.BenchmarkResul
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,10 +52,17 @@ class BenchmarkRecord:
     split: Split | None = None  # with ``tp``: the ranks the model was split over
     addons: dict[str, Any] = field(default_factory=dict)  # add-on name -> what it kept of the run
 
-    def __post_init__(self) -> None:  # strategies given by their names (a file, an older caller) are read once
-        self.strategies = [Strategy.of(s) for s in self.strategies]
-        self.skipped = ByStrategy({Strategy.of(s): why for s, why in self.skipped.items()})
-        self.remarks = ByStrategy({Strategy.of(s): what for s, what in self.remarks.items()})
+    def __post_init__(self) -> None:
+        """Strategies given by their names (a file, an older caller) are read once, at the width the request chose:
+        a name leaves it out, and a run's own strategies carry it, so both read back alike."""
+        bits = self.spec.kv_bits
+        self.strategies = [Strategy.of(s, bits) for s in self.strategies]
+        self.skipped = ByStrategy({Strategy.of(s, bits): why for s, why in self.skipped.items()})
+        self.remarks = ByStrategy({Strategy.of(s, bits): what for s, what in self.remarks.items()})
+        self.measurements = [
+            m if (read := Strategy.of(m.strategy, bits)) == m.strategy else dataclasses.replace(m, strategy=read)
+            for m in self.measurements
+        ]
 
     if not TYPE_CHECKING:  # what an add-on says of its data (``result.limits``); the centre reads ``addons``
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.addon import addons
@@ -19,7 +18,6 @@ from kvmagic.core.costmodel import CostModel
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
-from kvmagic.core.strategy import Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import Mismatch, Prediction, Ranks, RunFacts, Split, StepProfile
@@ -77,17 +75,13 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             data = addon.upgrade(data)
         data = _from_format_2(data)
     try:
-        spec = BenchSpec.from_dict(data.get("spec") or {})
-        named = partial(_strategy, bits=spec.kv_bits)  # a file names a strategy without the width its request chose
-        return dict(
+        return dict(  # a file names each strategy without its width: the result reads it at the spec's kv_bits
             model=data["model"],
-            measurements=[
-                dataclasses.replace(m, strategy=named(m.strategy)) for m in map(_measurement, data["measurements"])
-            ],
-            spec=spec,
-            strategies=[named(s) for s in data["strategies"]],
-            skipped={named(s): why for s, why in data.get("skipped", {}).items()},
-            remarks={named(s): what for s, what in data.get("remarks", {}).items()},
+            measurements=[_measurement(m) for m in data["measurements"]],
+            spec=BenchSpec.from_dict(data.get("spec") or {}),
+            strategies=list(data["strategies"]),
+            skipped=dict(data.get("skipped", {})),
+            remarks=dict(data.get("remarks", {})),
             metadata={k: v for k, v in data.get("metadata", {}).items() if k not in _SPLIT_KEYS},
             facts=_facts(data.get("facts", {})),
             predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
@@ -97,11 +91,6 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         )
     except (KeyError, TypeError) as error:
         raise KVMagicError(f"this kvmagic benchmark is incomplete: {error}") from None
-
-
-def _strategy(name: str | Strategy, bits: int | None) -> Strategy:
-    """A strategy as a file names it, with the width its request chose (a run's own strategies carry it)."""
-    return Strategy.of(name).with_bits(bits)
 
 
 def _facts(data: Mapping[str, Any]) -> RunFacts:
