@@ -10,6 +10,7 @@ from gpu_results import NEEDS_CUDA, PROMPT, Sizes, kept, rows
 
 from kvmagic import run_benchmark
 from kvmagic.core.intervals import speedup_interval
+from kvmagic.core.strategy import FULL_CACHE
 from kvmagic.measure import capabilities
 from kvmagic.model.loading import LoadedModel
 
@@ -30,7 +31,7 @@ def _quality(loaded: LoadedModel, sizes: Sizes) -> Check:
     result = run_benchmark(loaded, PROMPT, prompt_tokens=sizes.speed_prompt, new_tokens=NEW, warmup_tokens=2,
                            cache=f"dynamic,static{lossy}", max_seconds=0)  # fmt: skip
     judged = {m.strategy: m.quality for m in result.measurements if m.quality is not None}
-    full = judged.get("dynamic")
+    full = judged.get(FULL_CACHE)
     figures = "; ".join(
         f"{s}: agreement {q.top1_agreement:.3g}, KL {q.kl_nats:.3g}, ppl ratio {q.ppl_ratio:.4g}"
         for s, q in judged.items()

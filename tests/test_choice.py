@@ -11,7 +11,7 @@ from kvmagic.core.costmodel import Polynomial, crossing
 from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
-from kvmagic.core.strategy import REFERENCE
+from kvmagic.core.strategy import DYNAMIC, OFF, REFERENCE, parse, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import shown_table
@@ -183,7 +183,8 @@ def test_the_memory_frontier_extends_the_search_and_gives_each_strategy_s_reach(
 
 def test_without_quality_a_row_leaves_the_frontier_only_on_speed_and_bytes() -> None:
     found = choice(_sweep(quality=False))
-    assert found.frontier == ["off", "static", "quantized:fp8"] and found.beaten_by == {"dynamic": "static"}
+    assert found.frontier == list(parse_list("off,static,quantized:fp8"))
+    assert found.beaten_by == {DYNAMIC: parse("static")} and found.beaten_by["dynamic"] == parse("static")
     said = _said(found)  # quality read for no row: said once, up front, not after every row
     assert said.startswith("At 128+8 tokens: static is fastest (3.41x off's speed, no row's quality read); ")
     assert "quantized:fp8 takes 1.14x as long and holds 4.00x less KV. " in said and "KL" not in said
@@ -197,8 +198,8 @@ def test_too_few_lengths_or_no_held_out_row_say_so_instead_of_a_crossover() -> N
     short = _said(choice(_sweep(prompts=(16, 32, 128))))
     assert "Crossovers need a sweep of 4 lengths or more (-p or -n)" in short and "overtakes" not in short
     result = _sweep()
-    result.measurements = [m for m in result.measurements if not (m.strategy == "static" and m.config.prompt_tokens
-                                                                  == 128)]  # fmt: skip
+    result.measurements = [m for m in result.measurements if not (str(m.strategy) == "static" and
+                                                                  m.config.prompt_tokens == 128)]  # fmt: skip
     found = choice(result)
     assert [str(f.strategy) for f in found.fits] == ["off", "dynamic", "quantized:fp8"]
     assert "no row at 128+8 tokens to check the fit of static: its crossovers not shown" in _said(found)
@@ -395,7 +396,7 @@ def test_two_fits_that_fall_are_both_named() -> None:
                "static": lambda n: 0.02 + 0.0009 * n}  # fmt: skip
     rows = [timed((n - 8, 8), s, [seconds[s](n) if n < 136 else 0.05] * 3) for n in (24, 40, 72, 136) for s in names]
     found = BenchmarkResult("tiny", rows, spec=BenchSpec(cache=tuple(names)), strategies=names).choice()
-    assert found.falling == ("off", "dynamic") and found.crossovers == []
+    assert found.falling == (OFF, DYNAMIC) and found.crossovers == []
     assert (
         "off its rows): no strategy overtakes another up to 136 tokens; the fit of off, dynamic falls to no time or "
         "less within that range, so it predicts no crossover." in _said(found)
@@ -408,7 +409,7 @@ def test_a_beaten_row_is_said_to_lose_only_on_what_it_loses() -> None:
     found = _at((64, 8), {"off": (2.0, 0, 0.0), "dynamic": (0.5, 1000, 0.0), "static": (0.6, 1004, 0.0),
                           "offloaded": (0.5, 2000, 0.0), "quantized:quanto": (0.5, 1000, 0.01),
                           "quantized:fp8": (0.7, 2000, 0.02)}).choice()  # fmt: skip
-    assert found.beaten_by == dict.fromkeys(["static", "offloaded", "quantized:quanto", "quantized:fp8"], "dynamic")
+    assert found.beaten_by == dict.fromkeys(parse_list("static,offloaded,quantized:quanto,quantized:fp8"), DYNAMIC)
     assert (
         "Off the frontier: static (beaten by dynamic: slower, as good on KV bytes and quality), offloaded (beaten by "
         "dynamic: more KV bytes, speed within noise, as good on quality), quantized:quanto (beaten by dynamic: lower "
@@ -421,7 +422,7 @@ def test_a_beaten_row_is_said_to_lose_only_on_what_it_loses() -> None:
 def test_a_figure_not_read_is_said_so_beside_what_the_row_lost() -> None:
     """off holds no cache and lost nothing: it beats a slower row whose bytes were not counted, on speed alone."""
     found = _at((64, 8), {"off": (0.4, 0, 0.0), "dynamic": (0.5, None, 0.0), "static": (0.6, 1000, 0.0)}).choice()
-    assert found.beaten_by == {"dynamic": "off", "static": "off"}
+    assert found.beaten_by == {DYNAMIC: OFF, parse("static"): OFF}
     assert (
         "Off the frontier: dynamic (beaten by off: slower, as good on quality, KV bytes not counted), static (beaten "
         "by off: slower, more KV bytes, as good on quality)."
@@ -442,13 +443,13 @@ def test_a_row_whose_time_the_rounds_cannot_tell_from_the_fastest_is_said_to_be_
     round: apart."""
     dynamic = [0.50, 0.50, 0.50, 0.50, 0.50]
     found = _rounds({"off": [2.0] * 5, "dynamic": dynamic, "static": [0.60, 0.45, 0.55, 0.475, 0.525]}).choice()
-    assert found.close == {frozenset(("dynamic", "static"))}
+    assert found.close == {frozenset((DYNAMIC, parse("static")))}
     said = _said(found)
     assert said.startswith("At 64+8 tokens: dynamic has the fastest median (4.00x off's speed, KL 0), but the rounds "
                            "cannot tell static from it; ")  # fmt: skip
     # Times within noise tie: static, as good on KV bytes and quality, is not beaten, and stays on the frontier.
     assert "static takes 1.05x as long (within noise) and holds as much KV, KL 0." in said and "beaten" not in said
-    assert found.frontier == ["off", "dynamic", "static"]
+    assert found.frontier == list(parse_list("off,dynamic,static"))
     assert _rounds({"off": [2.0] * 5, "dynamic": dynamic, "static": [0.60, 0.45, 0.55, 0.475, 0.525]}).to_dataframe()[
         "pareto"
     ].tolist() == [True, True, True]
@@ -456,18 +457,18 @@ def test_a_row_whose_time_the_rounds_cannot_tell_from_the_fastest_is_said_to_be_
     assert apart.close == frozenset() and "noise" not in _said(apart)
     # Rows within noise of off are not beaten by it, nor it by them: whether those caches pay is open.
     three = _rounds({"off": [0.5, 0.5, 0.5], "dynamic": [0.5] * 3, "static": [0.45, 0.55, 0.5]}).choice()
-    assert three.beaten_by == {} and three.frontier == ["off", "dynamic", "static"]
+    assert three.beaten_by == {} and three.frontier == list(parse_list("off,dynamic,static"))
     assert _said(three).startswith("At 64+8 tokens: off has the fastest median, but the rounds cannot tell dynamic and "
                                    "static from it; on the trade-off frontier beside it")  # fmt: skip
     assert "beaten" not in _said(three)
     # The fastest median within noise of off stays on the frontier; a row told apart from off as slower is beaten.
     noisy = _rounds({"off": [0.6, 0.4, 0.55, 0.45, 0.5], "dynamic": [0.45] * 5, "static": [0.9] * 5}).choice()
-    assert noisy.fastest == "dynamic" and noisy.beaten_by == {"static": "off"}
+    assert noisy.fastest == DYNAMIC and noisy.beaten_by == {parse("static"): OFF}
     assert _said(noisy).startswith("At 64+8 tokens: dynamic has the fastest median (1.11x off's speed, KL 0), but the "
                                    "rounds cannot tell off from it; on the trade-off frontier beside it (pareto in the "
                                    "table), off takes 1.11x as long (within noise) and holds no cache, KL 0. Off the "
                                    "frontier: static (beaten by off: slower, more KV bytes, as good on quality)")  # fmt: skip
     # One round has no interval: it cannot tell any two rows apart, so none leaves the frontier on speed.
     one = _rounds({"off": [2.0], "dynamic": [0.5], "static": [0.6]}).choice()
-    assert one.close == {frozenset(pair) for pair in (("off", "dynamic"), ("off", "static"), ("dynamic", "static"))}
+    assert one.close == {frozenset(parse_list(pair)) for pair in ("off,dynamic", "off,static", "dynamic,static")}
     assert one.beaten_by == {} and "cannot tell off and static from it" in _said(one)

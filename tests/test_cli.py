@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import tomllib
 
+from kvmagic.core.strategy import PAIR
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS
 from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
@@ -78,7 +79,7 @@ def test_json_from_a_file_equals_what_save_wrote(tmp_path):
     printed = BenchmarkResult.from_json(run.stdout)
     assert printed == BenchmarkResult.read_json(saved)
     assert printed.model == "tiny" and printed.spec.chat is True and printed.spec.repeat == 2
-    assert [len(m.seconds) for m in printed.measurements] == [2, 2] and printed.strategies == ["off", "dynamic"]
+    assert [len(m.seconds) for m in printed.measurements] == [2, 2] and printed.strategies == list(PAIR)
 
 
 def test_the_notes_beside_machine_read_output_fit_100_columns():

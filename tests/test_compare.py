@@ -9,6 +9,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic.core.config import Config
+from kvmagic.core.strategy import parse_list
 from kvmagic.results.caution import caution_notes
 from kvmagic.results.columns import names
 from kvmagic.results.compare import COMPARED, compare
@@ -191,7 +192,7 @@ def test_a_comparison_of_strategies_matches_each_strategy_and_leaves_the_referen
     assert rows["static"]["speedup_was"] == pytest.approx(2.0) and rows["static"]["speedup_change"] == pytest.approx(0)
     assert rows["quantized:quanto"]["speedup_was"] == pytest.approx(1.0)
     assert rows["quantized:quanto"]["speedup_change"] == pytest.approx(1.0)
-    assert set(comparison.saved_rows()) == {(Config(8, 16), s) for s in ("off", "static", "quantized:quanto")}
+    assert set(comparison.saved_rows()) == {(Config(8, 16), s) for s in parse_list("off,static,quantized:quanto")}
     # an empty verdict on the reference's own row is no single round: the verdict counts only the rows compared
     assert comparison.notes() == [
         (

@@ -9,6 +9,7 @@ from IPython.core.error import UsageError
 
 from kvmagic import BenchmarkResult, KVMagicError, run_benchmark
 from kvmagic.addons.frontier.frontier_table import FRONTIER_COLUMNS, frontier_table
+from kvmagic.core.strategy import DYNAMIC
 from kvmagic.results.caution import caution_notes
 from kvmagic.runner import plan, rounds
 
@@ -30,7 +31,7 @@ def test_predicted_frontier_of_each_strategy(tiny) -> None:
 def test_a_check_runs_the_cached_strategies_at_their_frontier(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, frontier="check")
     (check,) = result.frontier.checks
-    assert check.strategy == "dynamic" and check.prompt_tokens + check.new_tokens == 2048
+    assert check.strategy == DYNAMIC and check.prompt_tokens + check.new_tokens == 2048
     assert abs(check.error) < 0.05 and check.fitted  # tensors against the prediction; the process within free memory
     assert any(n.startswith("frontier check, cached at ") for n in result.notes())
     assert math.isnan(frontier_table(result)["check_error"].iloc[0])  # the uncached run to 2048 is not made
@@ -46,7 +47,8 @@ def test_a_check_past_the_budget_is_not_run(tiny, monkeypatch) -> None:
 
     monkeypatch.setattr(rounds, "timed_generate", slow)
     result = run_benchmark(tiny, PROMPT, new_tokens=4, warmup_tokens=0, frontier="check")
-    assert result.frontier.checks == [] and list(result.frontier.unchecked) == ["dynamic"]
+    assert result.frontier.checks == [] and list(result.frontier.unchecked) == [DYNAMIC]
+    assert result.frontier.unchecked["dynamic"] == result.frontier.unchecked[DYNAMIC] > 0  # found by name too
     assert any(n.startswith("frontier check, cached: not run, it would take about ") for n in result.notes())
 
 

@@ -9,6 +9,7 @@ from matplotlib.container import ErrorbarContainer
 from kvmagic.core.quality import Quality
 from kvmagic.core.sequential import auto_interval
 from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import parse_list
 from kvmagic.results.measurement import Pair
 from kvmagic.results.records import Mismatch
 from kvmagic.results.report import rows
@@ -118,7 +119,7 @@ def _lossy(quality: Quality) -> BenchmarkResult:
 
 def test_a_lossy_strategy_shows_its_agreement_and_its_kl_within_100_columns() -> None:
     result = _lossy(Quality(16, 0.9375, 0.003274, 1.2, "greedy", (1.1, 1.3)))
-    result.strategies = ["off", "quantized:quanto"]  # two strategies: no trade-off frontier to mark
+    result.strategies = list(parse_list("off,quantized:quanto"))  # two strategies: no trade-off frontier to mark
     result.measurements = [m for m in result.measurements if m.strategy in result.strategies]
     text = str(result)
     header = text.splitlines()[0].split()

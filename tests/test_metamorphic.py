@@ -25,6 +25,7 @@ from kvmagic.core.pareto import Point
 from kvmagic.core.quality import Quality
 from kvmagic.core.shape import ModelShape
 from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import DYNAMIC, parse, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.pareto_marks import pareto_marks
@@ -333,8 +334,8 @@ def test_rows_whose_rounds_tie_exactly_are_within_noise() -> None:
     rows = [timed((8, 4), "off", [2.0, 2.2, 2.1]), timed((8, 4), "dynamic", same, kv_bytes=2000),
             timed((8, 4), "quantized:fp8", same, kv_bytes=1000)]  # fmt: skip
     found = choice(_result(rows, ["off", "dynamic", "quantized:fp8"]))
-    assert found.close == {frozenset(("dynamic", "quantized:fp8"))}
-    assert found.beaten_by == {"dynamic": "quantized:fp8"}
+    assert found.close == {frozenset(parse_list("dynamic,quantized:fp8"))}
+    assert found.beaten_by == {DYNAMIC: parse("quantized:fp8")}
 
 
 def test_the_oracle_for_crossovers_flips_where_a_hand_computed_root_lies() -> None:

@@ -14,6 +14,7 @@ import pytest
 from kvmagic import BenchmarkResult, run_benchmark
 from kvmagic.addons.prefix import prefix_cache as prefix_module
 from kvmagic.addons.prefix.marked_prompt import cut_prompt
+from kvmagic.core.strategy import DYNAMIC, OFF, parse, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.strategies import resolve
 from kvmagic.runner import rounds as rounds_module
@@ -60,7 +61,7 @@ def warm(tiny) -> tuple[BenchmarkResult, list[tuple[str, Any]]]:
 
 def test_each_warm_run_gets_its_own_copy_of_the_prefix_cache_before_the_clock(tiny, warm) -> None:
     result, handed = warm
-    assert result.strategies == ["off", "dynamic", "dynamic+prefix"]
+    assert result.strategies == list(parse_list("off,dynamic,dynamic+prefix"))
     tokens = result.prefix_tokens
     assert tokens == len(tiny.tokenizer(SYSTEM)["input_ids"])
     caches = [cache for kind, cache in handed if kind == "warm"]
@@ -95,7 +96,7 @@ def test_a_warm_twin_slower_than_its_cold_self_is_called_slower(warm) -> None:
     assert cold is not None
     slowed = [
         dataclasses.replace(m, ttft_s=cold.ttft_s * 2.5, seconds=tuple(s * 1.25 for s in cold.seconds))
-        if m.strategy == "dynamic+prefix" else m
+        if str(m.strategy) == "dynamic+prefix" else m
         for m in result.measurements
     ]  # fmt: skip
     (note,) = [n for n in dataclasses.replace(result, measurements=slowed).notes() if n.startswith("prefix: ")]
@@ -104,10 +105,9 @@ def test_a_warm_twin_slower_than_its_cold_self_is_called_slower(warm) -> None:
 
 def test_only_a_cache_that_grows_and_copies_gets_a_warm_twin(tiny, monkeypatch) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4, cache="dynamic,static", quality=False)
-    assert result.strategies == ["off", "dynamic", "static", "dynamic+prefix", "static+prefix"]
-    assert result.skipped == {
-        "static+prefix": "a reused prefix needs a cache that grows: a static one is sized by the call that builds it"
-    }
+    assert result.strategies == list(parse_list("off,dynamic,static,dynamic+prefix,static+prefix"))
+    grows = "a reused prefix needs a cache that grows: a static one is sized by the call that builds it"
+    assert result.skipped == {parse("static+prefix"): grows}
 
     class Uncopyable:
         def __deepcopy__(self, memo: object) -> None:
@@ -116,10 +116,10 @@ def test_only_a_cache_that_grows_and_copies_gets_a_warm_twin(tiny, monkeypatch) 
     monkeypatch.setattr(prefix_module, "_built", lambda *args: Uncopyable())
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=0, prefix=4)
     assert result.skipped == {
-        "dynamic+prefix": "its Uncopyable cannot be copied for each run (RuntimeError), so a prefix cannot be reused "
-        "with it"
+        parse("dynamic+prefix"): "its Uncopyable cannot be copied for each run (RuntimeError), so a prefix cannot be "
+        "reused with it"
     }
-    assert [m.strategy for m in result.measurements] == ["off", "dynamic"]
+    assert [m.strategy for m in result.measurements] == [OFF, DYNAMIC]
 
 
 def test_the_prefix_cache_is_built_inside_its_strategys_context(tiny, monkeypatch) -> None:

@@ -110,7 +110,7 @@ def judged(tiny) -> BenchmarkResult:
 
 
 def test_the_full_cache_and_exact_caches_score_exactly_one_zero_one(judged) -> None:
-    quality = {m.strategy: m.quality for m in judged.measurements}
+    quality = {str(m.strategy): m.quality for m in judged.measurements}
     full = quality["dynamic"]
     assert full is not None and (full.steps, full.top1_agreement, full.kl_nats, full.ppl_ratio) == (6, 1.0, 0.0, 1.0)
     for name in ("off", "static"):  # the same logits summed in another order: float32 rounding, shown as none

@@ -24,6 +24,7 @@ from kvmagic.core.costmodel import CostModel, Polynomial
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import DYNAMIC, OFF, parse, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import Mismatch, Prediction, RunFacts, StepProfile
@@ -205,7 +206,7 @@ def _format_2() -> dict[str, object]:
 
 def test_every_field_of_a_format_2_plain_run_reads_back_by_strategy():
     result = BenchmarkResult.from_dict(_format_2())
-    assert result.model == "tiny" and result.strategies == ["off", "dynamic"] and result.plain
+    assert result.model == "tiny" and result.strategies == [OFF, DYNAMIC] and result.plain
     assert result.spec == BenchSpec(new_tokens=(3, 4), repeat=3, steps=True, warmup_tokens=0)
     wide, long = Config(12, 3, 2), Config(12, 4)
     assert result.configs == [wide, long]
@@ -219,9 +220,9 @@ def test_every_field_of_a_format_2_plain_run_reads_back_by_strategy():
                     ttft_s=0.5, kv_bytes=80, peak_bytes=800, compile_s=4.5, profile=profile),
     ]  # fmt: skip
     dynamic, off = result.measurements[2:]  # in the order they first ran: the cached side first
-    assert dynamic.strategy == "dynamic" and dynamic.seconds == (1.5, 1.75)
+    assert dynamic.strategy == DYNAMIC and dynamic.seconds == (1.5, 1.75)
     assert dynamic.generated_ids == (5, 6, 7, 8) and dynamic.generated_text == "abcd" and dynamic.mismatch is None
-    assert off.strategy == "off" and off.seconds == (5.0, 5.5) and (off.generated_ids, off.generated_text) == ((), "")
+    assert off.strategy == OFF and off.seconds == (5.0, 5.5) and (off.generated_ids, off.generated_text) == ((), "")
     # the only mismatch this configuration kept is the first one: the uncached side's first run
     assert off.mismatch == Mismatch(0, 3, 8, 2, margin=0.5)
     for m in (dynamic, off):
@@ -239,7 +240,7 @@ def test_every_field_of_a_format_2_plain_run_reads_back_by_strategy():
     assert frontier.rows == [FrontierRow("off", 12, 3, 1, 0.0, 2.0e5, 30, 40, 50, "memory"),
                              FrontierRow("dynamic", 12, 3, 1, 2048.0, 2.5e5, 60, 70, 80, "positions")]  # fmt: skip
     assert frontier.checks == [FitCheck("dynamic", 12, 60, 1, 9e9, 8e9, 7e9, 6e9)]
-    assert frontier.free_bytes == 3.5e10 and frontier.unchecked == {"dynamic": 8.0}  # named as its rows are
+    assert frontier.free_bytes == 3.5e10 and frontier.unchecked == {DYNAMIC: 8.0}  # named as its rows are
     # the plain run's strategy a check was not run for, shown in the plain run's word
     assert "frontier check, cached: not run, it would take about 8 s, past max_seconds" in result.notes()
 
@@ -321,7 +322,8 @@ def test_a_format_2_comparison_of_strategies_keeps_each_strategys_dicts():
             "measurements": [old], "frontier": [{**row, "strategy": "uncached"}, {**row, "strategy": "static"}],
             "frontier_checks": [{**check, "strategy": "static"}]}  # fmt: skip
     result = BenchmarkResult.from_dict(data)
-    assert result.strategies == ["off", "static", "sink"] and result.skipped == {"sink": "needs a newer transformers"}
+    assert result.strategies == list(parse_list("off,static,sink"))
+    assert result.skipped == {parse("sink"): "needs a newer transformers"}
     off, static = result.measurements
     assert (off.ttft_s, off.kv_bytes, off.peak_bytes, off.peak_source) == (0.25, 0, None, "")
     assert (static.ttft_s, static.kv_bytes, static.peak_bytes, static.peak_source) == (0.125, 512, 600, "cuda")
@@ -329,7 +331,7 @@ def test_a_format_2_comparison_of_strategies_keeps_each_strategys_dicts():
     assert static.mismatch == Mismatch(1, 1, 2, 3, margin=0.375) and off.mismatch is None
     assert static.seconds == (1.0, 1.5) and (static.generated_ids, off.generated_ids) == ((), (1, 2))
     assert result.facts == RunFacts(kv_sizes=KVSizes(512, (None,)))  # one sequence: a position's bytes as kept
-    assert [r.strategy for r in result.frontier.rows] == ["off", "static"] and not result.partial
+    assert [r.strategy for r in result.frontier.rows] == [OFF, parse("static")] and not result.partial
     assert result.frontier.checks == [FitCheck("static", 8, 90, 1, 4e9, 3e9, 2e9, 1e9)]
 
 
@@ -340,13 +342,14 @@ def test_format_1_kept_the_strategies_and_what_was_skipped_in_the_metadata():
             "metadata": {"strategies": ["uncached", "quantized:quanto", "sink"], "skipped": {"sink": "too old"},
                          "dtype": "float16"}}  # fmt: skip
     result = BenchmarkResult.from_dict(data)
-    assert result.strategies == ["off", "quantized:quanto", "sink"] and result.skipped == {"sink": "too old"}
+    assert result.strategies == list(parse_list("off,quantized:quanto,sink"))
+    assert result.skipped == {parse("sink"): "too old"}
     assert result.metadata == {"dtype": "float16"} and result.spec == BenchSpec()
     off, quantized = result.measurements
     assert (off.generated_ids, off.generated_text, quantized.generated_ids) == ((1, 2), "", ())
     assert (off.peak_bytes, off.peak_source) == (500, "")  # a peak from before its source was kept
     del data["metadata"]["strategies"]
-    assert BenchmarkResult.from_dict(data).strategies == ["off", "dynamic"]  # the plain run, when none is named
+    assert BenchmarkResult.from_dict(data).strategies == [OFF, DYNAMIC]  # the plain run, when none is named
 
 
 MODELS = (
@@ -389,7 +392,7 @@ def test_a_file_with_only_what_it_must_have_reads_with_every_other_field_empty()
     result = BenchmarkResult.from_dict(data)
     (m,) = result.measurements
     assert (m.config, m.strategy, m.seconds, m.mismatch, m.profile, m.quality, m.ranks) == (
-        Config(4, 2), "off", (1.0,), None, None, None, None
+        Config(4, 2), OFF, (1.0,), None, None, None, None
     )  # fmt: skip
     assert math.isnan(m.ttft_s) and math.isnan(m.compile_s)
     assert (result.skipped, result.remarks, result.metadata, result.facts) == ({}, {}, {}, RunFacts())
@@ -401,7 +404,7 @@ def test_a_file_without_a_version_is_read_as_the_oldest_format():
     old = {"prompt_tokens": 8, "new_tokens": 2, "runs": ["uncached", "cached"], "seconds": [4.0, 2.0],
            "generated_ids": [1, 2]}  # fmt: skip
     result = BenchmarkResult.from_dict({"format": "kvmagic-benchmark", "model": "m", "measurements": [old]})
-    assert [(m.strategy, m.seconds) for m in result.measurements] == [("off", (4.0,)), ("dynamic", (2.0,))]
+    assert [(m.strategy, m.seconds) for m in result.measurements] == [(OFF, (4.0,)), (DYNAMIC, (2.0,))]
 
 
 def test_the_current_format_is_written_under_its_own_name_and_number():

@@ -98,7 +98,9 @@ def test_quality_a_quantized_width_and_a_reused_prefix_run_split(tmp_path: Path)
     quantized = ran["quantized:quanto"]
     assert quantized.quality is not None and quantized.quality.steps > 4  # along the text, not the 4 new tokens
     assert quantized.kv_bytes is not None and 0 < quantized.kv_bytes < ran["dynamic"].kv_bytes  # 4 bits
-    assert result.prefix_tokens == 4 and "copied" in result.skipped[Strategy.of("quantized:quanto+prefix")]
+    assert result.prefix_tokens == 4 and "copied" in result.skipped["quantized:quanto+prefix"]
+    # read back at the width the run chose: a quantized cache at 4 bits is not the one at its default
+    assert quantized.strategy.bits == 4 and Strategy.of("quantized:quanto+prefix", 4) in result.skipped
 
 
 def test_the_same_tokens_as_one_process(tiny) -> None:

@@ -17,6 +17,7 @@ from kvmagic import BenchmarkResult
 from kvmagic.core.config import Config
 from kvmagic.core.kvbytes import KVSizes
 from kvmagic.core.spec import BenchSpec
+from kvmagic.core.strategy import DYNAMIC, OFF, parse_list
 from kvmagic.errors import KVMagicError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -28,7 +29,7 @@ def _saved(name: str) -> BenchmarkResult:
 
 def test_a_plain_sweep_saved_in_format_2_reads_as_it_was_shown() -> None:
     result = _saved("format2_plain.json")
-    assert result.plain and result.strategies == ["off", "dynamic"] and result.configs == [Config(12, 2), Config(12, 3)]
+    assert result.plain and result.strategies == [OFF, DYNAMIC] and result.configs == [Config(12, 2), Config(12, 3)]
     frame = result.to_dataframe()
     # what the older kvmagic's table said, from the same file
     assert frame["speedup"].tolist() == pytest.approx([1.1957486938848862, 1.3815174703918942])
@@ -47,7 +48,7 @@ def test_a_plain_sweep_saved_in_format_2_reads_as_it_was_shown() -> None:
 
 def test_a_comparison_saved_in_format_2_reads_as_it_was_shown() -> None:
     result = _saved("format2_strategies.json")
-    assert not result.plain and result.strategies == ["off", "dynamic", "static"]
+    assert not result.plain and result.strategies == list(parse_list("off,dynamic,static"))
     frame = result.to_dataframe()
     assert frame["speedup"].tolist() == pytest.approx([1.0, 1.1458692989635018, 1.0726040603228117])
     assert frame["cache_tokens"].tolist() == pytest.approx([0.0, 13.0, 13.015625])

@@ -221,16 +221,17 @@ def test_every_runnable_strategy_is_timed_interleaved_against_off(compared) -> N
     for config in compared.configs:
         found = {m.strategy: m for m in compared.measurements if m.config == config}
         assert list(found) == runnable and all(len(m.seconds) == 2 for m in found.values())
-        rows = {r["strategy"]: r for r in table_rows(compared) if Config.of(r) == config}
+        rows = {r["strategy"]: r for r in table_rows(compared) if Config.of(r) == config}  # by name, as tables name it
         assert rows["off"]["speedup"] == 1.0 and rows["off"]["kv_cache_mib"] == 0
-        for name in runnable:  # two runs each: the median is their mean
-            assert rows[name]["seconds"] == pytest.approx(sum(found[name].seconds) / 2)
-            assert rows[name]["speedup"] == pytest.approx(sum(found["off"].seconds) / sum(found[name].seconds))
+        for strategy in runnable:  # two runs each: the median is their mean
+            row = rows[str(strategy)]
+            assert row["seconds"] == pytest.approx(sum(found[strategy].seconds) / 2)
+            assert row["speedup"] == pytest.approx(sum(found[OFF].seconds) / sum(found[strategy].seconds))
 
 
 def test_exact_caches_match_off_and_a_quantized_cache_is_smaller(compared) -> None:
     for config in compared.configs:
-        found = {m.strategy: m for m in compared.measurements if m.config == config}
+        found = {str(m.strategy): m for m in compared.measurements if m.config == config}
         rows = {r["strategy"]: r for r in table_rows(compared) if Config.of(r) == config}
         assert rows["dynamic"]["identical"] and rows["static"]["identical"]  # float32 on CPU: exact
         assert 0 < rows[QUANTIZED]["kv_cache_mib"] < rows["dynamic"]["kv_cache_mib"]
@@ -250,7 +251,7 @@ def test_a_strategy_table_survives_json(compared) -> None:
 def test_without_cache_the_table_is_the_two_condition_one(tiny) -> None:
     result = run_benchmark(tiny, PROMPT, new_tokens=2, warmup_tokens=1)
     assert list(result.to_dataframe().columns) == list(COLUMNS)
-    assert [m.strategy for m in result.measurements] == ["off", "dynamic"]
+    assert [m.strategy for m in result.measurements] == [OFF, DYNAMIC]
 
 
 def test_first_use_costs_land_in_a_warm_up_even_with_w_0(tiny, monkeypatch) -> None:
@@ -281,7 +282,7 @@ def test_a_strategy_that_fails_becomes_a_note_and_the_model_stays_usable(tiny, m
     result = run_benchmark(tiny, PROMPT, new_tokens=2, cache="static")
     row = result.to_dataframe().iloc[1]
     assert row["strategy"] == "static" and row["note"].startswith("failed: ") and "nope" in row["note"]
-    assert [m.strategy for m in result.measurements] == ["off"]
+    assert [m.strategy for m in result.measurements] == [OFF]
     assert snapshot(tiny.model) == before
 
 
@@ -303,7 +304,7 @@ def test_the_magic_returns_the_strategy_table(shell) -> None:
     frame = shell.run_cell_magic("kvbench", "-n 2 -w 1 --cache dynamic -q -v found", PROMPT)
     assert frame is None  # -q
     result = shell.user_ns["found"]
-    assert result.strategies == ["off", "dynamic"]
+    assert result.strategies == [OFF, DYNAMIC]
     assert list(result.to_dataframe()["strategy"]) == ["off", "dynamic"]
 
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvmagic.core.compression import PressName
-from kvmagic.core.strategy import BACKENDS, DYNAMIC, KNOWN, NAMED, OFF, Strategy, parse, parse_list
+from kvmagic.core.strategy import BACKENDS, DYNAMIC, KNOWN, NAMED, OFF, ByStrategy, Kind, Strategy, parse, parse_list
 from kvmagic.errors import KVMagicError
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kvmagic"
@@ -27,6 +27,10 @@ def test_each_spelling_is_read_into_its_parts() -> None:
     warm = parse("dynamic+prefix")
     assert warm.warm and warm.cold == DYNAMIC and not DYNAMIC.warm
     assert parse("hybrid") == Strategy("implementation", implementation="hybrid")
+    # a kind given by its name is that kind: written back and hashed as the one parse() reads
+    assert (
+        str(Strategy("static")) == "static" and hash(Strategy("off")) == hash(OFF) and Strategy("off").kind is Kind.OFF
+    )
 
 
 def test_a_list_keeps_order_and_expands_a_sweep_of_ratios() -> None:
@@ -35,16 +39,38 @@ def test_a_list_keeps_order_and_expands_a_sweep_of_ratios() -> None:
     assert parse_list([OFF, "static"]) == (OFF, parse("static"))
 
 
-def test_a_strategy_equals_its_spelling_and_keys_a_dict_by_it() -> None:
-    """So a notebook's ``result.skipped["offloaded"]`` and ``m.strategy == "static"`` keep working."""
-    assert OFF == "off" and OFF == "off" and DYNAMIC != "off" and Strategy("dynamic") != OFF
-    assert {parse("quantized:hqq"): 1}["quantized:hqq"] == 1
-    assert parse("press:knorm:0.50") == "press:knorm:0.5"  # one spelling per ratio
+def test_a_strategy_equals_only_a_strategy_and_a_name_finds_it() -> None:
+    """A strategy is no string (``m.strategy == "static"`` is False): a name finds one through ``named()``,
+    ``Strategy.of`` or a :class:`ByStrategy`, as a notebook's ``result.skipped["offloaded"]`` does."""
+    assert OFF != "off" and DYNAMIC != "dynamic" and Strategy("dynamic") != OFF
+    assert Strategy(Kind.OFF) == OFF and Strategy.of("static") == parse("static") and str(OFF) == "off"
+    assert OFF.named("off") and not OFF.named("dynamic") and not DYNAMIC.named("dynamic+prefix")
+    assert parse("press:knorm:0.50").named("press:knorm:0.5")  # one spelling per ratio
+    assert "off" not in {OFF: 1} and {OFF: 1}.get("off") is None  # a plain dict keyed by strategies knows no names
+    hqq, knorm = parse("quantized:hqq"), parse("press:knorm:0.5")
+    found = ByStrategy({hqq.with_bits(2): 1, OFF: 2, knorm: 3})
+    assert found["quantized:hqq"] == 1 and found[hqq.with_bits(2)] == 1 and found["off"] == 2 and found[OFF] == 2
+    assert found["press:knorm:.5"] == 3 and "press:knorm:0.50" in found  # a name is read as it is written back
+    assert "static" not in found and found.get("static", 4) == 4 and "stat ic" not in found and 5 not in found
+    assert hqq not in found and found.get(hqq) is None  # at another width it is another strategy, even by itself
+    with pytest.raises(KeyError):
+        found["static"]
+    with pytest.raises(KeyError):
+        found[hqq.with_bits(4)]
 
 
-def test_bits_say_how_it_runs_not_which_strategy_it_is() -> None:
+def test_a_width_is_part_of_which_strategy_it_is() -> None:
+    """Two quantized caches at different widths run differently: they are two strategies, named alike."""
+    quanto = parse("quantized:quanto")
+    two, four = quanto.with_bits(2), quanto.with_bits(4)
+    assert two != four and two != quanto and four != quanto and len({two, four, quanto}) == 3
+    assert two == parse("quantized:quanto").with_bits(2) and hash(two) == hash(parse("quantized:quanto").with_bits(2))
+    assert str(two) == str(four) == "quantized:quanto" and two.named("quantized:quanto") and four.named(str(quanto))
+    # a name read at the width a request chose; a strategy that names its own keeps it
+    assert Strategy.of("quantized:quanto", 2) == two and Strategy.of(four, 2) == four and Strategy.of(quanto, 2) == two
+    assert Strategy.of("static", 2) == parse("static") and Strategy.of("quantized:quanto") == quanto
     hqq = parse("quantized:hqq")
-    assert hqq.with_bits(2) == hqq and hqq.with_bits(2).stored_bits == 2 and hqq.stored_bits == BACKENDS["hqq"].bits
+    assert hqq.with_bits(2).stored_bits == 2 and hqq.stored_bits == BACKENDS["hqq"].bits
     fp8 = parse("quantized:fp8")
     assert fp8.with_bits(2).bits is None and fp8.stored_bits == 8  # fp8 takes no width
     assert DYNAMIC.with_bits(2).bits is None and DYNAMIC.stored_bits == 0
@@ -90,7 +116,13 @@ _SPELLINGS = st.builds(
 @given(_SPELLINGS)
 def test_every_spelling_reads_back_as_itself(text: str) -> None:
     strategy = parse(text)
-    assert str(strategy) == text and parse(str(strategy)) == strategy and hash(strategy) == hash(text)
+    assert str(strategy) == text and parse(str(strategy)) == strategy and hash(parse(str(strategy))) == hash(strategy)
+    assert (
+        strategy != text
+        and strategy.named(text)
+        and Strategy.of(text) == strategy
+        and text in ByStrategy({strategy: 1})
+    )
 
 
 def _strategy_literals(path: Path) -> list[str]:
@@ -156,9 +188,11 @@ def test_twins_keep_what_they_already_were() -> None:
     assert str(static.twin(compiled=True)) == "static+compile"
     assert str(static.twin(warm=True)) == "static+prefix" and static.twin(warm=True).cold == static
     assert str(static.twin(compiled=True).twin(warm=True)) == "static+compile+prefix"
-    assert static.twin(compiled=True).twin() == "static+compile"  # a twin of a twin stays compiled
-    assert parse("dynamic+prefix").twin() == "dynamic+prefix"
-    assert parse("static+compile+prefix").cold == "static+compile"
+    assert static.twin(compiled=True).twin() == parse("static+compile")  # a twin of a twin stays compiled
+    assert parse("dynamic+prefix").twin() == parse("dynamic+prefix")
+    assert parse("static+compile+prefix").cold == parse("static+compile")
+    quanto = parse("quantized:quanto").with_bits(2)
+    assert quanto.twin(warm=True).bits == 2 and quanto.twin(warm=True).cold == quanto  # a twin keeps the width
     assert Strategy.of("static") == static and Strategy.of(static) is static
 
 

@@ -100,5 +100,5 @@ def test_a_real_comparison_plots_its_trade_off(tiny) -> None:
     table = result.to_dataframe()
     assert set(table["pareto"]) <= {True, False} and table["pareto"].iloc[0]  # off holds nothing: never beaten
     assert result.notes()[: len(verdict_lines(result))] == verdict_lines(result)  # the verdict leads the notes
-    kl = {m.strategy: m.quality.kl_nats for m in result.measurements if m.quality}
+    kl = {str(m.strategy): m.quality.kl_nats for m in result.measurements if m.quality}
     assert lines[LOSSY][1] == [kl[LOSSY]]

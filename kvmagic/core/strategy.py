@@ -14,20 +14,23 @@ import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypeVar
 
 from kvmagic.core.compression import PRESS, PressName, expand_presses
 from kvmagic.errors import KVMagicError, did_you_mean
 
 __all__ = [
-    "BACKENDS", "DYNAMIC", "FULL_CACHE", "KNOWN", "OFF", "PAIR", "REFERENCE", "Backend", "Strategy", "choices", "parse",
-    "parse_list", "unknown",
+    "BACKENDS", "DYNAMIC", "FULL_CACHE", "KNOWN", "OFF", "PAIR", "REFERENCE", "STATIC", "Backend", "ByStrategy", "Kind",
+    "Strategy",
+    "choices", "parse", "parse_list", "unknown",
 ]  # fmt: skip
 
 COMPILE_SUFFIX = "+compile"
 PREFIX_SUFFIX = "+prefix"
 QUANTIZED = "quantized"
-NAMED = ("off", "dynamic", "static", "offloaded", "offloaded_static")
+NAMED = ("off", "dynamic", "static", "offloaded", "offloaded_static")  # the kinds named by their spelling alone
 STATIC = ("static", "offloaded_static")  # the caches transformers keeps on the model, and torch.compile works with
 _IMPLEMENTATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -55,67 +58,83 @@ BACKENDS = {
 KNOWN = (*NAMED, *(f"{QUANTIZED}:{b}" for b in BACKENDS))  # every spelling but a press's and a passed-through one
 
 
-@dataclass(frozen=True, eq=False)
+class Kind(str, Enum):
+    """What kind of cache a strategy keeps: one of the named ones, a quantized one (with a backend), a kvpress method
+    (with a press), or any other ``cache_implementation`` the installed transformers takes (by its name)."""
+
+    OFF = "off"
+    DYNAMIC = "dynamic"
+    STATIC = "static"
+    OFFLOADED = "offloaded"
+    OFFLOADED_STATIC = "offloaded_static"
+    QUANTIZED = "quantized"
+    PRESS = "press"
+    IMPLEMENTATION = "implementation"
+
+
+@dataclass(frozen=True)
 class Strategy:
     """How ``generate`` keeps keys and values: one row of a comparison, one side of the plain run's pair.
 
-    ``kind`` is one of :data:`NAMED`, ``quantized`` (with ``backend``), ``press`` (with ``press``) or
-    ``implementation`` (another ``cache_implementation`` by its name). ``bits`` is a quantized cache's
-    chosen width: how it runs, not which strategy it is, so rows and files name it without. A strategy
-    equals its spelling, as a ``StrEnum`` member does (``result.skipped["offloaded"]``, ``m.strategy ==
-    "static"``), so a notebook's lookups by name keep working.
+    Two strategies are equal where everything that makes their runs differ is: ``bits``, a quantized cache's chosen
+    width, included. A strategy is no string: a lookup by name says so (``result.measurement("static")``,
+    ``result.skipped["offloaded"]``, ``Strategy.of("static")``), and reads the name as written, which leaves a
+    width out (rows and files name a strategy without it, and keep the width the request chose).
     """
 
-    kind: str
+    kind: Kind
     backend: str = ""
     press: PressName | None = None
     implementation: str = ""
     compiled: bool = False
     warm: bool = False
-    bits: int | None = field(default=None, compare=False)
+    bits: int | None = None
+
+    def __post_init__(self) -> None:  # a kind given by its name (``Strategy("static")``) is that kind, hashed alike
+        object.__setattr__(self, "kind", Kind(self.kind))
 
     def __str__(self) -> str:
         return self._spelling
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (Strategy, str)) and self._spelling == str(other)
-
-    def __hash__(self) -> int:
-        return hash(self._spelling)
-
     @functools.cached_property
     def _spelling(self) -> str:
-        if self.kind == QUANTIZED:
+        if self.kind is Kind.QUANTIZED:
             base = f"{QUANTIZED}:{self.backend}"
         elif self.press is not None:
             base = self.press.name
         else:
-            base = self.implementation or self.kind
+            base = self.implementation or self.kind.value
         return base + (COMPILE_SUFFIX if self.compiled else "") + (PREFIX_SUFFIX if self.warm else "")
 
+    def named(self, name: str | Strategy) -> bool:
+        """Whether ``name`` names this strategy, as rows and files spell it (its width left out)."""
+        return self._spelling == str(name)
+
     @classmethod
-    def of(cls, value: Strategy | str) -> Strategy:
-        """``value`` as a strategy: itself, or its spelling read."""
-        return value if isinstance(value, Strategy) else parse(value)
+    def of(cls, value: Strategy | str, bits: int | None = None) -> Strategy:
+        """``value`` as a strategy: itself, or its spelling read. One that names no width (a name never does: rows
+        and files spell a strategy without it) is read at ``bits``, the width its request chose."""
+        found = value if isinstance(value, Strategy) else parse(value)
+        return found if found.bits is not None else found.with_bits(bits)
 
     @property
     def caches(self) -> bool:
         """Whether ``generate`` keeps keys and values at all (every strategy but ``off``)."""
-        return self.kind != "off"
+        return self.kind is not Kind.OFF
 
     @property
     def static(self) -> bool:
         """A cache sized once for the call, which transformers keeps on the model between calls."""
-        return self.kind in STATIC
+        return self.kind.value in STATIC
 
     @property
     def quantized(self) -> bool:
-        return self.kind == QUANTIZED
+        return self.kind is Kind.QUANTIZED
 
     @property
     def offloaded(self) -> bool:
         """Its cache moves between the accelerator and CPU memory, a few layers on the device at a time."""
-        return self.kind.startswith("offloaded")
+        return self.kind in (Kind.OFFLOADED, Kind.OFFLOADED_STATIC)
 
     @property
     def cold(self) -> Strategy:
@@ -125,17 +144,17 @@ class Strategy:
     @property
     def lossless(self) -> bool:
         """Keeps every key and value at full precision: its tokens and logits are the full cache's."""
-        return self.kind in NAMED or self.kind == "implementation"
+        return self.kind not in (Kind.QUANTIZED, Kind.PRESS)
 
     @property
     def cache_implementation(self) -> str | None:
         """What ``generate``'s ``cache_implementation`` is told: None with the cache off; a press runs on a
         dynamic cache."""
-        if self.kind == "off":
+        if self.kind is Kind.OFF:
             return None
-        if self.kind == "press":
-            return "dynamic"
-        return self.implementation or self.kind
+        if self.kind is Kind.PRESS:
+            return Kind.DYNAMIC.value
+        return self.implementation or self.kind.value
 
     def twin(self, *, compiled: bool = False, warm: bool = False) -> Strategy:
         """Its compiled twin (``static+compile``) or its warm twin (``dynamic+prefix``)."""
@@ -154,8 +173,39 @@ class Strategy:
         return 0 if backend is None else self.bits or backend.bits
 
 
-OFF = Strategy("off")
-DYNAMIC = Strategy("dynamic")
+V = TypeVar("V")
+
+
+class ByStrategy(dict[Strategy, V]):
+    """A mapping by strategy that a notebook may also ask by name (``result.skipped["offloaded"]``): a name is read
+    as rows and files spell a strategy, its width left out."""
+
+    def __getitem__(self, key: Strategy | str) -> V:
+        found = self._key(key)
+        if found is None:
+            raise KeyError(key)
+        return super().__getitem__(found)
+
+    def __contains__(self, key: object) -> bool:
+        found = self._key(key) if isinstance(key, (Strategy, str)) else None
+        return found is not None and super().__contains__(found)
+
+    def get(self, key: Strategy | str, default: Any = None) -> Any:
+        found = self._key(key)
+        return default if found is None else super().get(found, default)
+
+    def _key(self, key: Strategy | str) -> Strategy | None:
+        if isinstance(key, Strategy):
+            return key
+        try:
+            spelled = str(parse(key))  # as written back: "press:knorm:.5" is "press:knorm:0.5"
+        except KVMagicError:
+            return None
+        return next((found for found in self if found.named(spelled)), None)
+
+
+OFF = Strategy(Kind.OFF)
+DYNAMIC = Strategy(Kind.DYNAMIC)
 REFERENCE = OFF  # the strategy every other one is measured against
 FULL_CACHE = DYNAMIC  # the strategy every other one's quality is judged against: full precision, nothing dropped
 PAIR = (OFF, DYNAMIC)  # the plain run: the cache off and on
@@ -193,7 +243,7 @@ def _read(text: str) -> Sequence[Strategy]:
         else:
             warm, name = True, name.removesuffix(PREFIX_SUFFIX)
     if name == PRESS or name.startswith(PRESS + ":"):
-        return [Strategy("press", press=press, compiled=compiled, warm=warm) for press in expand_presses(name)]
+        return [Strategy(Kind.PRESS, press=press, compiled=compiled, warm=warm) for press in expand_presses(name)]
     if name == QUANTIZED:
         spellings = " or ".join(spelling for spelling in KNOWN if spelling.startswith(QUANTIZED))
         raise KVMagicError(f"{text!r} needs a backend: write {spellings}")
@@ -201,12 +251,12 @@ def _read(text: str) -> Sequence[Strategy]:
         backend = name.split(":", 1)[1]
         if backend not in BACKENDS:
             raise KVMagicError(f"unknown quantization backend in {text!r}: use one of {', '.join(BACKENDS)}")
-        return [Strategy(QUANTIZED, backend=backend, compiled=compiled, warm=warm)]
+        return [Strategy(Kind.QUANTIZED, backend=backend, compiled=compiled, warm=warm)]
     if name in NAMED:
-        return [Strategy(name, compiled=compiled, warm=warm)]
+        return [Strategy(Kind(name), compiled=compiled, warm=warm)]
     if not _IMPLEMENTATION.match(name):
         raise unknown(text)
-    return [Strategy("implementation", implementation=name, compiled=compiled, warm=warm)]
+    return [Strategy(Kind.IMPLEMENTATION, implementation=name, compiled=compiled, warm=warm)]
 
 
 def unknown(text: str) -> KVMagicError:

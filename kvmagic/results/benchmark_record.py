@@ -4,6 +4,7 @@ of it in the sibling modules, and :class:`~kvmagic.results.result.BenchmarkResul
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.spec import BenchSpec
-from kvmagic.core.strategy import DYNAMIC, OFF, PAIR, REFERENCE, Strategy
+from kvmagic.core.strategy import DYNAMIC, OFF, PAIR, REFERENCE, ByStrategy, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement, Pair
 from kvmagic.results.records import Prediction, RunFacts
@@ -50,10 +51,17 @@ class BenchmarkRecord:
     cost_model: CostModel | None = None
     addons: dict[str, Any] = field(default_factory=dict)  # add-on name -> what it kept of the run
 
-    def __post_init__(self) -> None:  # strategies given by their names (a file, an older caller) are read once
-        self.strategies = [Strategy.of(s) for s in self.strategies]
-        self.skipped = {Strategy.of(s): why for s, why in self.skipped.items()}
-        self.remarks = {Strategy.of(s): what for s, what in self.remarks.items()}
+    def __post_init__(self) -> None:
+        """Strategies given by their names (a file, an older caller) are read once, at the width the request chose:
+        a name leaves it out, and a run's own strategies carry it, so both read back alike."""
+        bits = self.spec.kv_bits
+        self.strategies = [Strategy.of(s, bits) for s in self.strategies]
+        self.skipped = ByStrategy({Strategy.of(s, bits): why for s, why in self.skipped.items()})
+        self.remarks = ByStrategy({Strategy.of(s, bits): what for s, what in self.remarks.items()})
+        self.measurements = [
+            m if (read := Strategy.of(m.strategy, bits)) == m.strategy else dataclasses.replace(m, strategy=read)
+            for m in self.measurements
+        ]
 
     if not TYPE_CHECKING:  # what an add-on says of its data (``result.limits``); the centre reads ``addons``
 
@@ -86,8 +94,12 @@ class BenchmarkRecord:
         return self._only_config()
 
     def measurement(self, strategy: Strategy | str, config: Config | None = None) -> Measurement | None:
-        """``strategy``'s measurement at ``config`` (the only one, if none is given); None if it did not run."""
-        config, strategy = config or self._only_config(), Strategy.of(strategy)
+        """``strategy``'s measurement at ``config`` (the only one, if none is given); None if it did not run. A name
+        is read as rows and files spell a strategy (``"quantized:quanto"``, whatever width it stored)."""
+        config = config or self._only_config()
+        if isinstance(strategy, str):
+            named = str(Strategy.of(strategy))  # the spelling as written back (".5" is "0.5")
+            return next((m for m in self.measurements if m.config == config and m.strategy.named(named)), None)
         return next((m for m in self.measurements if m.config == config and m.strategy == strategy), None)
 
     def pair(self, config: Config | None = None, strategy: Strategy | str | None = None) -> Pair | None:

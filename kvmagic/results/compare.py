@@ -246,8 +246,9 @@ def _show(value: Any) -> str:
 
 
 def _pair(result: BenchmarkResult, config: Config, strategy: Strategy) -> Pair | None:
-    """``strategy`` against the reference at ``config`` in ``result``; None where either did not run."""
-    return None if strategy == REFERENCE else result.pair(config, strategy)
+    """``strategy`` against the reference at ``config`` in ``result``; None where either did not run. Rows are
+    matched by name: a width two runs chose differently is a difference of their requests, said as one."""
+    return None if strategy == REFERENCE else result.pair(config, str(strategy))
 
 
 def row_key(row: Mapping[str, Any]) -> tuple[Config, Strategy]:

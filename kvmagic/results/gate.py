@@ -100,18 +100,22 @@ Row = Mapping[str, Any]
 
 
 def judge(
-    rows: Sequence[Row], saved: Mapping[tuple[Config, Strategy], Row], thresholds: Sequence[Threshold]
+    rows: Sequence[Row],
+    saved: Mapping[tuple[Config, Strategy], Row] | Mapping[tuple[Config, str], Row],
+    thresholds: Sequence[Threshold],
 ) -> GateVerdict:
     """Judge each of ``rows`` (a comparison's, with its ``significant``) against its saved row.
 
-    ``saved`` maps (configuration, strategy) to the saved run's row; rows without one are not judged,
+    ``saved`` maps (configuration, strategy) to the saved run's row, a strategy by itself or by its name, as a
+    row names it; rows without one are not judged,
     and when no row has one there is nothing to judge, which is not a pass. A metric a row or its saved row
     does not have (a comparison of strategies has no ``cached_s``, the plain run no ``seconds``) cannot be
     judged there. The verdict's ``fix`` says, per cause, what would let the gate judge.
     """
     verdict = GateVerdict()
     fixes: dict[str, None] = {}  # each cause's fix once, in the order found
-    matched = [(row, saved[key]) for row in rows if (key := row_key(row)) in saved]
+    named = {_named(key): row for key, row in saved.items()}  # as a table's rows name theirs: without a width
+    matched = [(row, named[key]) for row in rows if (key := _named(row_key(row))) in named]
     if not matched:
         verdict.undecided.append(
             "no row matches a saved row (the same prompt_tokens, new_tokens, batch and strategy): nothing to judge"
@@ -142,6 +146,12 @@ def judge(
 def gate(comparison: Comparison, thresholds: Sequence[Threshold]) -> GateVerdict:
     """:func:`judge` a comparison's rows against its baseline's."""
     return judge(comparison.rows(), comparison.saved_rows(), thresholds)
+
+
+def _named(key: tuple[Config, Strategy | str]) -> tuple[Config, str]:
+    """A row's configuration and its strategy's name (``press:knorm:.5`` as ``press:knorm:0.5``)."""
+    config, strategy = key
+    return config, str(Strategy.of(strategy))
 
 
 def _strategy(row: Mapping[str, Any]) -> str:

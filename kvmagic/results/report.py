@@ -94,7 +94,8 @@ def rows(result: BenchmarkRecord) -> list[dict[str, Any]]:
     found = []
     for config in result.configs:
         reference = result.measurement(REFERENCE, config)
-        for strategy in map(Strategy.of, result.strategies):  # names set by hand (a notebook's) are read here
+        for name in result.strategies:  # names set by hand (a notebook's) are read here, at the request's width
+            strategy = Strategy.of(name, result.spec.kv_bits)
             row = Row(result, config, strategy, result.measurement(strategy, config), reference, marks)
             found.append({c.name: c.read(row) for c in declared if c.read is not None})
     return found

@@ -70,7 +70,7 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             data = addon.upgrade(data)
         data = _from_format_2(data)
     try:
-        return dict(
+        return dict(  # a file names each strategy without its width: the result reads it at the spec's kv_bits
             model=data["model"],
             measurements=[_measurement(m) for m in data["measurements"]],
             spec=BenchSpec.from_dict(data.get("spec") or {}),

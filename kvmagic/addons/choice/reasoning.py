@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kvmagic.addons.choice.crossovers import Crossover, Fit, crossovers, fits
 from kvmagic.addons.frontier.frontier_table import frontier_of
 from kvmagic.core.pareto import Point, beats, better
-from kvmagic.core.strategy import REFERENCE, Strategy
+from kvmagic.core.strategy import REFERENCE, ByStrategy, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.columns import WIDTH, cell
 from kvmagic.results.pareto_marks import (
@@ -100,17 +100,19 @@ def choice(result: BenchmarkRecord) -> Choice:
             f"{len(rows)} ran there: name more in {{cache}}",
             "cache",
         )
-    points, close = {m.strategy: point(m) for m in rows}, within_noise(rows)
+    points, close = ByStrategy({m.strategy: point(m) for m in rows}), within_noise(rows)
     held = undecided(close)
-    beaten_by = {
-        s: next(
-            o
-            for o in points
-            if o != s and frozenset((s, o)) not in held and beats(points[o], figures, frozenset((s, o)) in close)
-        )
-        for s, figures, mark in zip(points, points.values(), marked(rows, close))
-        if not mark
-    }
+    beaten_by = ByStrategy(
+        {
+            s: next(
+                o
+                for o in points
+                if o != s and frozenset((s, o)) not in held and beats(points[o], figures, frozenset((s, o)) in close)
+            )
+            for s, figures, mark in zip(points, points.values(), marked(rows, close))
+            if not mark
+        }
+    )
     fitted, unfitted = fits(result, config)
     reach = frontier_of(result)
     crossed, searched, falling = crossovers(fitted, _longest(reach))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from kvmagic.addons.frontier.frontier_table import FRONTIER, NAME, frontier_notes, frontier_of
 from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.core.addon import AddOn, Field
+from kvmagic.core.strategy import Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.option import Option
 from kvmagic.results.stored import OLD_NAMES
@@ -86,9 +87,11 @@ class _Frontier(AddOn):
         found = saved.get("frontier")
         if found is None:
             return None
-        checks = [FitCheck(**_numbers(check)) for check in found["checks"]]
-        return Frontier([FrontierRow(**row) for row in found["rows"]], checks, found["free_bytes"],
-                        dict(found["unchecked"]))  # fmt: skip
+        bits = (saved.get("spec") or {}).get("kv_bits")  # a file names each strategy without the width it chose
+        rows = [FrontierRow(**_read(row, bits)) for row in found["rows"]]
+        checks = [FitCheck(**_numbers(_read(check, bits))) for check in found["checks"]]
+        unchecked = {Strategy.of(name, bits): seconds for name, seconds in found["unchecked"].items()}
+        return Frontier(rows, checks, found["free_bytes"], unchecked)
 
     def upgrade(self, saved: Mapping[str, Any]) -> dict[str, Any]:
         """Formats 1 and 2 kept the rows as a list under ``frontier`` and the checks under ``frontier_checks``, the
@@ -106,6 +109,11 @@ class _Frontier(AddOn):
 
 def _named(records: list[FrontierRow] | list[FitCheck]) -> list[dict[str, Any]]:
     return [{**dataclasses.asdict(record), "strategy": str(record.strategy)} for record in records]
+
+
+def _read(record: Mapping[str, Any], bits: int | None) -> dict[str, Any]:
+    """A saved row or check, its strategy read at the width the run chose."""
+    return {**record, "strategy": Strategy.of(record["strategy"], bits)}
 
 
 def _renamed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -43,8 +43,8 @@ class CacheLayout:
     dequantized_layers: float = 0.0  # full-precision copies of one layer's keys and values while it is read
     pruned: float = 0.0  # a press: the share of the prompt's positions freed after the prefill
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "strategy", Strategy.of(self.strategy))
+    def __post_init__(self) -> None:  # a name leaves the width out: it is the one this layout stores
+        object.__setattr__(self, "strategy", Strategy.of(self.strategy, self.bits or None))
 
 
 def layout(

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from kvmagic.addons.frontier.cache_layout import CacheLayout, kv_bytes, layer_positions
 from kvmagic.core.config import Config
 from kvmagic.core.shape import ModelShape
-from kvmagic.core.strategy import Strategy
+from kvmagic.core.strategy import ByStrategy, Strategy
 
 __all__ = ["Activations", "FitCheck", "Frontier", "FrontierRow", "frontier", "largest", "peak_bytes"]
 
@@ -190,4 +190,4 @@ class Frontier:
     unchecked: dict[Strategy, float]  # strategy -> estimated seconds of a check run past the budget
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "unchecked", {Strategy.of(s): v for s, v in self.unchecked.items()})
+        object.__setattr__(self, "unchecked", ByStrategy({Strategy.of(s): v for s, v in self.unchecked.items()}))
