@@ -112,7 +112,8 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            "--cache read quality, KL against KV cache size and against decode speed.", "plot",
            action="store_true", hosts=("magic",), examples=("",)),
     Option(("--save",), "Also write the result to PATH: .csv, .json (everything, loadable with "
-           "BenchmarkResult.read_json and --compare) or .md.", "save", metavar="PATH",
+           "BenchmarkResult.read_json and --compare), .md, or .html (one page to send: table, figures, verdict, notes "
+           "and the command that reruns it).", "save", metavar="PATH",
            examples=("pair.json", "pair.md")),
     Option(("--compare",), "Compare with a run saved by --save PATH.json: the change in speed-up per row, whether "
            "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH",
