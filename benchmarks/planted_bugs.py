@@ -11,9 +11,9 @@ must occur exactly once), and runs:
    ``test_compare_words.py``, ``test_verdict.py`` and ``test_models.py``), ``-x``;
 3. where those pass, the whole suite (``-n auto -x``).
 
-A failure counts only where the test fails again by itself in the copy and passes by itself in the repository: one
-that passes alone (a test of timing, on a machine other work keeps busy) is set aside and the run repeated without
-it, and the result names it (``set_aside``).
+A failure counts only where the test, run by itself three times over, fails with the bug and passes with the line
+put back: one that does not (a test of timing, on a machine other work keeps busy) is set aside and the run repeated
+without it, and the result names it (``set_aside``).
 
 Each test run is the worktree's Python in the copy's root, so that the copy's ``kvmagic`` is the one imported
 (``--check`` shows that it is, and that a bug planted there fails a test). Results are appended, one JSON object a
@@ -81,6 +81,11 @@ def plant(copy: Path, bug: dict[str, object]) -> None:
     path.write_text(text.replace(original, planted))
 
 
+def unplant(copy: Path, bug: dict[str, object]) -> None:
+    """Put the bug's original line back: the file as the repository has it."""
+    shutil.copy2(ROOT / str(bug["file"]), copy / str(bug["file"]))
+
+
 def environment() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("KVMAGIC_CACHE", str(ROOT / ".venv" / "cache"))
@@ -128,19 +133,31 @@ def alone(cwd: Path, node: str) -> int:
     return pytest(cwd, [node], UNIT_LIMIT_S)[0]
 
 
-def stage(copy: Path, arguments: list[str], limit: float) -> tuple[int, str, float, list[str]]:
-    """One pytest run, each failure confirmed: a test that fails here must fail again by itself in the copy and pass
-    by itself in the repository. One that passes alone (a timing test on a loaded machine) or also fails unchanged
-    is set aside, and the run repeated without it (three times at most); the tests set aside come back."""
+def confirmed(copy: Path, bug: dict[str, object], node: str) -> bool:
+    """Whether ``node`` fails for the bug: by itself, three times over, it fails with the bug and passes with the
+    line put back, in the same copy. A test of timing on a machine other work keeps busy fails now and then
+    either way, and almost never in that pattern."""
+    for _ in range(3):
+        if alone(copy, node) == 0:
+            return False
+        unplant(copy, bug)
+        unchanged = alone(copy, node)
+        plant(copy, bug)
+        if unchanged != 0:
+            return False
+    return True
+
+
+def stage(copy: Path, bug: dict[str, object], arguments: list[str], limit: float) -> tuple[int, str, float, list[str]]:
+    """One pytest run whose first failure must be :func:`confirmed`; one that is not is set aside and the run
+    repeated without it (three times at most)."""
     aside: list[str] = []
     took = 0.0
     for _ in range(4):
         code, output, spent = pytest(copy, [*arguments, *(f"--deselect={node}" for node in aside)], limit)
         took += spent
         node = first_failure(output)
-        if code == 0 or node.startswith("(no node named)") or len(aside) == 3:
-            return code, output, took, aside
-        if alone(copy, node) != 0 and alone(ROOT, node) == 0:
+        if code == 0 or node.startswith("(no node named)") or len(aside) == 3 or confirmed(copy, bug, node):
             return code, output, took, aside
         aside.append(node)
     return code, output, took, aside
@@ -152,11 +169,11 @@ def judge(bug: dict[str, object]) -> dict[str, object]:
     plant(copy, bug)
     rejected, error = mypy(copy)
     found: dict[str, object] = {"id": bug["id"], "file": bug["file"], "mypy_rejects": rejected, "mypy_error": error}
-    code, output, took, aside = stage(copy, unit_selection(), UNIT_LIMIT_S)
+    code, output, took, aside = stage(copy, bug, unit_selection(), UNIT_LIMIT_S)
     found.update(unit_rc=code, unit_s=round(took))
     where = "unit"
     if code == 0:
-        code, output, took, more = stage(copy, ["-n", "auto"], SUITE_LIMIT_S)
+        code, output, took, more = stage(copy, bug, ["-n", "auto"], SUITE_LIMIT_S)
         found.update(suite_rc=code, suite_s=round(took))
         aside += more
         where = "suite"
