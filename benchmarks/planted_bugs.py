@@ -50,6 +50,7 @@ MYPY = ROOT / ".venv" / "tf5" / "bin" / "mypy"
 EXTRA_TESTS = ["tests/test_compare_words.py", "tests/test_verdict.py", "tests/test_models.py"]
 LEFT_OUT = {".venv", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache", "__pycache__", "mutants"}
 UNIT_LIMIT_S, SUITE_LIMIT_S, MYPY_LIMIT_S = 40 * 60, 90 * 60, 20 * 60
+MOST_ASIDE = 8  # failures set aside in one stage before its answer is given up as undetermined
 
 
 def unit_selection() -> list[str]:
@@ -150,17 +151,18 @@ def confirmed(copy: Path, bug: dict[str, object], node: str) -> bool:
 
 def stage(copy: Path, bug: dict[str, object], arguments: list[str], limit: float) -> tuple[int, str, float, list[str]]:
     """One pytest run whose first failure must be :func:`confirmed`; one that is not is set aside and the run
-    repeated without it (three times at most)."""
+    repeated without it (:data:`MOST_ASIDE` times at most, after which the status is -2: undetermined)."""
     aside: list[str] = []
     took = 0.0
-    for _ in range(4):
+    while True:
         code, output, spent = pytest(copy, [*arguments, *(f"--deselect={node}" for node in aside)], limit)
         took += spent
         node = first_failure(output)
-        if code == 0 or node.startswith("(no node named)") or len(aside) == 3 or confirmed(copy, bug, node):
+        if code == 0 or node.startswith("(no node named)") or confirmed(copy, bug, node):
             return code, output, took, aside
         aside.append(node)
-    return code, output, took, aside
+        if len(aside) > MOST_ASIDE:
+            return -2, output, took, aside
 
 
 def judge(bug: dict[str, object]) -> dict[str, object]:
@@ -177,8 +179,8 @@ def judge(bug: dict[str, object]) -> dict[str, object]:
         found.update(suite_rc=code, suite_s=round(took))
         aside += more
         where = "suite"
-    found["caught"] = code != 0
-    found["caught_by"] = f"{where}: {first_failure(output)}" if code != 0 else ""
+    found["caught"] = None if code == -2 else code != 0  # None: too many failures that were not the bug's
+    found["caught_by"] = f"{where}: {first_failure(output)}" if code not in (0, -2) else ""
     if aside:
         found["set_aside"] = aside  # failed, but not for this bug: passed alone, or failed unchanged too
     if code not in (0, 1, 2):  # 1: tests failed (2: -x under workers); anything else is worth a look
@@ -215,7 +217,8 @@ def clopper_pearson(caught: int, total: int, confidence: float = 0.95) -> tuple[
 def summary(bugs: list[dict[str, object]], results: dict[str, dict[str, object]]) -> str:
     by_id = {str(b["id"]): b for b in bugs}
     ran = [results[i] for i in by_id if i in results]
-    visible = [r for r in ran if by_id[str(r["id"])]["visible"]]
+    undetermined = [r for r in ran if r["caught"] is None]  # to run again on a quieter machine
+    visible = [r for r in ran if by_id[str(r["id"])]["visible"] and r["caught"] is not None]
     caught = [r for r in visible if r["caught"]]
     survivors = [r for r in visible if not r["caught"]]
     mypy_more = [r for r in survivors if r["mypy_rejects"]]
@@ -238,6 +241,8 @@ def summary(bugs: list[dict[str, object]], results: dict[str, dict[str, object]]
         lines.append(f"set aside as failing without the bug (timing on a busy machine): {', '.join(aside)}")
     rejected = sum(1 for r in ran if r["mypy_rejects"])
     lines.append(f"mypy rejects {rejected} of the {len(ran)} bugs run")
+    for row in undetermined:
+        lines.append(f"  undetermined (too many failures not the bug's): {row['id']}")
     for row in survivors:
         bug = by_id[str(row["id"])]
         lines.append(f"  survived: {row['id']} {bug['file']}: {bug['what']}")
@@ -299,6 +304,7 @@ def main() -> None:
             with args.results.open("a") as file:
                 file.write(json.dumps(found) + "\n")
             verdict = f"caught by {found['caught_by']}" if found["caught"] else "SURVIVED"
+            verdict = "UNDETERMINED" if found["caught"] is None else verdict
             print(
                 f"{bug['id']} {bug['file']}: {verdict}; mypy {'rejects' if found['mypy_rejects'] else 'passes'} "
                 f"({time.monotonic() - started:.0f} s)",
