@@ -38,7 +38,8 @@ img{max-width:100%;height:auto}
 .panels{display:flex;flex-wrap:wrap;gap:8px}.panels img{flex:1 1 340px;min-width:0;max-width:560px;object-fit:contain}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto;white-space:pre-wrap;word-break:break-word}
 details{margin:.6em 0}summary{cursor:pointer;color:#0969da}
-@media (max-width:600px){main{padding:10px}table{font-size:.72em}th{white-space:normal;overflow-wrap:anywhere}th,td{padding:.2em .3em}}
+@media (max-width:600px){main{padding:10px}table{font-size:.72em}
+th{white-space:normal;overflow-wrap:anywhere}th,td{padding:.2em .3em}}
 footer{color:#57606a;font-size:.85em;margin:2em 0 1em}
 """
 
