@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-__all__ = ["REGISTRY", "AddOn", "Field", "SavedRequest", "addon", "addons", "used_by"]
+__all__ = ["REGISTRY", "AddOn", "Field", "SavedRequest", "addon", "addons", "answered", "used_by"]
 
 REGISTRY = "kvmagic.addons"  # the package whose ``ADDONS`` lists every add-on, in the order their hooks run
 
@@ -269,6 +269,18 @@ def addons() -> tuple[AddOn, ...]:
     centre names an add-on and importing kvmagic stays light."""
     found: tuple[AddOn, ...] = importlib.import_module(REGISTRY).ADDONS
     return found
+
+
+def answered(owner: Any, name: str, table: str) -> Any:
+    """What an add-on answers for ``owner.name`` (a record's or a measurement's attribute no class declares), from
+    its ``attributes`` or ``measurement_attributes`` as ``table`` says."""
+    if name.startswith("__") or "addons" not in owner.__dict__:  # copy and pickle ask before it is made
+        raise AttributeError(name)
+    for found in addons():
+        answers: Mapping[str, Callable[[Any], Any]] = getattr(found, table)
+        if name in answers:
+            return answers[name](owner)
+    raise AttributeError(f"{type(owner).__name__!r} has no attribute {name!r}")
 
 
 def used_by(spec: Any) -> tuple[AddOn, ...]:

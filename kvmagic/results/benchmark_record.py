@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.addon import addons
+from kvmagic.core.addon import addons, answered
 from kvmagic.core.config import Config
 from kvmagic.core.costmodel import CostModel
 from kvmagic.core.spec import BenchSpec
@@ -66,12 +66,7 @@ class BenchmarkRecord:
     if not TYPE_CHECKING:  # what an add-on says of its data (``result.limits``); the centre reads ``addons``
 
         def __getattr__(self, name: str) -> Any:
-            if name.startswith("__") or "addons" not in self.__dict__:  # copy and pickle ask before it is made
-                raise AttributeError(name)
-            for addon in addons():
-                if name in addon.attributes:
-                    return addon.attributes[name](self)
-            raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
+            return answered(self, name, "attributes")
 
     @property
     def partial(self) -> bool:

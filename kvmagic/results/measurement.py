@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.core import stats
-from kvmagic.core.addon import addons
+from kvmagic.core.addon import answered
 from kvmagic.core.config import Config
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.quality import Quality
@@ -52,12 +52,7 @@ class Measurement:
     if not TYPE_CHECKING:  # what an add-on says of its data (``m.ranks``); the centre reads ``addons``
 
         def __getattr__(self, name: str) -> Any:
-            if name.startswith("__") or "addons" not in self.__dict__:  # copy and pickle ask before it is made
-                raise AttributeError(name)
-            for addon in addons():
-                if name in addon.measurement_attributes:
-                    return addon.measurement_attributes[name](self)
-            raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
+            return answered(self, name, "measurement_attributes")
 
     @property
     def median_s(self) -> float:
