@@ -176,6 +176,17 @@ def test_a_row_the_rounds_cannot_tell_from_off_is_never_said_beaten_by_it() -> N
     assert "beaten by off" not in " ".join(str(result.choice()).split())
 
 
+def test_the_rounds_said_to_be_needed_tell_every_pair_apart_not_only_the_easiest() -> None:
+    """Two rows within noise of off, one needing more rounds to be told from it than the other: the count said is
+    the larger, which tells both apart (the smaller would leave one of them untold)."""
+    rows = {"off": ([1.0, 0.3, 2.0], 0, 0.0), "dynamic": ([0.3, 0.5, 0.2], 1000, 0.0),
+            "static": ([0.5, 0.35, 1.2], 1004, 0.0)}  # fmt: skip
+    each = [rounds_to_tell(rows[name][0], rows["off"][0]) for name in ("dynamic", "static")]
+    assert None not in each and len(set(each)) == 2  # the two pairs need different counts
+    line = _check(rows)[0]
+    assert f"(about -r {max(n for n in each if n is not None)} would, from this spread)" in line
+
+
 def test_the_fastest_alone_and_lossless_with_the_least_kv_is_the_one_to_choose() -> None:
     rows = {"off": ([2.0, 2.1, 1.9], 0, 0.0), "dynamic": ([0.5, 0.52, 0.48], 1000, 0.0),
             "static": ([0.8, 0.83, 0.79], 1000, 0.0), "quantized:quanto": ([0.9, 0.92, 0.91], 250, 0.01)}  # fmt: skip
