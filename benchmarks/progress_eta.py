@@ -19,11 +19,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import shlex
 import statistics
 import threading
+from collections.abc import Callable
 from functools import partial
 from itertools import pairwise
+from pathlib import Path
 from time import perf_counter
 from typing import Any, ClassVar
 
@@ -45,16 +48,43 @@ class Drawn:
     seen: ClassVar[list[tuple[float, float]]] = []
 
     @classmethod
-    def install(cls) -> None:
+    def install(cls, patch: Callable[[Any, str, Any], None] = setattr) -> None:
         real = Bar.draw
 
         def draw(bar: Bar) -> None:
             real(bar)
             left = bar.eta.now()[1] if bar.eta is not None else float("nan")
             if threading.current_thread() is not threading.main_thread():
-                cls.seen.append((perf_counter(), left))
+                cls.seen.append((now := perf_counter(), left))
+                Traced.events.append(["read", now, left])
 
-        Bar.draw = draw  # type: ignore[method-assign]
+        patch(Bar, "draw", draw)
+
+
+class Traced:
+    """Every call the runner makes on the bar's :class:`Eta` and every reading of it, with its moment: a run's
+    trace, from which another way to reckon the time left can be replayed (``--trace``)."""
+
+    events: ClassVar[list[list[Any]]] = []
+
+    @classmethod
+    def install(cls, patch: Callable[[Any, str, Any], None] = setattr) -> None:
+        def wrap(name: str, args: Callable[..., list[Any]]) -> None:
+            real = getattr(progress.Eta, name)
+
+            def traced(eta: progress.Eta, *given: Any, **named: Any) -> Any:
+                cls.events.append([name, perf_counter(), *args(*given, **named)])
+                return real(eta, *given, **named)
+
+            patch(progress.Eta, name, traced)
+
+        def runs(given: Any) -> list[dict[str, float]]:
+            return [{str(s): seconds for s, seconds in each.items()} for each in given]
+
+        wrap("__init__", lambda given, rounds, ends_by=None, clock=None: [runs(given), rounds, ends_by])
+        wrap("update", lambda given: [runs(given)])
+        wrap("begin", lambda index, names: [index, [str(n) for n in names]])
+        wrap("ran", lambda seconds: [seconds])
 
 
 def options(cell: str) -> dict[str, Any]:
@@ -64,8 +94,9 @@ def options(cell: str) -> dict[str, Any]:
     return {names[flag]: int(value) if value.isdigit() else value for flag, value in zip(words[::2], words[1::2])}
 
 
-def eta_line(loaded: Any, cell: str, per_core: int, threads: int | None) -> str:
+def eta_line(loaded: Any, cell: str, per_core: int, threads: int | None, trace: Path | None = None) -> str:
     Drawn.seen.clear()
+    Traced.events.clear()
     with busy(per_core):
         load = load_average()
         start = perf_counter()
@@ -73,6 +104,11 @@ def eta_line(loaded: Any, cell: str, per_core: int, threads: int | None) -> str:
             run_benchmark(loaded, PROMPT, progress=True, threads=threads, **options(cell))
         end = perf_counter()
     wall = end - start
+    if trace is not None:
+        trace.mkdir(parents=True, exist_ok=True)
+        name = f"{per_core}x {cell}".replace(" ", "_").replace(",", "-")
+        kept = {"load": load, "cell": cell, "per_core": per_core, "start": start, "end": end, "events": Traced.events}
+        (trace / f"{name}.json").write_text(json.dumps(kept))
     times = [start, *(t for t, _ in Drawn.seen), end]
     longest_gap = max(b - a for a, b in pairwise(times[1:-1])) if len(times) > 3 else float("nan")
     ratios = [(t, left / (end - t)) for t, left in Drawn.seen if t - start >= TENTH * wall and end - t >= NEAR_END_S]
@@ -141,9 +177,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own)")
     parser.add_argument("--op-seconds", type=float, default=6.0, help="the long tensor operation; 0 skips it")
     parser.add_argument("--rounds", type=int, default=7, help="rounds of the bar's cost; 0 skips it")
+    parser.add_argument("--trace", type=Path, help="a folder: each line's run traced there, to replay (eta_replay.py)")
     args = parser.parse_args()
     loaded = load_model("tiny")
     Drawn.install()
+    if args.trace is not None:
+        Traced.install()
     run_benchmark(loaded, PROMPT, new_tokens=8)  # one-time costs
     print(f"torch {torch.__version__}, threads {args.threads or torch.get_num_threads()}\n")
     print("| loops per core | load avg | cell | wall s | lowest shown / left | highest | at half-time | "
@@ -151,7 +190,7 @@ def main() -> None:
     print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for per_core in (int(n) for n in args.loads.split(",")):
         for cell in args.cells.split(";"):
-            print(eta_line(loaded, cell.strip(), per_core, args.threads), flush=True)
+            print(eta_line(loaded, cell.strip(), per_core, args.threads, args.trace), flush=True)
     if args.op_seconds:
         print("\n" + op_freeze(args.op_seconds, 2))
     if args.rounds:

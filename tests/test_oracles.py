@@ -392,8 +392,9 @@ def _plan(rng: random.Random) -> tuple[list[dict[str, float]], int]:
 def test_a_machine_at_a_steady_pace_is_told_its_time_left_exactly(seed: int) -> None:
     """Every run takes ``pace`` times its estimate, as the runs made (the warm-up first) project it: at any moment
     within a run, the time left is pace x (the estimates of every run still to come, the one under way included)
-    less what it has run, and the bar's share is the time spent over the time spent plus that; gaps between
-    configurations count in neither the pace nor the time left."""
+    less what it has run, and the gaps between configurations measured so far, at their mean, once after this
+    configuration and once before each later one; the bar's share is the time spent over the time spent plus
+    that."""
     rng = random.Random(seed)
     runs, rounds = _plan(rng)
     pace = rng.choice([0.5, 1.0, 3.0])
@@ -401,53 +402,60 @@ def test_a_machine_at_a_steady_pace_is_told_its_time_left_exactly(seed: int) -> 
     eta = Eta([{s: pace * seconds for s, seconds in c.items()} for c in runs], rounds, clock=clock)
     start = clock.t
     to_come = [runs[i][s] for i in range(len(runs)) for _ in range(rounds) for s in runs[i]]
+    gaps: list[float] = []
     for index, config in enumerate(runs):
-        clock.t += rng.uniform(0.0, 5.0)  # loading, the budget: not a timed run
+        gap = rng.uniform(0.0, 5.0)  # one-token runs, a warm-up: not a timed run
+        clock.t += gap
         eta.begin(index, list(config))
-        for _ in range(rounds):
-            for name in config:
-                estimate = to_come[0]
-                assert estimate == config[name]
-                into = rng.uniform(0.0, 0.999) * pace * estimate
-                clock.t += into
-                share, left = eta.now()
-                assert left == pytest.approx(pace * sum(to_come) - into, rel=1e-9, abs=1e-9)
-                spent = clock.t - start
-                assert share == pytest.approx(min(HELD_SHORT, spent / (spent + left)), rel=1e-9)
-                clock.t += pace * estimate - into
-                eta.ran()
-                to_come.pop(0)
+        for done in range(rounds * len(config)):
+            name = list(config)[done % len(config)]
+            estimate = to_come[0]
+            assert estimate == config[name]
+            into = rng.uniform(0.0, 0.999) * pace * estimate
+            clock.t += into
+            share, left = eta.now()
+            between = sum(gaps) / len(gaps) * (len(runs) - index) if gaps else 0.0
+            assert left == pytest.approx(pace * sum(to_come) - into + between, rel=1e-9, abs=1e-9)
+            spent = clock.t - start
+            assert share == pytest.approx(min(HELD_SHORT, spent / (spent + left)), rel=1e-9)
+            clock.t += pace * estimate - into
+            eta.ran(pace * estimate)
+            to_come.pop(0)
+            if index and not done:
+                gaps.append(gap)
 
 
-def test_estimates_that_are_all_off_by_one_factor_give_the_same_time_left_once_a_run_has_finished() -> None:
-    """The estimates are wrong together (a busy machine): the first run finished shows by how much, and from then on
-    the time left does not depend on the factor."""
+def test_first_estimates_are_forgotten_once_the_runs_renew_them() -> None:
+    """The first estimates are wrong together (a busy machine), by any factor; the first run renews them from what
+    it took, and from then on the time left does not depend on the factor."""
     rng = random.Random(3)
     for _ in range(20):
         runs, rounds = _plan(rng)
-        durations = [rng.uniform(0.1, 5.0) for _ in range(sum(len(c) for c in runs) * rounds)]
+        taken = rng.uniform(0.1, 5.0)
+        pace = taken / runs[0][next(iter(runs[0]))]
         lefts = []
         for factor in (1.0, 0.01, 40.0):
             clock = Clock()
             eta = Eta([{s: factor * v for s, v in c.items()} for c in runs], rounds, clock=clock)
             eta.begin(0, list(runs[0]))
-            clock.t += durations[0]
-            eta.ran()
+            clock.t += taken
+            eta.ran(taken)
+            eta.update([{s: pace * v for s, v in c.items()} for c in runs])
             clock.t += 1e-3  # into the next run, before any estimate is passed
             lefts.append(eta.now()[1])
         assert lefts[1] == pytest.approx(lefts[0], rel=1e-9) and lefts[2] == pytest.approx(lefts[0], rel=1e-9)
 
 
-def test_a_run_past_its_scaled_estimate_sets_the_pace_by_hand() -> None:
+def test_a_run_past_its_estimate_sets_the_pace_by_hand() -> None:
     """One configuration of off 4 s and dynamic 1 s, 2 rounds. The first run takes 4 s, as projected; the second
-    is 3 s in against its 1 s: so far late by 3, it is taken to need half its 3 s again, and the two runs left
-    (4 + 1 s) at its pace, 3 x 5 = 15 s: 16.5 s in all."""
+    is 3 s in against its 1 s: late by 2 s (3 times its projection), it is taken to need half those 2 s again,
+    and the two runs left (4 + 1 s) at its pace, 3 x 5 = 15 s: 16 s in all."""
     clock = Clock()
     eta = Eta([{"off": 4.0, "dynamic": 1.0}], 2, clock=clock)
     eta.begin(0, ["off", "dynamic"])
     clock.t += 4.0
-    eta.ran()
+    eta.ran(4.0)
     clock.t += 3.0
     share, left = eta.now()
-    assert left == pytest.approx(LEFT_OF_LATE * 3.0 + 3.0 * (4.0 + 1.0))
+    assert left == pytest.approx(LEFT_OF_LATE * (3.0 - 1.0) + 3.0 * (4.0 + 1.0))
     assert share == pytest.approx(7.0 / (7.0 + left))

@@ -42,13 +42,17 @@ def test_before_any_run_the_estimate_counts_and_the_bar_moves_with_the_clock() -
     assert eta.now() == (pytest.approx(0.25), pytest.approx(18.0))
 
 
-def test_runs_slower_than_estimated_scale_what_is_left() -> None:
+def test_renewed_projections_are_shown_as_they_are_a_slower_machine_counted_once() -> None:
+    """The runner renews the projections from the runs made: they say how the machine runs now already, so the
+    runs that were slower than first projected do not scale them again."""
     eta, clock = _eta([PAIR, PAIR])
-    clock.t += 30.0  # the uncached run took three times its estimate
-    eta.ran()
-    assert eta.now()[1] == pytest.approx(3 * (2.0 + 12.0))
+    clock.t += 30.0  # the uncached run took three times its projection
+    eta.ran(30.0)
+    slower = {"off": 30.0, "on": 6.0}
+    eta.update([slower, slower])
+    assert eta.now()[1] == pytest.approx(6.0 + 36.0)
     clock.t += 6.0  # so did the cached one
-    eta.ran()
+    eta.ran(6.0)
     eta.begin(1, list(PAIR))
     share, left = eta.now()
     assert left == pytest.approx(36.0) and share == pytest.approx(0.5)
@@ -57,7 +61,7 @@ def test_runs_slower_than_estimated_scale_what_is_left() -> None:
 def test_renewed_projections_replace_the_old_and_a_left_out_configuration_counts_nothing() -> None:
     eta, clock = _eta([PAIR, PAIR, PAIR])
     clock.t += 10.0
-    eta.ran()  # as projected: 2 s left here, 12 s in each later configuration
+    eta.ran(10.0)  # as projected: 2 s left here, 12 s in each later configuration
     assert eta.now()[1] == pytest.approx(2.0 + 24.0)
     eta.update([PAIR, {"off": 30.0, "on": 6.0}, {}])  # the machine got slower; the last configuration left out
     assert eta.now()[1] == pytest.approx(2.0 + 36.0)
@@ -66,7 +70,7 @@ def test_renewed_projections_replace_the_old_and_a_left_out_configuration_counts
 def test_the_time_left_never_passes_the_deadlines_cut() -> None:
     eta, clock = _eta([PAIR, PAIR], ends_by=130.0)  # the clock starts at 100
     assert eta.now()[1] == pytest.approx(24.0)
-    clock.t += 20.0  # twice the run's projection: at its pace, 10 + 2 x 14 s would be left; the cut comes at 130
+    clock.t += 20.0  # twice the run's projection: at its pace, 5 + 2 x 14 s would be left; the cut comes at 130
     assert eta.now()[1] == pytest.approx(10.0)
     clock.t += 40.0
     assert eta.now() == (HELD_SHORT, 0.0)
@@ -75,8 +79,8 @@ def test_the_time_left_never_passes_the_deadlines_cut() -> None:
 def test_a_run_past_its_estimate_raises_the_scale_and_never_fills_the_bar() -> None:
     eta, clock = _eta([PAIR, PAIR])
     clock.t += 20.0  # twice the first run's estimate, and still running
-    scale = 20.0 / 10.0
-    assert eta.now()[1] == pytest.approx(LEFT_OF_LATE * scale * 10.0 + scale * (2.0 + 12.0))
+    pace = 20.0 / 10.0
+    assert eta.now()[1] == pytest.approx(LEFT_OF_LATE * (20.0 - 10.0) + pace * (2.0 + 12.0))
     clock.t += 1e6
     share, left = eta.now()
     assert share < HELD_SHORT and left > LEFT_OF_LATE * 1e6
@@ -85,8 +89,8 @@ def test_a_run_past_its_estimate_raises_the_scale_and_never_fills_the_bar() -> N
 def test_a_configuration_stopped_early_leaves_nothing_to_come() -> None:
     eta, clock = _eta([PAIR, PAIR], rounds=10)  # -r auto, counted at 10 rounds, stopped after one
     clock.t += 12.0
-    eta.ran()
-    eta.ran()
+    eta.ran(10.0)
+    eta.ran(2.0)
     eta.begin(1, list(PAIR))
     assert eta.now()[1] == pytest.approx(10 * 12.0)
 
@@ -103,7 +107,7 @@ def test_without_a_projection_the_time_left_waits_for_a_run() -> None:
     clock.t += 5.0
     share, left = eta.now()
     assert share == 0.0 and math.isnan(left)
-    eta.ran()  # the first run took 5 s; projected from it, 1 s a run to come
+    eta.ran(5.0)  # the first run took 5 s; projected from it, 1 s a run to come
     eta.update([{"off": 5.0, "on": 1.0}] * 3)
     assert eta.now()[1] == pytest.approx(1.0 + 2 * 6.0)
 
@@ -204,7 +208,8 @@ def test_a_real_run_moves_its_bar_against_the_runs_projections(tiny, monkeypatch
         warnings.simplefilter("error")
         run_benchmark(tiny, PROMPT, new_tokens=3, warmup_tokens=1, repeat=2, progress=True)
     (eta,) = made
-    assert eta._done == 4 and eta._estimated > 0  # four timed runs, each against its projection
+    assert eta._done == 4  # four timed runs
+    assert all(seconds > 0 for seconds in eta._runs[0].values())  # each renewed the projections from the runs
 
 
 def test_a_long_run_late_after_short_ones_on_time_sets_the_pace_for_the_rest() -> None:
@@ -213,7 +218,30 @@ def test_a_long_run_late_after_short_ones_on_time_sets_the_pace_for_the_rest() -
     eta, clock = _eta([{"off": 1.0, "on": 1.0}, PAIR], rounds=2)
     for _ in range(4):
         clock.t += 1.0
-        eta.ran()
+        eta.ran(1.0)
     eta.begin(1, list(PAIR))
     clock.t += 50.0
-    assert eta.now()[1] == pytest.approx(LEFT_OF_LATE * 50.0 + 5.0 * (2.0 + 10.0 + 2.0))
+    assert eta.now()[1] == pytest.approx(LEFT_OF_LATE * (50.0 - 10.0) + 5.0 * (2.0 + 10.0 + 2.0))
+
+
+def test_the_work_between_configurations_counts_once_for_each_gap_to_come() -> None:
+    """One-token runs, quality and the result come between a configuration's last timed run and the next one's
+    first, and after the last: each gap measured so far is the mean the gaps to come are taken at."""
+    eta, clock = _eta([PAIR, PAIR, PAIR])
+    clock.t += 12.0
+    eta.ran(10.0)
+    eta.ran(2.0)  # the first configuration's runs, as projected
+    assert eta.now()[1] == pytest.approx(24.0)  # no gap measured yet
+    clock.t += 4.0  # its one-token runs and the like
+    eta.begin(1, list(PAIR))
+    clock.t += 10.0
+    eta.ran(10.0)  # closes the gap: 4 s
+    assert eta.now()[1] == pytest.approx(2.0 + 12.0 + 4.0 * 2)  # after this configuration and before the last
+
+
+def test_once_a_configuration_has_run_its_rounds_no_run_is_under_way() -> None:
+    eta, clock = _eta([PAIR], rounds=1)
+    clock.t += 12.0
+    eta.ran(10.0)
+    eta.ran(2.0)
+    assert eta.now()[1] == 0.0  # not the first strategy's projection again

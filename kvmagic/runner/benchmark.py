@@ -290,7 +290,7 @@ class _Heard:
         config = self.todo[self.index]
         self.deadline.saw(self.names[self.runs % len(self.names)], config, seconds, timed=True)
         self.runs += 1
-        self.eta.ran()
+        self.eta.ran(seconds)
         self.eta.update(self.deadline.to_come(self.todo, self.index, self.names, done=self.runs))
 
     def round_fits(self, rounds: int) -> bool:

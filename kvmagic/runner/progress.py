@@ -2,8 +2,8 @@
 
 A probe of one moment is wrong by large factors on a machine that gets busier or quieter; the runs a cell has just
 made say how it runs now. So the time left is the projection of the runs still to come from the runs already made
-(:class:`kvmagic.runner.deadline_run.Deadline`, renewed as each run finishes), scaled by what the runs done took
-against their projections, the work around them included (:class:`Eta`), and never past the deadline's cut. A
+(:class:`kvmagic.runner.deadline_run.Deadline`, renewed as each run finishes), with the work around the runs
+(:class:`Eta`), and never past the deadline's cut. A
 small thread redraws the bar every second (:func:`progress_bar`): it only reads :class:`Eta` and draws, never
 touching the timed work.
 """
@@ -11,6 +11,7 @@ touching the timed work.
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,18 +27,21 @@ __all__ = ["HELD_SHORT", "TICK_S", "Bar", "Eta", "progress_bar"]
 
 HELD_SHORT = 0.99  # the share of the bar it may reach before the run has finished
 TICK_S = 1.0  # seconds between redraws
-LEFT_OF_LATE = 0.5  # a run past its scaled projection is taken to need this share of the time it has run, again
+LEFT_OF_LATE = 0.5  # a run past its projection is taken to need this share of its time past it, again
 
 
 class Eta:
     """How far a run has come and how long it has left, from each configuration's projected runs.
 
     ``runs[i]`` maps each strategy to the projected seconds of one timed run in configuration ``i`` (NaN: not known
-    until a run has finished; empty: left out), of which ``rounds`` rounds are planned; :meth:`update` renews them
-    as runs finish. The runs done, each against the projection it had, scale what is to come: the work around the
-    runs (warm-ups, first-token runs) counts in their time, as the user waits for it too. ``ends_by`` is the
-    clock's reading by which the run has ended whatever happens (the deadline's cut; None: no limit). ``clock`` is
-    injectable, so the arithmetic is tested without waiting.
+    until a run has finished; empty: left out), of which ``rounds`` rounds are planned. The projections say how the
+    machine runs now: :meth:`update` renews them from the runs made as each finishes, so they are taken as they
+    are, never scaled again by how earlier projections fared (that would count a slower machine twice). What
+    they leave out is the work between configurations (one-token runs, quality, a warm-up, the result at the
+    end), which the user waits for too: each gap between one configuration's last timed run and the next one's
+    first, as measured so far, is counted again for every gap to come. A run under way past its projection is
+    late (:meth:`_left`). ``ends_by`` is the clock's reading by which the run has ended whatever happens (the
+    deadline's cut; None: no limit). ``clock`` is injectable, so the arithmetic is tested without waiting.
     """
 
     def __init__(
@@ -49,9 +53,10 @@ class Eta:
         clock: Callable[[], float] = perf_counter,
     ) -> None:
         self._runs, self._rounds, self._clock, self._ends_by = list(runs), rounds, clock, ends_by
-        self._estimated = self._taken = 0.0
+        self._gaps: list[float] = []  # the work between configurations, each gap's seconds
         self._started = self._mark = clock()
         self._index, self._names, self._done = 0, list(runs[0]) if runs else [], 0
+        self._last = self._started  # when the last timed run ended
         self._lock = threading.Lock()
 
     def update(self, runs: Sequence[Mapping[Strategy, float]]) -> None:
@@ -65,15 +70,14 @@ class Eta:
         with self._lock:
             self._index, self._names, self._done, self._mark = index, list(names), 0, self._clock()
 
-    def ran(self) -> None:
-        """A timed run has finished: its wall time since the last one (or the configuration's start) counts
-        against its projection, the work around the run included."""
+    def ran(self, seconds: float) -> None:
+        """A timed run of ``seconds`` has finished; the first of a configuration after the first closes the gap
+        since the last run before it."""
         with self._lock:
-            now, current = self._clock(), self._current()
-            if not math.isnan(current):
-                self._estimated += current
-                self._taken += now - self._mark
-            self._done, self._mark = self._done + 1, now
+            now = self._clock()
+            if self._done == 0 and self._index > 0:
+                self._gaps.append(max(now - self._last - seconds, 0.0))
+            self._done, self._mark, self._last = self._done + 1, now, now
 
     def now(self) -> tuple[float, float]:
         """The share of the bar done (at most :data:`HELD_SHORT`) and the seconds left (NaN: not known yet)."""
@@ -87,26 +91,28 @@ class Eta:
         return min(share, HELD_SHORT), left
 
     def _current(self) -> float:
-        """The projection of the run under way."""
-        if self._index >= len(self._runs) or not self._names:
+        """The projection of the run under way (none once the configuration's planned rounds are done)."""
+        if self._index >= len(self._runs) or not self._names or self._done >= len(self._names) * self._rounds:
             return 0.0
         return self._runs[self._index].get(self._names[self._done % len(self._names)], 0.0)
 
     def _left(self, running: float) -> float:
-        """The runs to come at the scale the finished ones showed; once the run under way, ``running`` seconds in,
-        passes its own scaled projection, at its pace instead, and itself as needing half as long again: a run
-        late by a factor is as likely to be late by more as to end now."""
-        scale = self._taken / self._estimated if self._estimated > 0 else 1.0
-        current = self._current()
-        this = max(scale * current - running, 0.0)
-        if current > 0 and running > scale * current:
-            scale = running / current  # the longest runs come last in a sweep: they are as slow as this one at least
-            this = LEFT_OF_LATE * running
+        """The runs to come as projected, and the gaps to come at the mean of those measured (one after this
+        configuration, and one before each later one); once the run under way, ``running`` seconds in, passes its
+        projection, the runs to come at its pace instead (a sweep's longest runs come last: they are as slow as
+        this one at least), and itself as needing :data:`LEFT_OF_LATE` of its time past the projection again."""
+        current, pace = self._current(), 1.0
+        this = max(current - running, 0.0)
+        if current > 0 and running > current:
+            pace = running / current
+            this = LEFT_OF_LATE * (running - current)
         here = self._runs[self._index] if self._index < len(self._runs) else {}
         names = self._names
         rest = sum(here.get(names[k % len(names)], 0.0) for k in range(self._done + 1, len(names) * self._rounds))
-        later = sum(self._rounds * sum(runs.values()) for runs in self._runs[self._index + 1 :])
-        return this + scale * (rest + later)
+        to_come = [runs for runs in self._runs[self._index + 1 :] if runs]
+        later = sum(self._rounds * sum(runs.values()) for runs in to_come)
+        gaps = statistics.fmean(self._gaps) * (1 + len(to_come)) if self._gaps else 0.0
+        return this + pace * (rest + later) + gaps
 
 
 class Bar:
