@@ -109,7 +109,7 @@ def test_the_table_carries_its_result_its_figure_and_its_plain_frame():
     """What a user grabs after a cell (``r = _``) answers ``.result``, ``.plot()`` and ``.to_dataframe()``."""
     from matplotlib.axes import Axes
 
-    from kvmagic.results.plot import SweepFigure
+    from kvmagic.addons.plot.sweep_plot import SweepFigure
 
     result = _result()
     table = styled_table(result.to_dataframe(), result.metadata, result=result)

@@ -6,11 +6,11 @@ import io
 
 import pytest
 
+from kvmagic.addons.plot.tradeoff import judged_config, method
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import parse
 from kvmagic.results.result import BenchmarkResult
-from kvmagic.results.tradeoff import judged_config, method
 from kvmagic.results.verdict import verdict_lines
 
 from .records import timed

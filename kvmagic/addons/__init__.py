@@ -7,7 +7,7 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import choice, frontier, html_report, limits, models, prefix, replay, split
+from kvmagic.addons import choice, frontier, html_report, limits, models, plot, prefix, replay, split
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
@@ -19,6 +19,7 @@ ADDONS: tuple[AddOn, ...] = (
     frontier.ADDON,
     prefix.ADDON,
     choice.ADDON,
+    plot.ADDON,
     html_report.ADDON,
     replay.ADDON,
 )

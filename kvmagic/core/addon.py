@@ -17,7 +17,8 @@ launchers and trackers through one base class each:
   run, where it takes a front end's request over (``takes``, ``run``: a loop over runs, or one process of several a
   launcher starts, say), and what ``%kvload`` then cannot load (``refuse_load``); where it places the command's
   process itself, what the command's words mean to it before they are parsed (``misread``), and how the command
-  begins and ends such a request (``begin``, ``end``) and says a refusal (``refusing``);
+  begins and ends such a request (``begin``, ``end``) and says a refusal (``refusing``); what the magic shows
+  beside a result's table (``showing``: a figure, say);
 - how the run is run, asked of every add-on whether the request uses it or not (each reads what the plan holds: a
   model loaded as one of several ranks in lockstep, say): the untimed runs it adds at each configuration, which the
   budget counts (``extra_runs``), what it makes of each configuration's measurements once their rounds are done
@@ -240,6 +241,11 @@ class AddOn:
         """Before the command says why it refuses the request ``args`` (``error``, a
         :class:`~kvmagic.errors.KVMagicError`), asked of every add-on: where several processes refuse alike, it
         leaves the refusal for their launcher and lets the first of them say it."""
+
+    def showing(self, args: Any, result: Any) -> None:
+        """The magic has run the request it parsed (``args``) and saved its ``result`` (of any kind: several models'
+        too): what it shows beside the table, shown here, before the table is the cell's value. Asked of every
+        add-on."""
 
     def end(self, status: int) -> None:
         """The command ends a request it ran, once it has said all it had to, with its exit status: where the

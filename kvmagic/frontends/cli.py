@@ -166,16 +166,6 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
         return 130
 
 
-# What the command offers in place of an option only the notebook's %%kvbench has.
-_INSTEAD = {
-    "output": "it prints the result, and --format json gives all of it",
-    "var": "keep the result with --save PATH.json",
-    "plot": "plot a result saved with --save PATH.json in a notebook: BenchmarkResult.read_json(PATH).plot()"
-    + "".join(f" ({addon.read_back})" for addon in addons() if addon.read_back),
-    "expand": "it takes the prompt as written",
-}
-
-
 def _notebook_only(words: Sequence[str]) -> str:
     """What to do instead, where ``words`` hold a flag of the notebook's %%kvbench that the command lacks (argparse
     would call it unrecognized, or take it for the prompt's); empty otherwise."""
@@ -187,7 +177,8 @@ def _notebook_only(words: Sequence[str]) -> str:
         for word in words[: words.index("--") if "--" in words else len(words)]:
             spelled = word.partition("=")[0]
             if spelled in {*option.flags, *negated} - ours:
-                return f"{spelled} is the notebook's (%%kvbench), not the command's: {_INSTEAD[option.dest]}"
+                instead = option.instead() if callable(option.instead) else option.instead
+                return f"{spelled} is the notebook's (%%kvbench), not the command's: {instead}"
     return ""
 
 

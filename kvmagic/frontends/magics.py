@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from kvmagic.core.addon import AddOn
     from kvmagic.core.spec import BenchSpec
     from kvmagic.measure.loaded import LoadedModel
-    from kvmagic.results.plot import SweepFigure
 
 __all__ = ["Interrupted", "KVMagics", "cell_prompt", "line_words", "parse_line", "split_line"]
 
@@ -178,14 +177,6 @@ def cell_prompt(words: Sequence[str], cell: str | None) -> str:
     if not cell.strip():
         raise UsageError("the prompt is empty: write the text to generate from (in %%kvbench, the cell body)")
     return cell
-
-
-def _show(figure: SweepFigure) -> None:
-    """Show a figure inline as PNG, whatever matplotlib backend the kernel has (or none)."""
-    from IPython.display import display
-
-    text = "<figure: in a terminal, save it in the next cell with `_.plot().savefig('sweep.png')`>"
-    display({"image/png": figure._repr_png_(), "text/plain": text}, raw=True)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -353,8 +344,8 @@ class KVMagics(Magics):
             raise _usage_error(error) from None
         if unsaved:  # the result stays the cell's value (and -v's): only the file is missing
             print(f"UsageError: {_usage_error(KVMagicError(unsaved))}", file=sys.stderr)
-        if args.plot and result.measurements:
-            _show(result.plot())
+        for addon in addons():
+            addon.showing(args, result)
         if replaced and not args.quiet:
             print(replaced)
         if args.output:

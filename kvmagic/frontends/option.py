@@ -32,6 +32,8 @@ class Option:
     flag means alone.
     ``examples`` are argument texts that keep a run on tiny short, one or two per option (an empty text: the
     flag alone): what the test of every pair of options runs. ``purpose`` names its group on the help pages.
+    ``instead`` says what a host that lacks it offers in its place (or a function that says it, asked when said);
+    ``turns_on`` names the request's flags it sets where given (a figure that needs the steps).
     """
 
     flags: tuple[str, ...]
@@ -50,6 +52,8 @@ class Option:
     const: Any = None
     examples: tuple[str, ...] = ()
     purpose: str = ""
+    instead: str | Callable[[], str] = ""
+    turns_on: tuple[str, ...] = ()
 
     def spelling(self, host: Host) -> tuple[str, ...]:
         return self.cli_flags if host == "cli" and self.cli_flags else self.flags

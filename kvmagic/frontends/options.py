@@ -98,19 +98,18 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            configurable=True, examples=("",)),
     Option(("--expand",), "Replace {name} and {name.attr} in the cell with values from the notebook; {{ and }} "
            "stay literal braces (--no-expand: keep the text as written).", "expand", False,
-           action=argparse.BooleanOptionalAction, configurable=True, hosts=("magic",), examples=("",)),
+           action=argparse.BooleanOptionalAction, configurable=True, hosts=("magic",), examples=("",),
+           instead="it takes the prompt as written"),
     Option(("-o", "--output"), "Return the BenchmarkResult (with --compare, the Comparison holding it) instead of a "
-           "table.", "output", action="store_true", hosts=("magic",), examples=("",)),
+           "table.", "output", action="store_true", hosts=("magic",), examples=("",),
+           instead="it prints the result, and --format json gives all of it"),
     Option(("-v", "--var"), "Also store the BenchmarkResult in this variable.", "var", hosts=("magic",),
-           examples=("pair_result",)),
+           examples=("pair_result",), instead="keep the result with --save PATH.json"),
     Option(("-q", "--quiet"), "Print nothing and show no progress bar (in a notebook, return nothing unless -o or "
            "--plot).", "quiet", action="store_true", examples=("",)),
     Option(("--wide",), "Show every column, not only those a reader needs first (lengths, both times, the speed-up "
            "and its interval, identical, KV cache size); the data keeps every column either way (--no-wide: the "
            "short table).", "wide", False, action=argparse.BooleanOptionalAction, configurable=True, examples=("",)),
-    Option(("--plot",), "Draw time and speed-up against length (bars at one length), per-step latency, and, where "
-           "--cache read quality, KL against KV cache size and against decode speed.", "plot",
-           action="store_true", hosts=("magic",), examples=("",)),
     Option(("--save",), "Also write the result to PATH: .csv, .json (everything, loadable with "
            "BenchmarkResult.read_json and --compare), .md, or .html (one page to send: table, figures, verdict, notes "
            "and the command that reruns it).", "save", metavar="PATH",
@@ -252,13 +251,14 @@ def bench_spec(
     args: argparse.Namespace, configured: Mapping[str, Any], fields: Mapping[str, Any] | None = None
 ) -> BenchSpec:
     """The request the parsed benchmark options (and the configured defaults) ask for, with ``fields`` as given (a
-    saved request's that no option holds as the file does); a plot needs the steps."""
+    saved request's that no option holds as the file does), with what a flag given turns on (``Option.turns_on``)."""
     values = {name: resolved(args, configured, name) for name in names() if name in vars(args)}
     for name in ("ci_target", "auto_cap"):  # given here, not configured: a target of -r auto without it
         if getattr(args, name, None) is not None and values.get("repeat") != "auto":
             raise KVMagicError(f"{{{name}}} is for {{repeat}} auto: add {{repeat}} auto, or drop it", name, "repeat")
-    if getattr(args, "plot", False):
-        values["steps"] = True
+    for option in BENCH_OPTIONS:
+        if option.turns_on and getattr(args, option.dest, None):
+            values.update(dict.fromkeys(option.turns_on, True))
     path, fields = values.get("quality_text"), fields or {}
     if path is not None and "quality_text" not in fields:
         values["quality_text"] = read_text(path, "the text of {quality_text}", "quality_text")

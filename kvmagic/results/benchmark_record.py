@@ -1,6 +1,7 @@
 """What a benchmark found, as data: a :class:`~kvmagic.results.measurement.Measurement` per (configuration,
-strategy), the request, and where it ran. It knows no rendering: the tables, notes, figures and files are functions
-of it in the sibling modules, and :class:`~kvmagic.results.result.BenchmarkResult` adds them as methods."""
+strategy), the request, and where it ran. It knows no rendering: the tables, notes and files are functions of it in
+the sibling modules, and :class:`~kvmagic.results.result.BenchmarkResult` adds them as methods (an add-on's figure
+as its attribute)."""
 
 from __future__ import annotations
 

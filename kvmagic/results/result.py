@@ -1,7 +1,7 @@
-"""What a benchmark found, with its renderings at hand: the table, the notes, HTML, figures and files, each a
-function of the record in its own module (:mod:`~kvmagic.results.report` rows, :mod:`~kvmagic.results.notes`,
-:mod:`~kvmagic.results.stored` JSON, :mod:`~kvmagic.results.display` HTML, :mod:`~kvmagic.results.plot`
-figures)."""
+"""What a benchmark found, with its renderings at hand: the table, the notes, HTML and files, each a function of the
+record in its own module (:mod:`~kvmagic.results.report` rows, :mod:`~kvmagic.results.notes`,
+:mod:`~kvmagic.results.stored` JSON, :mod:`~kvmagic.results.display` HTML); what an add-on draws or says of it, its
+attributes (``result.plot()``)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,13 @@ from kvmagic.results.serialize import Kept
 if TYPE_CHECKING:
     import pandas as pd
 
-    from kvmagic.results.plot import SweepFigure
-
 __all__ = ["BenchmarkResult", "Measurement", "Pair"]
 
 
 class BenchmarkResult(BenchmarkRecord, Kept):
     """What ``%%kvbench`` found (:class:`~kvmagic.results.benchmark_record.BenchmarkRecord`), shown as a table in a
     notebook and a terminal, and kept as JSON, CSV or Markdown. Each method hands the record to the module that
-    renders it: pandas, matplotlib and the file formats load only when asked for."""
+    renders it: pandas and the file formats load only when asked for."""
 
     def to_dataframe(self) -> pd.DataFrame:
         from kvmagic.results.report import table
@@ -48,13 +46,6 @@ class BenchmarkResult(BenchmarkRecord, Kept):
         from kvmagic.results.display import to_html
 
         return to_html(self.to_dataframe(), {"model": self.model, **self.setup()}, self.notes(), title=repr(self))
-
-    def plot(self) -> SweepFigure:
-        """Time and speed-up against length, and per-step latency when measured, and quality's cost where it
-        was read: a matplotlib ``Figure`` that a notebook shows inline; ``.savefig(path)`` saves it."""
-        from kvmagic.results.plot import plot_result
-
-        return plot_result(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything measured, the request and the environment: what :meth:`from_dict` reads back."""

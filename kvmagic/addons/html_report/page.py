@@ -133,10 +133,11 @@ def _summary(metadata: dict[str, Any]) -> str:
 def _figure(result: BenchmarkResult) -> str:
     """The figures ``--plot`` draws, one inline PNG per panel (side by side where the page is wide, one under the
     other on a phone, each legible at its width); none where no configuration finished."""
+    from kvmagic.addons.plot.sweep_plot import plot_result
     from kvmagic.errors import KVMagicError
 
     try:
-        figure = result.plot()
+        figure = plot_result(result)
     except KVMagicError:
         return ""
     figure.draw_without_rendering()  # lays the panels out, so that each one's extent is known

@@ -12,9 +12,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from kvmagic.addons.plot.sweep_plot import (
+    MIB,
+    STYLES,
+    SweepFigure,
+    grouped,
+    kv_mib_at,
+    seconds_at,
+    speedup_axis,
+    speedup_line,
+)
 from kvmagic.core.strategy import FULL_CACHE, REFERENCE
 from kvmagic.errors import KVMagicError
-from kvmagic.results.plot import MIB, STYLES, SweepFigure, grouped, kv_mib_at, seconds_at, speedup_axis, speedup_line
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

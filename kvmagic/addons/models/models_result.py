@@ -22,7 +22,7 @@ from kvmagic.results.serialize import Kept
 if TYPE_CHECKING:
     import pandas as pd
 
-    from kvmagic.results.plot import SweepFigure
+    from kvmagic.addons.plot.sweep_plot import SweepFigure
 
 __all__ = ["FORMAT", "ModelsResult", "OneModels"]
 

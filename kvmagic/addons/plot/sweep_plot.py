@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 
+from kvmagic.addons.plot.tradeoff import colours, draw_tradeoff, traded_config
 from kvmagic.core.config import Config
 from kvmagic.core.strategy import REFERENCE, Strategy
 from kvmagic.errors import KVMagicError
-from kvmagic.results.tradeoff import colours, draw_tradeoff, traded_config
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -51,7 +51,7 @@ class SweepFigure(Figure):
 
 def plot_result(result: BenchmarkRecord) -> SweepFigure:
     """Two panels (time, speed-up against length), three when per-step times exist; below them, where some
-    strategy lost any of the full cache's predictions, the trade-off (:mod:`kvmagic.results.tradeoff`).
+    strategy lost any of the full cache's predictions, the trade-off (:mod:`kvmagic.addons.plot.tradeoff`).
 
     The x axis is the generated length when that varies (one line per prompt length), else the
     prompt length. When the batch varies, the batch is the x axis of the first two panels instead:
