@@ -32,6 +32,7 @@ class Option:
     flag means alone.
     ``examples`` are argument texts that keep a run on tiny short, one or two per option (an empty text: the
     flag alone): what the test of every pair of options runs. ``purpose`` names its group on the help pages.
+    ``instead``: where ``hosts`` leaves the notebook out, what a notebook does in its place.
     """
 
     flags: tuple[str, ...]
@@ -50,6 +51,7 @@ class Option:
     const: Any = None
     examples: tuple[str, ...] = ()
     purpose: str = ""
+    instead: str = ""
 
     def spelling(self, host: Host) -> tuple[str, ...]:
         return self.cli_flags if host == "cli" and self.cli_flags else self.flags

@@ -1,2 +1,2 @@
-"""What a benchmark found, as data with its statistics, and its renderings: rows and notes, files, a
-comparison with a baseline, HTML and figures."""
+"""What a benchmark found, as data with its statistics, and its renderings: rows and notes, files, HTML and
+figures."""
