@@ -19,9 +19,9 @@ from .version import __version__
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from .addons.baseline.compare import Comparison, compare
     from .core.spec import BenchSpec
     from .model.loading import DEFAULT_MODEL, LoadedModel, load_model
-    from .results.compare import Comparison, compare
     from .results.result import BenchmarkResult
     from .runner.benchmark import run_benchmark
 
@@ -48,8 +48,6 @@ _LAZY = {
     "run_benchmark": "runner.benchmark",
     "BenchmarkResult": "results.result",
     "BenchSpec": "core.spec",
-    "Comparison": "results.compare",
-    "compare": "results.compare",
 }
 
 

@@ -8,11 +8,11 @@ import re
 import pytest
 from IPython.core.error import UsageError
 
+from kvmagic.addons.baseline.compare import COMPARED, compare
 from kvmagic.core.config import Config
 from kvmagic.core.strategy import parse_list
 from kvmagic.results.caution import caution_notes
 from kvmagic.results.columns import names
-from kvmagic.results.compare import COMPARED, compare
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.records import RunFacts
 from kvmagic.results.report import COLUMNS

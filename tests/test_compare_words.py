@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvmagic.addons.baseline.compare import compare
 from kvmagic.core.config import Config
 from kvmagic.results.columns import cell
-from kvmagic.results.compare import compare
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import COMPARED_HEADER, shown_table
 
@@ -127,8 +127,8 @@ def test_the_verdict_reads_as_a_user_acts_on_it() -> None:
 
 @pytest.mark.parametrize("threshold", ["speedup:-100%", "speedup:-500%", "cached_s:-150%"])
 def test_a_threshold_that_can_never_be_crossed_is_refused(threshold: str) -> None:
+    from kvmagic.addons.baseline.gate import parse_fail_on
     from kvmagic.errors import KVMagicError
-    from kvmagic.results.gate import parse_fail_on
 
     with pytest.raises(KVMagicError) as caught:
         parse_fail_on(threshold)

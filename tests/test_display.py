@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from kvmagic.results.compare import compare
+from kvmagic.addons.baseline.compare import compare
 from kvmagic.results.display import StyledTable, styled_table, to_html
 from kvmagic.results.records import Mismatch, RunFacts
 from kvmagic.results.report import COLUMNS

@@ -152,7 +152,7 @@ REFUSALS = {
 
 
 def _parse_fail_on(text: str) -> Any:
-    from kvmagic.results.gate import parse_fail_on
+    from kvmagic.addons.baseline.gate import parse_fail_on
 
     return parse_fail_on(text)
 

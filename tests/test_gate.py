@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from kvmagic.addons.baseline.compare import compare
+from kvmagic.addons.baseline.gate import Threshold, fail_on_form, gate, judge, parse_fail_on
 from kvmagic.core.config import Config
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends import cli
-from kvmagic.results.compare import compare
-from kvmagic.results.gate import Threshold, fail_on_form, gate, judge, parse_fail_on
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.result import BenchmarkResult
 

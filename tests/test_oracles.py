@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvmagic.addons.baseline.compare import compare
 from kvmagic.core import intervals, sequential, stats
 from kvmagic.core.config import Config
 from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.spec import BenchSpec
-from kvmagic.results.compare import compare
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner.progress import HELD_SHORT, LEFT_OF_LATE, Eta
 

@@ -18,8 +18,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from IPython.core.error import UsageError
 
+from kvmagic.addons.baseline.baseline_request import fail_on
 from kvmagic.errors import KVMagicError
-from kvmagic.frontends.cli import _fail_on, error_line, main, parser
+from kvmagic.frontends.cli import error_line, main, parser
 from kvmagic.frontends.magics import KVMagics, _usage_error, parse_line
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Host, Option, bench_spec, defaults, word_optional
 from kvmagic.frontends.values import prompt_apart
@@ -105,7 +106,7 @@ def _command(argv: list[str]) -> None:
         )
         return
     try:
-        _fail_on(args)
+        fail_on(args)
         bench_spec(args, defaults())
     except KVMagicError as error:
         _one_line(error_line(error))

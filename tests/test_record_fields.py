@@ -100,7 +100,7 @@ class _Printer:
 
 
 def test_a_result_prints_as_its_summary_then_its_table_and_as_its_summary_inside_itself():
-    from kvmagic.results.compare import compare
+    from kvmagic.addons.baseline.compare import compare
 
     result = BenchmarkResult("tiny", pair((4, 2), [1.0], [0.5]))
     for shown in (result, compare(result, result)):

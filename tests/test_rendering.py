@@ -8,11 +8,11 @@ import math
 import pandas as pd
 import pytest
 
+from kvmagic.addons.baseline.compare import COMPARED
 from kvmagic.addons.frontier.frontier_table import FRONTIER
 from kvmagic.addons.models.models_columns import MODEL, SHAPES
 from kvmagic.results import columns
 from kvmagic.results.columns import column
-from kvmagic.results.compare import COMPARED
 from kvmagic.results.report import additions
 from kvmagic.results.rows import PAIR, ROWS
 

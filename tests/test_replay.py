@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kvmagic.addons.baseline.compare import Comparison
 from kvmagic.frontends.cli import main
-from kvmagic.results.compare import Comparison
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import raises_usage, said

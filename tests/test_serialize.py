@@ -8,10 +8,10 @@ import math
 
 import pytest
 
+from kvmagic.addons.baseline.compare import compare
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import render
-from kvmagic.results.compare import compare
 from kvmagic.results.records import StepProfile
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.serialize import json_text

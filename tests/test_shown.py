@@ -6,9 +6,9 @@ import math
 
 import pandas as pd
 
+from kvmagic.addons.baseline.compare import compare
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import PAIR
-from kvmagic.results.compare import compare
 from kvmagic.results.records import Mismatch, Prediction
 from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
@@ -137,7 +137,7 @@ def test_a_cache_comparison_turns_its_long_texts_into_footnotes():
 
 
 def test_a_cache_comparison_against_a_baseline_shows_each_strategys_change():
-    from kvmagic.results.compare import compare
+    from kvmagic.addons.baseline.compare import compare
 
     text = str(compare(_strategies(), _strategies()))
     header = text.splitlines()[0].split()

@@ -14,7 +14,6 @@ from kvmagic.core.addon import addons
 from kvmagic.core.spec import names
 from kvmagic.frontends.options import BENCH_OPTIONS, LOAD_OPTIONS, Option
 from kvmagic.results.columns import Column
-from kvmagic.results.compare import COMPARED
 from kvmagic.results.report import additions
 from kvmagic.results.rows import PAIR, ROWS
 
@@ -113,7 +112,7 @@ def _shows(declared: Column[Any]) -> str:
 
 def _added(view: str) -> list[str]:
     """The columns each option adds to the plain run's view (``pair``) or to a comparison's rows (``rows``), as
-    :func:`additions` has them (``--compare``'s have a section of their own)."""
+    :func:`additions` has them (a table of an add-on's own has a section of its own)."""
     found = []
     for addition in additions():
         columns, option = getattr(addition, f"{view}_columns"), addition.option
@@ -170,12 +169,6 @@ def columns_page() -> str:
             *_column_rows(ROWS),
             "",
             *_added("row"),
-            "## Beside a baseline: `--compare`",
-            "",
-            "Either table gains, per row matched by configuration and strategy:",
-            "",
-            *_column_rows(COMPARED),
-            "",
             *_own_tables(),
         ]
     )

@@ -17,8 +17,9 @@ launchers and trackers through one base class each:
   run, where it takes a front end's request over (``takes``, ``run``: a loop over runs, or one process of several a
   launcher starts, say), and what ``%kvload`` then cannot load (``refuse_load``); where it places the command's
   process itself, what the command's words mean to it before they are parsed (``misread``), and how the command
-  begins and ends such a request (``begin``, ``end``) and says a refusal (``refusing``); what the magic shows
-  beside a result's table (``showing``: a figure, say);
+  begins and ends such a request (``begin``, ``end``) and says a refusal (``refusing``); around any run, what a front
+  end reads for it before the run (``read_ahead``), shows of its result (``showing``) and makes the command's exit
+  status (``exit_status``); what the magic shows beside a result's table (``beside``: a figure, say);
 - how the run is run, asked of every add-on whether the request uses it or not (each reads what the plan holds: a
   model loaded as one of several ranks in lockstep, say): the untimed runs it adds at each configuration, which the
   budget counts (``extra_runs``), what it makes of each configuration's measurements once their rounds are done
@@ -68,10 +69,10 @@ class Field:
 
 @dataclass(frozen=True)
 class SavedRequest:
-    """A request read from a saved run, which a front end runs as it runs one typed in full, then compares with that
-    run as ``--compare`` does: its ``prompt``, the ``baseline`` (a one-run result) and the name the comparison gives
-    it, the request fields a parsed option cannot hold as the file does (``fields``: a text whose flag reads a file),
-    and what cannot be rerun here (``said``: one line each, said before the run)."""
+    """A request read from a saved run, which a front end runs as it runs one typed in full: its ``prompt``, the
+    ``baseline`` (the saved run, a one-run result, which an add-on's ``read_ahead`` may set the new run beside) and
+    the name that says it, the request fields a parsed option cannot hold as the file does (``fields``: a text whose
+    flag reads a file), and what cannot be rerun here (``said``: one line each, said before the run)."""
 
     prompt: str
     baseline: Any
@@ -242,7 +243,7 @@ class AddOn:
         :class:`~kvmagic.errors.KVMagicError`), asked of every add-on: where several processes refuse alike, it
         leaves the refusal for their launcher and lets the first of them say it."""
 
-    def showing(self, args: Any, result: Any) -> None:
+    def beside(self, args: Any, result: Any) -> None:
         """The magic has run the request it parsed (``args``) and saved its ``result`` (of any kind: several models'
         too): what it shows beside the table, shown here, before the table is the cell's value. Asked of every
         add-on."""
@@ -250,6 +251,23 @@ class AddOn:
     def end(self, status: int) -> None:
         """The command ends a request it ran, once it has said all it had to, with its exit status: where the
         process must end its own way, it ends here and does not return."""
+
+    def read_ahead(self, args: Any, saved: SavedRequest | None) -> Any:
+        """What a front end's request (``args``; ``saved``, the saved run it starts from, where there is one) asks
+        it to read before the run, once the front end has read the prompt and before it builds the request: a file
+        read now costs no run when it cannot be read, and what the options cannot ask is refused before any model
+        loads. Asked of every add-on; what it returns (None: nothing) ``showing`` and ``exit_status`` get back."""
+        return None
+
+    def showing(self, args: Any, shown: Any, ahead: Any) -> Any:
+        """What a front end shows (and ``-o`` returns) of the run's result, once saved: ``shown`` (the result, or
+        what an add-on before it made of it) as it is, or set beside what :meth:`read_ahead` returned (``ahead``)."""
+        return shown
+
+    def exit_status(self, args: Any, shown: Any, ahead: Any) -> int:
+        """The command's exit status for what it showed (``shown``), once its output is out: 0, or where a check the
+        request asked of it found a fault 1 and where it could not tell 2, each said on stderr."""
+        return 0
 
     def refuse_load(self, load: Mapping[str, Any]) -> None:
         """Raise, where ``%kvload`` is asked to load what it cannot (``load``: ``load_model``'s keywords) but a

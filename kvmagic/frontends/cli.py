@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO
 
 from kvmagic.core.addon import addons
 from kvmagic.errors import KVMagicError, one_line
-from kvmagic.frontends.baseline import finish, read_baseline, saved_request, taker
+from kvmagic.frontends.around import exit_status, finish, read_ahead, saved_request, taker
 from kvmagic.frontends.helppage import Formatter, add_grouped, describe, fitted
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
@@ -38,10 +38,9 @@ from kvmagic.frontends.options import (
 from kvmagic.frontends.values import prompt_apart, read_text
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from kvmagic.measure.loaded import LoadedModel
-    from kvmagic.results.compare import Comparison
-    from kvmagic.results.gate import Threshold
-    from kvmagic.results.serialize import Kept
 
 __all__ = ["FORMATS", "error_line", "main", "parser"]
 
@@ -111,21 +110,25 @@ def _given_prompt(args: argparse.Namespace, stdin: TextIO) -> str | None:
     return read_prompt(args, stdin)
 
 
-def render(shown: Kept | Comparison, kind: str, wide: bool = False) -> str:
-    """The result (or its comparison) as text of one of :data:`FORMATS`; table and markdown end with the notes.
+class Shown(Protocol):
+    """What the command prints: a result, or what an add-on shows of it (a comparison with a baseline, say)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+    def to_dataframe(self) -> pd.DataFrame: ...
+    def notes(self) -> list[str]: ...
+
+
+def render(shown: Shown, kind: str, wide: bool = False) -> str:
+    """The result (or what an add-on shows of it) as text of one of :data:`FORMATS`; table and markdown end with the
+    notes.
 
     ``table`` is for reading in a terminal: the shown columns, fitting 100 columns (every column if
     ``wide``, in blocks of columns that each fit). ``markdown``, like ``csv`` and ``json``, is a format for
     files and pages, and keeps every column, as ``--save run.md`` does.
     """
     if kind == "json":
-        from kvmagic.results.compare import Comparison
         from kvmagic.results.serialize import json_text
 
-        if isinstance(shown, Comparison):  # still loadable with --compare: the comparison rides along
-            data = shown.result.to_dict()
-            data["comparison"] = {"rows": shown.rows(), "notes": shown.notes()}
-            return json_text(data) + "\n"
         return json_text(shown.to_dict()) + "\n"
     frame = shown.to_dataframe()
     if kind == "csv":
@@ -197,9 +200,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO, given: fr
     taken = taker(args, configured, "cli")
     if taken is not None:  # before anything of the request is read: the process may be one of several
         taken.begin(args, argv)
-    thresholds = _fail_on(args)
     prompt = read_prompt(args, stdin) if saved is None else saved.prompt
-    baseline = read_baseline(args, saved)
+    ahead = read_ahead(args, saved)
     spec = bench_spec(args, configured, saved.fields if saved is not None else None)
     check_before_loading(spec, prompt)
     for line in () if saved is None else saved.said:
@@ -214,7 +216,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO, given: fr
         loaded = load_model(**kwargs)
         said(loaded)
         result = run_benchmark(loaded, prompt.strip(), spec, progress=not args.quiet)
-    shown, unsaved = finish(args, result, baseline, say=lambda line: _say(line, args))
+    shown, unsaved = finish(args, result, ahead, say=lambda line: _say(line, args))
     if not args.quiet:
         sys.stdout.write(render(shown, args.format, wide=bool(args.wide)))
     if args.format in ("csv", "json"):  # keep machine-read output clean: the notes go beside it, wrapped as the table's
@@ -222,44 +224,13 @@ def _run(args: argparse.Namespace, argv: Sequence[str], stdin: TextIO, given: fr
 
         for note in wrapped_notes(shown.notes()):
             _say(note, args)
-    status = _gate(shown, thresholds)
+    status = exit_status(args, shown, ahead)
     if unsaved:  # the table is out; the one line says what did not happen
         print(error_line(KVMagicError(unsaved)), file=sys.stderr)
         status = status or 2
     if taken is not None:
         taken.end(status)
     return status
-
-
-def _fail_on(args: argparse.Namespace) -> tuple[Threshold, ...]:
-    """--fail-on, read before any model loads, so that a mistyped threshold costs nothing."""
-    if not args.fail_on:
-        return ()
-    if not args.compare:
-        raise KVMagicError("--fail-on judges a change against a saved run: add --compare BASE.json")
-    from kvmagic.results.gate import parse_fail_on
-
-    compared = args.cache is not None or any(addon.compares(vars(args)) for addon in addons())
-    return parse_fail_on(args.fail_on, strategies=compared)
-
-
-def _gate(comparison: Comparison, thresholds: tuple[Threshold, ...]) -> int:
-    """0 when no row regressed past a threshold, 1 when one did (each on stderr), 2 when the gate cannot tell."""
-    if not thresholds:
-        return 0
-    from kvmagic.results.gate import gate
-
-    verdict = gate(comparison, thresholds)
-    for line in verdict.failed:
-        print(f"{PROG}: regression: {line}", file=sys.stderr)
-    if verdict.failed:  # the rows it could not judge beside them, as the status is already a failure
-        for line in verdict.undecided:
-            print(f"{PROG}: cannot judge: {line}", file=sys.stderr)
-        return 1
-    if verdict.undecided:  # one line: why it cannot judge, and what would let it
-        print(f"{_SAID}{fitted(f'--fail-on {verdict.fix}', _SAID)}", file=sys.stderr)
-        return 2
-    return 0
 
 
 def _say(text: str, args: argparse.Namespace) -> None:

@@ -23,7 +23,7 @@ from traitlets import Bool, Enum, Float, Integer, TraitError, TraitType, Unicode
 
 from kvmagic.core.addon import addons
 from kvmagic.errors import KVMagicError, one_line
-from kvmagic.frontends.baseline import finish, read_baseline, saved_request, taker
+from kvmagic.frontends.around import finish, read_ahead, saved_request, taker
 from kvmagic.frontends.helppage import fitted, magic_page
 from kvmagic.frontends.options import (
     BENCH_OPTIONS,
@@ -56,7 +56,11 @@ __all__ = ["Interrupted", "KVMagics", "cell_prompt", "line_words", "parse_line",
 
 # The command's own flags, which %%kvbench lacks: what a notebook does instead.
 _COMMAND_ONLY = {
-    "--fail-on": "in a notebook, --compare PATH shows each change and whether it is significant",
+    **{
+        option.flags[0]: option.instead
+        for option in BENCH_OPTIONS
+        if "magic" not in option.hosts and isinstance(option.instead, str) and option.instead
+    },
     "--format": "in a notebook, -o returns the result: .to_csv(), .to_markdown() or .to_json()",
     "--prompt-file": "in a notebook, the cell's body is the prompt",
 }
@@ -333,19 +337,19 @@ class KVMagics(Magics):
         try:
             check_name(args.var)
             prompt = expand(cell, namespace) if resolved(args, configured, "expand") and saved is None else cell
-            baseline = read_baseline(args, saved)
+            ahead = read_ahead(args, saved)
             spec = bench_spec(args, configured, saved.fields if saved is not None else None)
             for said in () if saved is None or args.quiet else saved.said:
                 print(fitted(said, ""))
             result = self._measure(args, taken, prompt.strip(), spec, configured)
             replaced = store(namespace, args.var, result) if args.var is not None else None
-            shown, unsaved = finish(args, result, baseline, say=lambda line: None if args.quiet else print(line))
+            shown, unsaved = finish(args, result, ahead, say=lambda line: None if args.quiet else print(line))
         except KVMagicError as error:
             raise _usage_error(error) from None
         if unsaved:  # the result stays the cell's value (and -v's): only the file is missing
             print(f"UsageError: {_usage_error(KVMagicError(unsaved))}", file=sys.stderr)
         for addon in addons():
-            addon.showing(args, result)
+            addon.beside(args, result)
         if replaced and not args.quiet:
             print(replaced)
         if args.output:

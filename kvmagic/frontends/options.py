@@ -114,17 +114,9 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            "BenchmarkResult.read_json and --compare), .md, or .html (one page to send: table, figures, verdict, notes "
            "and the command that reruns it).", "save", metavar="PATH",
            examples=("pair.json", "pair.md")),
-    Option(("--compare",), "Compare with a run saved by --save PATH.json: the change in speed-up per row, whether "
-           "it exceeds both runs' spread, and any difference in how they were run.", "compare", metavar="PATH",
-           examples=("baseline.json",)),
     Option(("--threads",), "torch's CPU threads for this run, put back afterwards (default: torch's own); "
            "on a shared machine, 1 steadies the timings.", "threads", type=at_least_one, configurable=True,
            examples=("1",)),
-    Option(("--fail-on",), "With --compare, exit with status 1 when a row moved past SPEC and the comparison calls "
-           "the change significant: speedup:-5%% (fell by more than 5%%), cached_s:+10%%, uncached_s:+10%% "
-           "(with --cache or an option that adds strategies, a row per strategy: speedup, seconds:+10%%); "
-           "comma-separated or repeated.",
-           "fail_on", action="append", metavar="SPEC", hosts=("cli",), examples=("speedup:-50%",)),
     Option(("--cache",), f"Compare KV-cache strategies instead, one row each against off: {', '.join(KNOWN)}, "
            "press:METHOD:RATIO (a kvpress method dropping that share of the prompt's positions, e.g. "
            "press:snapkv:0.5; a sweep press:snapkv:0.25-0.75+0.25), or any other cache_implementation the "

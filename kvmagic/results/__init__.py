@@ -1,2 +1,1 @@
-"""What a benchmark found, as data with its statistics, and its renderings: rows and notes, files, a
-comparison with a baseline, HTML."""
+"""What a benchmark found, as data with its statistics, and its renderings: rows and notes, files, HTML."""

@@ -76,17 +76,16 @@ def declare(*columns: Column[Any]) -> tuple[Column[Any], ...]:
     return columns
 
 
-# The modules that declare the centre's columns, imported by name on first use: every lookup of a column (how its
+# The module that declares the centre's columns, imported by name on first use: every lookup of a column (how its
 # cells are written, whether it is shown) then sees every declaration, whatever a caller imported before.
-DECLARING = ("kvmagic.results.rows", "kvmagic.results.compare")
+DECLARING = "kvmagic.results.rows"
 
 
 def column(name: str) -> Column[Any]:
     """The declared column ``name`` (the centre's, or an add-on's); one a table shows without declaring it has no
     meaning, unit or form."""
     if name not in _DECLARED:
-        for module in DECLARING:
-            importlib.import_module(module)
+        importlib.import_module(DECLARING)
         addons()  # each add-on declares its columns as it loads
     return _DECLARED.get(name) or Column(name, "")
 

@@ -49,7 +49,7 @@ class _Plot(AddOn):
     # ``result.plot()``: the figure, drawn when asked.
     attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"plot": lambda record: partial(_plot, record)}
 
-    def showing(self, args: argparse.Namespace, result: Any) -> None:
+    def beside(self, args: argparse.Namespace, result: Any) -> None:
         """The figure inline as PNG, whatever matplotlib backend the kernel has (or none)."""
         if not args.plot or not result.measurements:
             return

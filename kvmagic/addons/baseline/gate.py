@@ -16,13 +16,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.addons.baseline.compare import row_key
 from kvmagic.core.config import Config
 from kvmagic.core.strategy import Strategy
 from kvmagic.errors import KVMagicError
-from kvmagic.results.compare import row_key
 
 if TYPE_CHECKING:
-    from kvmagic.results.compare import Comparison
+    from kvmagic.addons.baseline.compare import Comparison
 
 __all__ = [
     "METRICS", "STRATEGY_METRICS", "GateVerdict", "Row", "Threshold", "fail_on_form", "gate", "judge", "parse_fail_on",

@@ -87,6 +87,11 @@ class Comparison:
 
         return pd.DataFrame(self.rows(), columns=[*self.result.to_dataframe().columns, *names(COMPARED)])
 
+    def to_dict(self) -> dict[str, Any]:
+        """The result's record, still loadable as a baseline, with the comparison riding along (``comparison``: its
+        rows and notes), as the command's ``--format json`` writes it."""
+        return {**self.result.to_dict(), "comparison": {"rows": self.rows(), "notes": self.notes()}}
+
     def differences(self) -> list[str]:
         """How the two runs were set up differently, from the metadata both record."""
         found = []

@@ -1,5 +1,6 @@
 """What the front ends do around a benchmark: ask whether an add-on fills the request in from a saved run and which,
-if any, runs it in place of ``run_benchmark``, read the baseline it is compared with first, save and compare after."""
+if any, runs it in place of ``run_benchmark``, check the output's name and let each add-on read what it needs before
+the run, then save the result and show what the add-ons make of it, and end the command with their exit status."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from kvmagic.core.addon import AddOn, SavedRequest, addons
 from kvmagic.errors import KVMagicError
 
 if TYPE_CHECKING:
-    from kvmagic.results.result import BenchmarkResult
     from kvmagic.results.serialize import Kept
 
-__all__ = ["finish", "read_baseline", "saved_request", "taker"]
+__all__ = ["exit_status", "finish", "read_ahead", "saved_request", "taker"]
+
+Ahead = Mapping[AddOn, Any]  # what each add-on read before the run (:meth:`~kvmagic.core.addon.AddOn.read_ahead`)
 
 
 def taker(args: argparse.Namespace, configured: Mapping[str, Any], host: str) -> AddOn | None:
@@ -33,35 +35,20 @@ def saved_request(
     return next((found for addon in addons() if (found := addon.saved(args, typed, host, prompt)) is not None), None)
 
 
-def read_baseline(args: argparse.Namespace, saved: SavedRequest | None = None) -> BenchmarkResult | None:
-    """Check the output name and read the baseline before the benchmark, not after a long run (a saved request's
-    own, where there is one)."""
-    from kvmagic.results.result import BenchmarkResult
+def read_ahead(args: argparse.Namespace, saved: SavedRequest | None = None) -> Ahead:
+    """Check the output name, then read what each add-on needs before the benchmark, not after a long run."""
     from kvmagic.results.serialize import export_format, writable
 
     if args.save:
         export_format(args.save)
         writable(args.save)
-    if saved is not None:
-        found: BenchmarkResult = saved.baseline
-        return found
-    if not args.compare:
-        return None
-    baseline = BenchmarkResult.read_json(args.compare)
-    if not baseline.measurements:
-        raise KVMagicError(f"{args.compare!r} holds no measured rows to compare with: save a finished run")
-    return baseline
+    return {addon: addon.read_ahead(args, saved) for addon in addons()}
 
 
-def finish(
-    args: argparse.Namespace,
-    result: Kept,
-    baseline: BenchmarkResult | None,
-    say: Callable[[str], None],
-) -> tuple[Any, str]:
-    """Save the result if asked, saying where in one line (``say``); return what to show (the result, or its
-    comparison with the baseline) and, where the save failed after all, why: the measured result is never lost to
-    a file that could not be written (a full disk, a folder that changed since it was checked)."""
+def finish(args: argparse.Namespace, result: Kept, ahead: Ahead, say: Callable[[str], None]) -> tuple[Any, str]:
+    """Save the result if asked, saying where in one line (``say``); return what to show (the result, or what the
+    add-ons make of it) and, where the save failed after all, why: the measured result is never lost to a file that
+    could not be written (a full disk, a folder that changed since it was checked)."""
     failed = ""
     if args.save:
         try:
@@ -70,8 +57,13 @@ def finish(
             failed = str(error)
         else:
             say(f"saved {Path(args.save).expanduser().resolve()}")
-    if baseline is None:
-        return result, failed
-    from kvmagic.results.compare import compare
+    shown: Any = result
+    for addon, read in ahead.items():
+        shown = addon.showing(args, shown, read)
+    return shown, failed
 
-    return compare(result, baseline, name=args.compare), failed
+
+def exit_status(args: argparse.Namespace, shown: Any, ahead: Ahead) -> int:
+    """The command's exit status once its output is out: the first an add-on gives other than 0, every one asked."""
+    statuses = [addon.exit_status(args, shown, read) for addon, read in ahead.items()]
+    return next((status for status in statuses if status), 0)
