@@ -28,7 +28,7 @@ BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("new_tokens", "prompt_tokens", "batch", "chat", "expand"),
     ),
     ("how long", ("repeat", "ci_target", "auto_cap", "warmup_tokens", "max_seconds", "threads")),
-    ("what to show", ("output", "var", "quiet", "wide", "steps", "save", "compare", "fail_on")),
+    ("what to show", ("output", "var", "quiet", "wide", "steps", "save")),
     ("strategies", ("cache", "quality", "quality_text", "kv_bits", "compile")),
     ("scale", ("predict",)),
 )
