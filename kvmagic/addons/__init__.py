@@ -7,7 +7,7 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import choice, frontier, html_report, limits, models, prefix, replay, split
+from kvmagic.addons import choice, frontier, html_report, limits, models, predict, prefix, replay, split
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
@@ -16,6 +16,7 @@ ADDONS: tuple[AddOn, ...] = (
     models.ADDON,
     split.ADDON,
     limits.ADDON,
+    predict.ADDON,
     frontier.ADDON,
     prefix.ADDON,
     choice.ADDON,
