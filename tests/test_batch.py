@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvmagic import KVMagicError, run_benchmark
-from kvmagic.core.budget import plan_within_budget, round_seconds
+from kvmagic.addons.predict.budget import plan_within_budget, round_seconds
 from kvmagic.core.config import Config
 from kvmagic.core.lengths import configurations
 from kvmagic.core.spec import BenchSpec

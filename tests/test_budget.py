@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kvmagic import KVMagicError, run_benchmark
-from kvmagic.core.costmodel import Probes
+from kvmagic.addons.predict import predict_run
+from kvmagic.addons.predict.costmodel import Probes
 from kvmagic.runner import benchmark, plan
 
 from .conftest import PROMPT, raises_usage, said
@@ -86,7 +87,7 @@ PROBES = Probes(
 
 
 def test_predict_shows_the_median_round_and_measures_what_its_fastest_round_fits(tiny, monkeypatch) -> None:
-    monkeypatch.setattr(plan, "probe", lambda *a, **k: PROBES)
+    monkeypatch.setattr(predict_run, "probe", lambda *a, **k: PROBES)
     # By hand, prompt 10, -n 3,2, the least work first: a round at the fastest round's costs, uncached 20 s and
     # 30 s, cached 10 + 1 = 11 s and 10 + 2 x 1 = 12 s: 31 s, then 42 s; within 50 s only the first
     result = run_benchmark(tiny, PROMPT, new_tokens=[3, 2], prompt_tokens=10, warmup_tokens=0, predict=True,

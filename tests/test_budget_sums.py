@@ -3,9 +3,11 @@ which configurations fit; how seconds are written."""
 
 from __future__ import annotations
 
-from kvmagic.core.budget import format_seconds, plan_within_budget, round_seconds
+from kvmagic.addons.predict.budget import plan_within_budget, round_seconds
+from kvmagic.addons.predict.costmodel import CostModel
 from kvmagic.core.config import Config
-from kvmagic.core.costmodel import CostModel, Polynomial
+from kvmagic.core.curves import Polynomial
+from kvmagic.core.deadline import format_seconds
 
 # F(L) = 1 + L, D = 2: after a prompt of 2, 3 new tokens take F(2) + F(3) + F(4) = 12 s uncached, F(2) + 2 D = 7 s
 # cached; 1 new token takes F(2) = 3 s either way; after a prompt of 4, 1 new token takes 5 s.

@@ -7,7 +7,7 @@ import pytest
 
 from kvmagic.addons.choice.reasoning import Choice, choice
 from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
-from kvmagic.core.costmodel import Polynomial, crossing
+from kvmagic.core.curves import Polynomial, crossing
 from kvmagic.core.pareto import Point, beats, better, on_frontier
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
@@ -250,7 +250,7 @@ def test_rows_of_several_models_are_counted_per_model() -> None:
 
 def test_a_fit_that_falls_to_no_time_predicts_no_crossover() -> None:
     """A noisy sweep's line can slope down: 0.859 - 0.00719 L is 0 at L = 119.5, inside a search up to 136."""
-    from kvmagic.core.costmodel import lowest
+    from kvmagic.core.curves import lowest
 
     falling, rising = Polynomial((0.859, -0.00719)), Polynomial((0.01, 0.001))
     assert lowest(falling, 24, 136) == pytest.approx(0.859 - 0.00719 * 136)  # -0.1188: at the far end

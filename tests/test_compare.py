@@ -154,8 +154,8 @@ def test_each_setting_a_comparison_reads_is_recorded_under_its_own_name():
 
     base = {"chat": False, "warmup_tokens": 4, "repeat": 1, "steps": False}
     assert BenchSpec().recorded() == base
-    auto = BenchSpec(chat=True, warmup_tokens=2, repeat="auto", ci_target=0.1, auto_cap=20, predict=True,
-                     max_seconds=30, steps=True)  # fmt: skip
+    auto = BenchSpec.of(chat=True, warmup_tokens=2, repeat="auto", ci_target=0.1, auto_cap=20, predict=True,
+                        max_seconds=30, steps=True)  # fmt: skip
     assert auto.recorded() == {"chat": True, "warmup_tokens": 2, "repeat": "auto", "steps": True, "ci_target": 0.1,
                                "auto_cap": 20, "max_seconds": 30}  # fmt: skip
     lossy = BenchSpec.of(cache="off,quantized:quanto", kv_bits=4, quality=False, prefix=4)

@@ -6,17 +6,8 @@ import math
 
 import pytest
 
-from kvmagic.core.costmodel import (
-    CostModel,
-    Polynomial,
-    Probes,
-    break_even,
-    crossing,
-    fit_polynomial,
-    generate_overhead,
-    lowest,
-    probe_lengths,
-)
+from kvmagic.addons.predict.costmodel import CostModel, Probes, break_even, generate_overhead, probe_lengths
+from kvmagic.core.curves import Polynomial, crossing, fit_polynomial, lowest
 
 LENGTHS = (16, 32, 64, 128, 256)
 

@@ -8,11 +8,12 @@ import pytest
 from IPython.core.error import UsageError
 
 from kvmagic import KVMagicError, run_benchmark
-from kvmagic.core import costmodel, sequential, stats
+from kvmagic.addons.predict import costmodel
+from kvmagic.addons.predict.costmodel_probe import probe
+from kvmagic.core import sequential, stats
 from kvmagic.core.intervals import speedup_estimate
 from kvmagic.core.sequential import first_stop
 from kvmagic.core.spec import MIN_AUTO_PAIRS
-from kvmagic.measure.costmodel_probe import probe
 from kvmagic.results.report import added
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner import benchmark, rounds
@@ -77,7 +78,7 @@ def test_predictions_sit_beside_the_measurements_of_their_own_row(tiny) -> None:
     stretched = [i for i, n in enumerate(notes) if n.startswith("prompt stretched: ")]
     assert len(stretched) == 1 and notes[stretched[0] + 1].startswith("cost model: prefill F(L) = ")
     assert any(n.startswith("KV cache at 39 tokens: ") for n in notes)
-    assert result.facts.weight_bytes == sum(p.numel() * p.element_size() for p in tiny.model.parameters())
+    assert result.weight_bytes == sum(p.numel() * p.element_size() for p in tiny.model.parameters())
     again = BenchmarkResult.from_json(result.to_json())
     assert again.predictions == result.predictions and again.cost_model == result.cost_model
     assert again.to_dataframe().equals(frame)

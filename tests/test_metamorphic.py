@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kvmagic.addons.choice.reasoning import Choice, choice
 from kvmagic.core.config import Config
-from kvmagic.core.costmodel import Polynomial, fit_polynomial
+from kvmagic.core.curves import Polynomial, fit_polynomial
 from kvmagic.core.intervals import speedup_interval
 from kvmagic.core.pareto import Point
 from kvmagic.core.quality import Quality

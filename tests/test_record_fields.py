@@ -114,9 +114,9 @@ def test_the_facts_a_setup_lists_leave_out_the_empty_ones_and_the_caches_sizes()
     from kvmagic.core.kvbytes import KVSizes
 
     assert RunFacts().setup() == {"prompt_stretched": False, "configurations": 0}
-    facts = RunFacts(prompt_sha256="ab", stopped="interrupted", kv_sizes=KVSizes(64, (None,)), weight_bytes=10)
+    facts = RunFacts(prompt_sha256="ab", stopped="interrupted", kv_sizes=KVSizes(64, (None,)), estimated_s=10)
     assert facts.setup() == {"prompt_sha256": "ab", "prompt_stretched": False, "configurations": 0,
-                             "stopped": "interrupted", "weight_bytes": 10}  # fmt: skip
+                             "estimated_s": 10, "stopped": "interrupted"}  # fmt: skip
 
 
 def test_a_split_names_each_kind_of_device_once():

@@ -516,19 +516,21 @@ def test_predicted_rows_left_unmeasured_are_named_unless_the_run_stopped_early()
     """Predicted at 16+64 (measured), 8+128 and 64+64 (not): the budget left those two out, unless the run was
     cut short anyway (then the partial note says so); the cost model explains the one of most tokens, with its
     bytes and the weights'."""
-    from kvmagic.core.costmodel import CostModel, Polynomial
+    from kvmagic.addons.predict.costmodel import CostModel
+    from kvmagic.addons.predict.predictions import Predicted, Prediction
+    from kvmagic.core.curves import Polynomial
     from kvmagic.core.spec import BenchSpec
-    from kvmagic.results.records import Prediction, RunFacts
+    from kvmagic.results.records import RunFacts
     from kvmagic.results.result import BenchmarkResult
 
     from .records import pair
 
-    facts = RunFacts(weight_bytes=2**30)
     spec = BenchSpec(repeat=3, max_seconds=30)
-    result = BenchmarkResult("m", pair((16, 64), [2.0] * 3, [1.0] * 3), spec=spec, facts=facts)
+    result = BenchmarkResult("m", pair((16, 64), [2.0] * 3, [1.0] * 3), spec=spec)
     longest = Prediction(8, 128, 8.0, 2.0, kv_bytes=2**20)  # the most tokens, though not the longest prompt
-    result.predictions = [Prediction(16, 64, 2.0, 1.0), longest, Prediction(64, 64, 4.0, 1.5)]
-    result.cost_model = CostModel(prefill=Polynomial((1.0, 2.0)), decode=Polynomial((3.0, 0.5)), step_overhead_s=0.25)
+    predictions = (Prediction(16, 64, 2.0, 1.0), longest, Prediction(64, 64, 4.0, 1.5))
+    cost = CostModel(prefill=Polynomial((1.0, 2.0)), decode=Polynomial((3.0, 0.5)), step_overhead_s=0.25)
+    result.addons["predict"] = Predicted(cost, predictions, weight_bytes=2**30)
     notes = result.notes()
     assert notes[0] == (
         "predicted only (measured=False): 8+128 tokens, 64+64 tokens; measuring them would pass the 30 s budget "
@@ -537,7 +539,7 @@ def test_predicted_rows_left_unmeasured_are_named_unless_the_run_stopped_early()
     explained = result.cost_model.explain(8, 128, kv_bytes=2**20, weight_bytes=2**30)
     assert notes[1:] == explained != result.cost_model.explain(8, 128, kv_bytes=None, weight_bytes=None)
     assert explained != result.cost_model.explain(8, 128, kv_bytes=2**20, weight_bytes=None)
-    result.facts = RunFacts(stopped="interrupted", weight_bytes=2**30)
+    result.facts = RunFacts(stopped="interrupted")
     assert not any(note.startswith("predicted only") for note in result.notes())
 
 

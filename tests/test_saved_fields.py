@@ -17,17 +17,19 @@ from kvmagic import addons as registry
 from kvmagic.addons.frontier.reach import FitCheck, Frontier, FrontierRow
 from kvmagic.addons.limits.bounds import Hardware, Limits, StrategyLimit
 from kvmagic.addons.limits.limits_table import Bounds
+from kvmagic.addons.predict.costmodel import CostModel
+from kvmagic.addons.predict.predictions import Predicted, Prediction
 from kvmagic.addons.split.split_records import Ranks, Split
 from kvmagic.core.addon import AddOn
 from kvmagic.core.config import Config
-from kvmagic.core.costmodel import CostModel, Polynomial
+from kvmagic.core.curves import Polynomial
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import DYNAMIC, OFF, parse, parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Mismatch, Prediction, RunFacts, StepProfile
+from kvmagic.results.records import Mismatch, RunFacts, StepProfile
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import said
@@ -61,6 +63,11 @@ def _everything() -> BenchmarkResult:
         free_bytes=2.5e10,
         unchecked={"static+compile": 42.0},
     )  # fmt: skip
+    predicted = Predicted(
+        CostModel(Polynomial((0.1, 0.01)), Polynomial((0.2, 0.02, 0.002)), 0.003, 0.004, 1.5),
+        (Prediction(16, 2, 3.25, 1.125, 8192, 2), Prediction(32, 2, 6.5, 2.25, None, 1)),
+        weight_bytes=123456,
+    )
     return BenchmarkResult(
         model="tiny",
         measurements=[off, static],
@@ -73,17 +80,16 @@ def _everything() -> BenchmarkResult:
         facts=RunFacts(prompt_sha256="ab" * 32, natural_prompt_tokens=12, prompt_stretched=True,
                        configurations=3, estimated_s=9.5, stopped="out of accelerator memory",
                        kv_sizes=KVSizes(2048, (None, 64), SlidingKeep(True, 3, True, 512)),
-                       model_generation_settings={"temperature": 0.7}, weight_bytes=123456),
-        predictions=[Prediction(16, 2, 3.25, 1.125, 8192, 2), Prediction(32, 2, 6.5, 2.25, None, 1)],
-        cost_model=CostModel(Polynomial((0.1, 0.01)), Polynomial((0.2, 0.02, 0.002)), 0.003, 0.004, 1.5),
+                       model_generation_settings={"temperature": 0.7}),
         addons={"limits": Bounds(hardware, (limits,)), "frontier": frontier, "prefix": 4,
-                "split": Split("gloo", ("cpu (x)", "cpu (y)"))},
+                "split": Split("gloo", ("cpu (x)", "cpu (y)")),
+                "predict": predicted},
     )  # fmt: skip
 
 
 def _fields(result: BenchmarkResult) -> dict[str, object]:
     names = ("model", "measurements", "spec", "strategies", "skipped", "remarks", "metadata", "facts", "predictions",
-             "cost_model", "hardware", "limits", "prefix_tokens", "frontier", "split")  # fmt: skip
+             "cost_model", "weight_bytes", "hardware", "limits", "prefix_tokens", "frontier", "split")  # fmt: skip
     return {name: getattr(result, name) for name in names}
 
 
@@ -243,6 +249,14 @@ def test_every_field_of_a_format_2_plain_run_reads_back_by_strategy():
     assert frontier.free_bytes == 3.5e10 and frontier.unchecked == {DYNAMIC: 8.0}  # named as its rows are
     # the plain run's strategy a check was not run for, shown in the plain run's word
     assert "frontier check, cached: not run, it would take about 8 s, past max_seconds" in result.notes()
+
+
+def test_a_format_2_run_keeps_the_weights_bytes_its_metadata_kept_for_the_cost_model():
+    data = _format_2()
+    data["metadata"] = {**data["metadata"], "weight_bytes": 777}
+    result = BenchmarkResult.from_dict(data)
+    assert result.weight_bytes == 777 and "weight_bytes" not in result.metadata
+    assert result.setup()["weight_bytes"] == 777 and result.facts == BenchmarkResult.from_dict(_format_2()).facts
 
 
 def test_a_format_2_run_keeps_why_it_stopped_and_reads_without_a_frontier():

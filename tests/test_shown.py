@@ -7,9 +7,10 @@ import math
 import pandas as pd
 
 from kvmagic.addons.baseline.compare import compare
+from kvmagic.addons.predict.predictions import Predicted, Prediction
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import PAIR
-from kvmagic.results.records import Mismatch, Prediction
+from kvmagic.results.records import Mismatch
 from kvmagic.results.report import COLUMNS
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.results.shown import WIDTH, shown_table, shown_text, wide_text, wrapped_notes
@@ -76,7 +77,9 @@ def test_every_layout_fits_in_100_columns_and_the_data_keeps_every_column():
     comparison = compare(long, _result(pairs=5)).to_dataframe()
     assert _fits(shown_text(comparison)) and "speedup saved -> now" in shown_text(comparison)
     assert "kv_cache_mib" in shown_text(comparison)  # the plain table's columns stay beside the comparison's
-    long.predictions = [Prediction(p, n, 2000.0, 100.0) for p, n in ((16, 64), (16384, 4096), (32768, 8192))]
+    long.addons["predict"] = Predicted(
+        predictions=tuple(Prediction(p, n, 2000.0, 100.0) for p, n in ((16, 64), (16384, 4096), (32768, 8192)))
+    )
     predicted = long.to_dataframe()
     assert _fits(shown_text(predicted)) and "predicted_speedup" in shown_text(predicted)
     assert _fits(str(long))

@@ -16,8 +16,8 @@ from kvmagic.core.strategy import DYNAMIC, OFF, parse
 from kvmagic.errors import KVMagicError
 
 FIELDS = (  # the centre's, then each add-on's
-    "new_tokens, prompt_tokens, warmup_tokens, repeat, ci_target, auto_cap, chat, max_seconds, predict, cache, "
-    "kv_bits, compile, steps, threads, batch, quality, quality_text, limits, frontier, prefix"
+    "new_tokens, prompt_tokens, warmup_tokens, repeat, ci_target, auto_cap, chat, max_seconds, cache, "
+    "kv_bits, compile, steps, threads, batch, quality, quality_text, limits, predict, frontier, prefix"
 )
 
 
@@ -88,7 +88,7 @@ def test_what_only_the_plain_run_does_is_refused_with_a_comparison(given: dict, 
     error = refusal(cache="off,dynamic", **given)
     assert error.params == (name, "cache")
     assert flags(error) == f"{shown} compares the cache off against on: drop it, or drop --cache"
-    assert BenchSpec(**given).cache is None
+    assert BenchSpec.of(**given).cache is None
 
 
 @pytest.mark.parametrize(("given", "name", "shown"), [({"predict": True}, "predict", "--predict"),
@@ -313,7 +313,7 @@ def test_the_record_holds_what_a_comparison_with_a_baseline_reads() -> None:
         "ci_target": 0.1,
         "auto_cap": 30.0,
     }
-    assert BenchSpec(predict=True, max_seconds=20).recorded()["max_seconds"] == 20.0
+    assert BenchSpec.of(predict=True, max_seconds=20).recorded()["max_seconds"] == 20.0
     assert "max_seconds" not in BenchSpec(max_seconds=20).recorded()
     compared = BenchSpec(cache="off,quantized:hqq", kv_bits=4).recorded()
     assert (compared["kv_bits"], compared["quality"]) == (4, "greedy")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from kvmagic import KVMagicError
-from kvmagic.core.budget import format_seconds, plan_within_budget, round_seconds
+from kvmagic.addons.predict.budget import plan_within_budget, round_seconds
+from kvmagic.addons.predict.costmodel import CostModel
 from kvmagic.core.config import Config
-from kvmagic.core.costmodel import CostModel, Polynomial
+from kvmagic.core.curves import Polynomial
+from kvmagic.core.deadline import format_seconds
 from kvmagic.core.lengths import LENGTH_FORMS, MAX_LENGTHS, configurations, parse_lengths, stretch_ids
 
 

@@ -147,8 +147,8 @@ def test_the_collector_comes_back_after_a_failed_run(collector, enabled: bool) -
 
 def test_the_probe_hooks_find_the_devices_once(tiny, monkeypatch) -> None:
     """Walking every parameter for the device set in each hook would inflate generate's own cost G."""
-    from kvmagic.core.costmodel import OVERHEAD_TOKENS
-    from kvmagic.measure import costmodel_probe
+    from kvmagic.addons.predict import costmodel_probe
+    from kvmagic.addons.predict.costmodel import OVERHEAD_TOKENS
     from kvmagic.model.loading import LoadedModel
     from kvmagic.runner.prompt import encode_prompt
 

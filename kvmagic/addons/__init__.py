@@ -7,7 +7,19 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import baseline, choice, frontier, html_report, limits, models, plot, prefix, replay, split
+from kvmagic.addons import (
+    baseline,
+    choice,
+    frontier,
+    html_report,
+    limits,
+    models,
+    plot,
+    predict,
+    prefix,
+    replay,
+    split,
+)
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
@@ -17,6 +29,7 @@ ADDONS: tuple[AddOn, ...] = (
     models.ADDON,
     split.ADDON,
     limits.ADDON,
+    predict.ADDON,
     frontier.ADDON,
     prefix.ADDON,
     choice.ADDON,

@@ -1,1 +1,1 @@
-"""Pure data, statistics and arithmetic: the benchmark's results, lengths and budgets, the cost model. No torch."""
+"""Pure data, statistics and arithmetic: the benchmark's results, lengths and budgets, fitted curves. No torch."""

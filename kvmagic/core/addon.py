@@ -12,7 +12,8 @@ launchers and trackers through one base class each:
   (``compares``), and what a comparison with a baseline reads of them (``recorded``);
 - the plan: the prompt's ids where it reads the prompt its own way (``encoded``) and the strategies it adds
   (``strategies``);
-- the run: what it does before the first timed run (``before``), before each configuration's timed rounds
+- the run: what it does before the first timed run (``before``), which configurations it leaves out of those the
+  run measures (``todo``: past a budget of its own, say), what it does before each configuration's timed rounds
   (``starting``) and after the last one (``after``), the data a result keeps of it, under its ``name``; or the whole
   run, where it takes a front end's request over (``takes``, ``run``: a loop over runs, or one process of several a
   launcher starts, say), and what ``%kvload`` then cannot load (``refuse_load``); where it places the command's
@@ -24,13 +25,13 @@ launchers and trackers through one base class each:
   model loaded as one of several ranks in lockstep, say): the untimed runs it adds at each configuration, which the
   budget counts (``extra_runs``), what it makes of each configuration's measurements once their rounds are done
   (``measured``), and of the result once it is built (``finished``);
-- the result: the columns it adds (``row_columns``, ``pair_columns``), its notes (``notes``, ``notes_last``), what
-  "how this was measured" lists of its data (``facts``), what a file keeps of it (``dump``, ``load``, ``upgrade`` for
-  an older format, ``in_metadata`` for the current one's older layout) and of its data on each measurement
-  (``dump_measurement``, ``load_measurement``), and what a result and a measurement answer for it (``attributes``,
-  ``measurement_attributes``); any table of its own the columns page lists (``tables``); a result of a kind of its
-  own has its files (``refuse_file``, ``read_back``) and its names in kvmagic's API (``api``); the files it writes
-  of a result (``exports``).
+- the result: the columns it adds (``row_columns``, ``pair_columns``) and the plain run's rows (``pair_rows``), its
+  notes (``notes``, ``notes_last``), what "how this was measured" lists of its data (``facts``), what a file keeps of
+  it (``dump``, ``load``, ``upgrade`` for an older format, ``in_metadata`` for the current one's older layout) and of
+  its data on each measurement (``dump_measurement``, ``load_measurement``), and what a result and a measurement
+  answer for it (``attributes``, ``measurement_attributes``); any table of its own the columns page lists
+  (``tables``); a result of a kind of its own has its files (``refuse_file``, ``read_back``) and its names in
+  kvmagic's API (``api``); the files it writes of a result (``exports``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -135,6 +136,12 @@ class AddOn:
         """Before the first timed run (after the plan, before the warm-up): what ``after`` needs, e.g. a probe."""
         return None
 
+    def todo(self, plan: Any, todo: list[Any], before: Any) -> list[Any]:
+        """The configurations to measure, in the order to measure them (each a :class:`~kvmagic.core.config.Config`),
+        of ``todo``: those the centre planned, the least work first, as the add-ons before it left them. One it leaves
+        out is not measured (its data may still say something of it); ``before`` is what :meth:`before` returned."""
+        return todo
+
     def starting(self, plan: Any, inputs: Any, setups: list[Any], before: Any) -> list[Any]:
         """Before each configuration's timed rounds, on its ``inputs``: the strategies as they run there (one that
         starts from a cache of its own made untimed, say); ``before`` is what :meth:`before` returned."""
@@ -160,6 +167,11 @@ class AddOn:
         """The result as the run returns it, once built (a :class:`~kvmagic.results.result.BenchmarkResult`): where
         several processes measured it in lockstep, say, their views put together. Asked of every add-on."""
         return result
+
+    def pair_rows(self, record: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The plain run's table as it shows, from ``rows`` (one a configuration measured, each by column): with a row
+        of its own for a configuration it has figures of but that was not measured, say. Asked where it ``shows``."""
+        return rows
 
     def notes(self, record: Any) -> list[str]:
         """What a reader of the table should know of it, the most important first."""

@@ -1,7 +1,7 @@
 """A configuration: one (prompt tokens, new tokens, batch) a benchmark measures, with its one label and order.
 
 Every place that matches, compares, sorts or names a configuration uses this type: rows of a result
-and of its baseline, a prediction, an add-on's figures. Pure Python.
+and of its baseline, an add-on's figures. Pure Python.
 """
 
 from __future__ import annotations

@@ -14,14 +14,13 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kvmagic.core.budget import format_seconds
 from kvmagic.core.config import Config
 from kvmagic.core.strategy import Strategy
 from kvmagic.errors import KVMagicError
 
 __all__ = [
     "CUT_MARGIN", "FAR_PAST", "LATEST", "Seen", "config_seconds", "cut_seconds", "fits", "fitting_budget",
-    "nothing_finished", "prefill_seconds", "refusal", "run_seconds", "shortest_first",
+    "format_seconds", "nothing_finished", "prefill_seconds", "refusal", "run_seconds", "shortest_first",
 ]  # fmt: skip
 
 # Before any timed run the projection rests on the warm-up (or a two-token probe) alone, which a load that comes or
@@ -177,3 +176,12 @@ def nothing_finished(config: Config, max_seconds: float, needed: float | None, *
         "lower {new_tokens}, {prompt_tokens} or {repeat}",
         *("max_seconds", "new_tokens", "prompt_tokens", "repeat"),
     )
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds as a message says them: in hours or minutes where they run that long."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.3g} s"

@@ -53,7 +53,6 @@ class BenchSpec:
     auto_cap: float = 60.0
     chat: bool = False
     max_seconds: float = 600.0
-    predict: bool = False
     cache: tuple[Strategy, ...] | None = None
     kv_bits: int | None = None
     compile: bool = False
@@ -126,8 +125,6 @@ class BenchSpec:
         record["steps"] = self.steps
         if self.repeat == "auto":
             record.update(ci_target=self.ci_target, auto_cap=self.auto_cap)
-        if self.predict:
-            record["max_seconds"] = self.max_seconds
         if self.cache is not None:
             record["kv_bits"] = self.kv_bits
             record["quality"] = "off" if not self.quality else "text" if self.quality_text else "greedy"
@@ -179,11 +176,10 @@ def _check_across(spec: BenchSpec) -> None:
         raise KVMagicError(
             "{compile} compiles a static cache: add static to {cache} (e.g. off,dynamic,static)", "compile", "cache"
         )
-    for name, given, word in (("predict", spec.predict, ""), ("repeat", spec.repeat == "auto", " auto")):
-        if spec.cache is not None and given:
-            raise KVMagicError(
-                f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{cache}}", name, "cache"
-            )
+    if spec.cache is not None and spec.repeat == "auto":
+        raise KVMagicError(
+            "{repeat} auto compares the cache off against on: drop it, or drop {cache}", "repeat", "cache"
+        )
     if spec.quality_text is not None and spec.cache is None:
         raise KVMagicError(
             "{quality_text} judges cache strategies: add e.g. {cache} dynamic,quantized:quanto", "quality_text", "cache"
@@ -305,7 +301,6 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "auto_cap": _seconds,
     "chat": flag,
     "max_seconds": _seconds,
-    "predict": flag,
     "cache": _names,
     "kv_bits": lambda name, value: None if value is None else _count(name, value, 1),  # None: the backend's own width
     "compile": flag,

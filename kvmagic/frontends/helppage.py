@@ -30,7 +30,7 @@ BENCH_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("how long", ("repeat", "ci_target", "auto_cap", "warmup_tokens", "max_seconds", "threads")),
     ("what to show", ("output", "var", "quiet", "wide", "steps", "save")),
     ("strategies", ("cache", "quality", "quality_text", "kv_bits", "compile")),
-    ("scale", ("predict",)),
+    ("scale", ()),
 )
 _INDENT = 22  # where the overview's flags start
 _wrap = functools.partial(textwrap.wrap, break_long_words=False, break_on_hyphens=False)  # between words only

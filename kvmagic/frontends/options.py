@@ -137,13 +137,8 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
            examples=("",)),
     Option(("--max-seconds",), "A deadline in seconds (0: none): the shortest configurations first, each started "
            "only where the runs made project it to fit, the rest left out and named; a run still going "
-           f"{CUT_MARGIN * 100:.0f}%% past it is cut. Refused up front only past {FAR_PAST:g} times it. With "
-           "--predict, the rows its probe puts past it are predicted, not measured.",
+           f"{CUT_MARGIN * 100:.0f}%% past it is cut. Refused up front only past {FAR_PAST:g} times it.",
            "max_seconds", _default("max_seconds"), type=float, configurable=True, examples=("5", "0")),
-    Option(("--predict",), "Probe a cost model first (one forward without cache and one cached step at a few "
-           "lengths) and add its predicted times and speed-up beside the measured ones, with an explanation; "
-           "rows too costly for --max-seconds are predicted only (measured=False).", "predict", action="store_true",
-           examples=("",)),
 )  # fmt: skip
 
 

@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.addon import addons, answered
 from kvmagic.core.config import Config
-from kvmagic.core.costmodel import CostModel
 from kvmagic.core.spec import BenchSpec
 from kvmagic.core.strategy import DYNAMIC, OFF, PAIR, REFERENCE, ByStrategy, Strategy
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement, Pair
-from kvmagic.results.records import Prediction, RunFacts
+from kvmagic.results.records import RunFacts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,10 +33,8 @@ class BenchmarkRecord:
     ``strategies`` names every strategy asked for, in order (``off`` and ``dynamic`` for the plain run), and
     ``skipped`` why some could not run here, ``remarks`` what to know of some that ran (a press on a model
     kvpress has not tested). ``metadata`` records the environment (versions, device,
-    dtype); ``facts`` what the run found out besides times. With ``predict``, ``predictions`` holds the cost
-    model's figures for every configuration, including those left unmeasured by the budget. ``addons`` holds what
-    each add-on the run used kept, by its name; a result answers what an add-on says of its data as attributes
-    (``result.limits``).
+    dtype); ``facts`` what the run found out besides times. ``addons`` holds what each add-on the run used kept, by
+    its name; a result answers what an add-on says of its data as attributes (``result.limits``).
     """
 
     model: str
@@ -48,8 +45,6 @@ class BenchmarkRecord:
     remarks: dict[Strategy, str] = field(default_factory=dict)  # strategy -> what a reader of its rows should know
     metadata: dict[str, Any] = field(default_factory=dict)
     facts: RunFacts = field(default_factory=RunFacts)
-    predictions: list[Prediction] = field(default_factory=list)
-    cost_model: CostModel | None = None
     addons: dict[str, Any] = field(default_factory=dict)  # add-on name -> what it kept of the run
 
     def __post_init__(self) -> None:

@@ -40,7 +40,7 @@ def notes(result: BenchmarkRecord) -> list[str]:
     wrong += [] if verdict else holding_one
     noise = [*spread_warning([result]), *caution_notes(result), *_few_steps(result)]
     noise += _outside(result)
-    rest = [*_stretched_notes(result), *_prediction_notes(result), *_auto_repeat_notes(result)]
+    rest = [*_stretched_notes(result), *_auto_repeat_notes(result)]
     rest += [*(holding_one if verdict else []), *_addon_notes(result, last=False)]
     rest += [*_quality_notes(result), *_addon_notes(result, last=True)]
     return [*verdict, *wrong, *noise, *rest]
@@ -213,25 +213,6 @@ def _stretched_notes(result: BenchmarkRecord) -> list[str]:
         return []
     lengths = ", ".join(str(n) for n in dict.fromkeys(c.prompt_tokens for c in result.configs))
     return [f"prompt stretched: the prompt's {natural} tokens repeated (or cut) to {lengths} tokens"]
-
-
-def _prediction_notes(result: BenchmarkRecord) -> list[str]:
-    if not result.predictions or result.cost_model is None:
-        return []
-    found = []
-    measured = set(result.configs)
-    skipped = [p for p in result.predictions if p.config not in measured]
-    if skipped and not result.partial:
-        rows = ", ".join(str(p.config) for p in skipped)
-        found.append(
-            f"predicted only (measured=False): {rows}; measuring them would pass the {result.spec.max_seconds:g} s "
-            "budget (--max-seconds)"
-        )
-    largest = max(result.predictions, key=lambda p: p.prompt_tokens + p.new_tokens)
-    found += result.cost_model.explain(
-        largest.prompt_tokens, largest.new_tokens, kv_bytes=largest.kv_bytes, weight_bytes=result.facts.weight_bytes
-    )
-    return found
 
 
 def _intervals(result: BenchmarkRecord) -> list[tuple[str, Pair]]:

@@ -1,4 +1,4 @@
-"""The records a measurement is made of: where tokens differed, a hooked run, a prediction."""
+"""The records a measurement is made of: where tokens differed, a hooked run; and what a run found out."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from kvmagic.core.config import Config
 from kvmagic.core.kvbytes import KVSizes
 
-__all__ = ["DEADLINE_STOPS", "Mismatch", "Prediction", "RunFacts", "StepProfile", "first_mismatch"]
+__all__ = ["DEADLINE_STOPS", "Mismatch", "RunFacts", "StepProfile", "first_mismatch"]
 
 DEADLINE_STOPS = ("deadline", "cut")  # RunFacts.stopped of a run held to max_seconds: work left out, or a run cut
 
@@ -85,26 +85,6 @@ def first_mismatch(reference: Sequence[int], others: Sequence[Sequence[int]]) ->
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """What the cost model expects of one configuration, measured or not (``--predict``)."""
-
-    prompt_tokens: int
-    new_tokens: int
-    uncached_s: float
-    cached_s: float
-    kv_bytes: int | None = None  # the cache at its longest, predicted from the config, for the whole batch
-    batch: int = 1
-
-    @property
-    def config(self) -> Config:
-        return Config(self.prompt_tokens, self.new_tokens, self.batch)
-
-    @property
-    def speedup(self) -> float:
-        return self.uncached_s / self.cached_s if self.cached_s > 0 else math.nan
-
-
-@dataclass(frozen=True)
 class RunFacts:
     """What a run found out besides its times: its prompt, its plan, why it stopped, what the model holds."""
 
@@ -119,7 +99,6 @@ class RunFacts:
     fitting_s: float | None = None  # stopped at the deadline: a max_seconds that should fit what it left out
     kv_sizes: KVSizes | None = None  # the KV cache's sizes per layer, as the installed transformers keeps them
     model_generation_settings: dict[str, Any] = field(default_factory=dict)  # what the model ships, turned off
-    weight_bytes: int | None = None  # with predict: the weights, for the cost model's explanation
 
     def setup(self) -> dict[str, Any]:
         """The facts as ``how this was measured`` lists them, the empty ones left out, and the cache's sizes,

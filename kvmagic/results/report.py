@@ -15,7 +15,6 @@ from kvmagic.core.addon import addons
 from kvmagic.core.strategy import PAIR, REFERENCE, Strategy
 from kvmagic.results.columns import Column, names
 from kvmagic.results.pareto_marks import pareto_marks
-from kvmagic.results.predictions import PREDICT_PAIR, predicted_rows
 from kvmagic.results.rows import PAIR as PAIR_COLUMNS
 from kvmagic.results.rows import ROWS, PairRow, Row
 
@@ -51,23 +50,14 @@ class Addition:
         return names(self.pair_columns)
 
 
-ADDITIONS = {
-    addition.option: addition
-    for addition in (
-        Addition("--predict", lambda r: bool(r.predictions), pair_columns=PREDICT_PAIR),
-    )
-}  # fmt: skip
-
-
 def additions() -> list[Addition]:
-    """What the options add, in the order their columns follow the table's own: what each add-on adds in the
-    registry's order, then a prediction's (the plain run's view ends with it)."""
-    found = [
+    """What the options add, in the order their columns follow the table's own: what each add-on adds, in the
+    registry's order."""
+    return [
         Addition(a.options[0].flags[0], a.shows, a.row_columns, a.pair_columns, a.about)
         for a in addons()
         if a.row_columns or a.pair_columns
     ]
-    return [*found, ADDITIONS["--predict"]]
 
 
 def added(option: str) -> Addition:
@@ -128,6 +118,8 @@ def table(result: BenchmarkRecord) -> pd.DataFrame:
     import pandas as pd
 
     found = pair_view(result) if result.plain else rows(result)
-    if result.plain and result.predictions:
-        found = predicted_rows(result, found)
+    if result.plain:  # an add-on's rows of the plain run's view (of a configuration not measured, say)
+        for addon in addons():
+            if addon.shows(result):
+                found = addon.pair_rows(result, found)
     return pd.DataFrame(found, columns=list(names(columns(result))))

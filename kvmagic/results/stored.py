@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from kvmagic.core.addon import addons
 from kvmagic.core.config import Config
-from kvmagic.core.costmodel import CostModel
 from kvmagic.core.kvbytes import KVSizes, SlidingKeep
 from kvmagic.core.quality import Quality
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.results.measurement import Measurement
-from kvmagic.results.records import Mismatch, Prediction, RunFacts, StepProfile
-from kvmagic.results.serialize import floats_back, seconds_back
+from kvmagic.results.records import Mismatch, RunFacts, StepProfile
+from kvmagic.results.serialize import floats_back
 
 if TYPE_CHECKING:
     from kvmagic.results.benchmark_record import BenchmarkRecord
@@ -47,8 +46,6 @@ def result_to_dict(result: BenchmarkRecord) -> dict[str, Any]:
         "metadata": result.metadata,
         "facts": dataclasses.asdict(result.facts),
         "measurements": [_measurement_to_dict(m) for m in result.measurements],
-        "predictions": [dataclasses.asdict(p) for p in result.predictions],
-        "cost_model": None if result.cost_model is None else result.cost_model.to_dict(),
     }
     for addon in addons():  # a mapping an add-on keeps under one of the centre's (its facts) joins it there
         for key, value in addon.dump(result.addons.get(addon.name)).items():
@@ -79,8 +76,6 @@ def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             remarks=dict(data.get("remarks", {})),
             metadata={k: v for k, v in data.get("metadata", {}).items() if k not in _in_metadata()},
             facts=_facts(data.get("facts", {})),
-            predictions=[Prediction(**seconds_back(p)) for p in data.get("predictions", [])],
-            cost_model=None if data.get("cost_model") is None else CostModel.from_dict(data["cost_model"]),
             addons={addon.name: kept for addon in addons() if (kept := addon.load(data)) is not None},
         )
     except (KeyError, TypeError) as error:
@@ -149,7 +144,7 @@ def _from_format_2(data: Mapping[str, Any]) -> dict[str, Any]:
     """A format 1 or 2 file as format 3: each configuration's interleaved runs split by strategy."""
     old = dict(data.get("metadata", {}))
     strategies = data.get("strategies") or old.get("strategies") or ["uncached", "cached"]
-    facts = {k: old[k] for k in _FACTS & old.keys()}
+    facts = {**data.get("facts", {}), **{k: old[k] for k in _FACTS & old.keys()}}  # and what an upgrade put there
     measurements = [s for m in data["measurements"] for s in _split(m)]
     position = next((m.get("kv_position_bytes") for m in data["measurements"] if m.get("kv_position_bytes")), None)
     if position:

@@ -29,7 +29,7 @@ from kvmagic.measure.threads import torch_threads
 from kvmagic.results.records import DEADLINE_STOPS, RunFacts
 from kvmagic.results.result import BenchmarkResult, Measurement
 from kvmagic.runner.deadline_run import Cut, Deadline, HeldTo, LeftOut, cut_after
-from kvmagic.runner.plan import Budget, Plan, make_plan, plan_budget, probe_two_tokens, rounds_of
+from kvmagic.runner.plan import Plan, make_plan, probe_two_tokens, rounds_of, todo
 from kvmagic.runner.progress import Bar, Eta, progress_bar
 from kvmagic.runner.prompt import batched
 from kvmagic.runner.rounds import TTFT_RUNS, TimedRuns, first_call, measure_rounds, warm_up
@@ -83,21 +83,20 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
     plan = make_plan(loaded, prompt, spec)
     before = {addon: addon.before(plan) for addon in used_by(spec)}  # probes, untimed, before any run
     deadline = Deadline(spec.max_seconds, rounds=rounds_of(plan), first_tokens=TTFT_RUNS, clock=perf_counter)
-    budget = Budget(plan.configs)
+    planned = todo(plan, before)
     measurements: list[Measurement] = []
     stopped = ""  # why the configurations left were not measured
     try:
         with progress_bar(enabled=progress, delay_s=PROGRESS_AFTER_S) as bar:
-            budget = plan_budget(plan)
-            deadline.start()  # after --predict's probe, whose rows are decided against a budget of their own
-            with cut_after(_cut_in(deadline, loaded, budget)):
-                eta = bar.eta = _warm_first(plan, budget, deadline)
-                for found in _measure_each(plan, budget, bar, eta, label, deadline, before):
+            deadline.start()
+            with cut_after(_cut_in(deadline, loaded, planned)):
+                eta = bar.eta = _warm_first(plan, planned, deadline)
+                for found in _measure_each(plan, planned, bar, eta, label, deadline, before):
                     measurements += found
                 if deadline.left_out and not measurements:  # its bar leaves no trace: the error says it all
                     raise deadline.nothing_finished([s.strategy for s in plan.runnable])
     except Cut:  # past the deadline by its margin: the run under way is dropped, the finished ones kept
-        deadline.stopped_by_cut(budget.todo, {m.config for m in measurements})
+        deadline.stopped_by_cut(planned, {m.config for m in measurements})
         stopped = "cut"
     except KeyboardInterrupt:
         if len(plan.configs) == 1:  # nothing finished to return: the user asked to stop
@@ -114,7 +113,7 @@ def _run(loaded: LoadedModel, prompt: str, spec: BenchSpec, progress: bool, labe
     stopped = stopped or ("deadline" if deadline.left_out else "")  # work left out that it did not start
     measurements = _as_asked(plan, measurements)
     kept = {addon.name: addon.after(plan, measurements, found) for addon, found in before.items()}
-    return _result(plan, prompt, budget, deadline, measurements, stopped, kept)
+    return _result(plan, prompt, deadline, measurements, stopped, kept)
 
 
 def _as_asked(plan: Plan, measurements: list[Measurement]) -> list[Measurement]:
@@ -124,7 +123,7 @@ def _as_asked(plan: Plan, measurements: list[Measurement]) -> list[Measurement]:
 
 
 def _result(
-    plan: Plan, prompt: str, budget: Budget, deadline: Deadline, measurements: list[Measurement], stopped: str,
+    plan: Plan, prompt: str, deadline: Deadline, measurements: list[Measurement], stopped: str,
     kept: Mapping[str, Any],
 ) -> BenchmarkResult:  # fmt: skip
     """The result, built once from what was measured, what the run found out and what each add-on kept."""
@@ -138,8 +137,6 @@ def _result(
         remarks=plan.remarks,
         metadata=environment(loaded),
         facts=_facts(plan, prompt, deadline, stopped),
-        predictions=list(budget.predictions),
-        cost_model=budget.cost,
         addons={name: data for name, data in kept.items() if data is not None},
     )
     for addon in addons():
@@ -147,11 +144,11 @@ def _result(
     return result
 
 
-def _cut_in(deadline: Deadline, loaded: LoadedModel, budget: Budget) -> float | None:
+def _cut_in(deadline: Deadline, loaded: LoadedModel, planned: list[Config]) -> float | None:
     """Seconds until the timer cuts the run (None: never): not with nothing to measure, and never across ranks:
     one rank cut in a collective would leave the others waiting in it; their deadline is kept by what each
     starts, decided alike."""
-    return deadline.cut_in if loaded.world is None and budget.todo else None
+    return deadline.cut_in if loaded.world is None and planned else None
 
 
 def _facts(plan: Plan, prompt: str, deadline: Deadline, stopped: str) -> RunFacts:
@@ -171,7 +168,6 @@ def _facts(plan: Plan, prompt: str, deadline: Deadline, stopped: str) -> RunFact
         fitting_s=deadline.fitting_s([s.strategy for s in plan.runnable]) if left_out else None,
         kv_sizes=kv_sizes(model.config, model.dtype),
         model_generation_settings=non_greedy_settings(model),  # what the benchmark turned off: see the note
-        weight_bytes=sum(p.numel() * p.element_size() for p in model.parameters()) if spec.predict else None,
     )
 
 
@@ -214,15 +210,15 @@ def _first_calls(plan: Plan, inputs: BatchEncoding, new_tokens: int) -> dict[Str
     return found
 
 
-def _warm_first(plan: Plan, budget: Budget, deadline: Deadline) -> Eta:
+def _warm_first(plan: Plan, planned: list[Config], deadline: Deadline) -> Eta:
     """Warm up at the first prompt length: the warm-up is the run's first probe. Where it says nothing of a
     strategy (a cached one's steps under two tokens, or none: a compiled strategy) and there is a budget, a
     two-token run of that strategy does. Then the first estimate, and the progress bar's arithmetic over the runs
     it projects."""
     rounds = first_stop() if plan.spec.repeat == "auto" else plan.spec.repeat
-    if not budget.todo:  # --predict put every row past the budget: nothing to warm up for
+    if not planned:  # an add-on left every row out: nothing to warm up for
         return Eta([], rounds, clock=perf_counter)
-    prompt_tokens = budget.todo[0].prompt_tokens
+    prompt_tokens = planned[0].prompt_tokens
     _warm(plan, prompt_tokens, deadline)
     told = {seen.strategy for seen in deadline.seen if seen.config.new_tokens > 1 or not seen.strategy.caches}
     unknown = [s for s in plan.runnable if s.strategy not in told]
@@ -230,25 +226,25 @@ def _warm_first(plan: Plan, budget: Budget, deadline: Deadline) -> Eta:
         for strategy, seconds in probe_two_tokens(plan, unknown, plan.inputs[prompt_tokens]).items():
             deadline.saw(strategy, Config(prompt_tokens, 2), seconds)
     names = [s.strategy for s in plan.runnable]
-    deadline.estimate(budget.todo, names, _warmup_tokens(plan))
-    return Eta(deadline.to_come(budget.todo, 0, names), rounds, ends_by=deadline.ends_by, clock=perf_counter)
+    deadline.estimate(planned, names, _warmup_tokens(plan))
+    return Eta(deadline.to_come(planned, 0, names), rounds, ends_by=deadline.ends_by, clock=perf_counter)
 
 
 def _measure_each(
-    plan: Plan, budget: Budget, bar: Bar, eta: Eta, label: str, deadline: Deadline, before: Mapping[AddOn, Any]
+    plan: Plan, planned: list[Config], bar: Bar, eta: Eta, label: str, deadline: Deadline, before: Mapping[AddOn, Any]
 ) -> Iterator[list[Measurement]]:
     """Measure the planned configurations in order, a measurement per strategy, warming up each new prompt
     length first, each add-on (with what its ``before`` found) starting the strategies as they run there; what the
     deadline says would pass it is left out, and every timed run reaches the deadline's evidence and the bar's
     arithmetic."""
     loaded, spec = plan.loaded, plan.spec
-    warmed = {budget.todo[0].prompt_tokens} if budget.todo else set()
+    warmed = {planned[0].prompt_tokens} if planned else set()
     rule = lockstep(stop_rule(spec))  # across ranks, rank 0 says when to stop
-    for index, config in enumerate(budget.todo):
+    for index, config in enumerate(planned):
         prompt_tokens, new_tokens, batch = config
         names = [s.strategy for s in plan.runnable]
         where = f"prompt {prompt_tokens}, new {new_tokens}" + (f", batch {batch}" if batch > 1 else "")
-        said = f"kvbench {label}{' ' if label else ''}{index + 1}/{len(budget.todo)}: {where}"
+        said = f"kvbench {label}{' ' if label else ''}{index + 1}/{len(planned)}: {where}"
         if prompt_tokens not in warmed:
             if not deadline.warms(config, deadline.warmup_seconds(prompt_tokens, names, _warmup_tokens(plan))):
                 continue
@@ -265,7 +261,7 @@ def _measure_each(
         first = _first_calls(plan, inputs, new_tokens)
         runnable = [s for s in runnable if s.strategy not in plan.skipped]  # a first call that failed skipped it
         eta.begin(index, [s.strategy for s in runnable])
-        heard = _Heard(deadline, eta, budget.todo, index, [s.strategy for s in runnable])
+        heard = _Heard(deadline, eta, planned, index, [s.strategy for s in runnable])
         try:
             yield measure_rounds(
                 loaded, inputs, new_tokens=new_tokens, strategies=runnable, stop=HeldTo(rule, heard.round_fits),

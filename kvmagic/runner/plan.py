@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from kvmagic.core.addon import addons, used_by
-from kvmagic.core.budget import plan_within_budget
-from kvmagic.core.config import Config
+from kvmagic.core.addon import AddOn, addons, used_by
 from kvmagic.core.deadline import shortest_first
 from kvmagic.core.lengths import configurations
 from kvmagic.core.strategy import PAIR, REFERENCE
 from kvmagic.errors import KVMagicError, clipped
-from kvmagic.measure.costmodel_probe import probe
 from kvmagic.measure.guards import is_out_of_memory
-from kvmagic.measure.lockstep import any_reason, from_first
-from kvmagic.measure.memory import kv_sizes
+from kvmagic.measure.lockstep import any_reason
 from kvmagic.measure.strategies import Setup, checked, setups
-from kvmagic.results.records import Prediction
 from kvmagic.runner.judge import Judge
 from kvmagic.runner.prompt import check_positions, prompt_inputs, text_ids
 from kvmagic.runner.rounds import first_call
@@ -28,12 +23,12 @@ from kvmagic.runner.rounds import first_call
 if TYPE_CHECKING:
     from transformers import BatchEncoding
 
-    from kvmagic.core.costmodel import CostModel
+    from kvmagic.core.config import Config
     from kvmagic.core.spec import BenchSpec
     from kvmagic.core.strategy import Strategy
     from kvmagic.measure.loaded import LoadedModel
 
-__all__ = ["Budget", "Plan", "make_plan", "plan_budget", "probe_two_tokens", "rounds_of"]
+__all__ = ["Plan", "make_plan", "probe_two_tokens", "rounds_of", "todo"]
 
 T = TypeVar("T")
 
@@ -84,16 +79,6 @@ class Plan:
         return [s for s in self.strategies if not s.reason and s.strategy not in self.skipped]
 
 
-@dataclass(frozen=True)
-class Budget:
-    """Which configurations to measure, in the order to measure them (the least work first), and with
-    ``--predict`` the typical cost model and its predictions of every configuration."""
-
-    todo: list[Config]
-    cost: CostModel | None = None
-    predictions: tuple[Prediction, ...] = ()
-
-
 def make_plan(loaded: LoadedModel, prompt: str, spec: BenchSpec) -> Plan:
     """Resolve the strategies (with those the add-ons add), tokenize, and check every configuration fits the
     model."""
@@ -124,30 +109,15 @@ def _check_something_runs(chosen: list[Setup]) -> None:
                            "that runs here to {cache}, e.g. dynamic", "cache")  # fmt: skip
 
 
-def plan_budget(plan: Plan) -> Budget:
-    """The configurations in the order to measure them, the least work first (:func:`shortest_first`): the
-    budget is a deadline (:class:`~kvmagic.runner.deadline_run.Deadline`), and what fits it is measured before what
-    would pass it.
-
-    ``--predict`` probes the cost model (:class:`kvmagic.core.costmodel.Probes`): its figures are each point's
-    median round, a typical run to set beside measured medians, and the rows its fastest round puts past
-    ``max_seconds`` are predicted, not measured. Across ranks the probe's figures are each rank's own; the
-    deadline's decisions, and which rows are measured, are rank 0's.
-    """
-    spec, order = plan.spec, shortest_first(plan.configs)
-    if not spec.predict:
-        return Budget(order)
-    caches = [s.caches for s in plan.runnable]
-    shortest, longest = min(c.prompt_tokens for c in order), max(c.cached_positions for c in order)
-    probes = probe(plan.loaded, plan.inputs[order[0].prompt_tokens], shortest, longest)
-    typical, fastest = probes.typical(), probes.fastest()
-    predictions = tuple(_prediction(plan.loaded, typical, config) for config in plan.configs)
-    rounds = rounds_of(plan)
-    fits = plan_within_budget(
-        fastest, order, repeat=rounds, warmup_tokens=spec.warmup_tokens, max_seconds=spec.max_seconds, caches=caches
-    )
-    todo = from_first([config for config, fit in zip(order, fits) if fit])  # each rank probed its own
-    return Budget(todo, typical, predictions)
+def todo(plan: Plan, before: Mapping[AddOn, Any]) -> list[Config]:
+    """The configurations to measure, in the order to measure them, the least work first (:func:`shortest_first`):
+    the budget is a deadline (:class:`~kvmagic.runner.deadline_run.Deadline`), and what fits it is measured before
+    what would pass it. Each add-on the request uses may leave some out (:meth:`~kvmagic.core.addon.AddOn.todo`,
+    with what its ``before`` found)."""
+    found = shortest_first(plan.configs)
+    for addon, data in before.items():
+        found = addon.todo(plan, found, data)
+    return found
 
 
 def probe_two_tokens(plan: Plan, strategies: Sequence[Setup], inputs: BatchEncoding) -> dict[Strategy, float]:
@@ -168,16 +138,3 @@ def rounds_of(plan: Plan) -> int:
     """Runs per strategy at each configuration beside the warm-up and first-token ones: the timed rounds, the
     hooked one of ``steps``, and those the add-ons add (:meth:`~kvmagic.core.addon.AddOn.extra_runs`)."""
     return plan.spec.rounds + sum(addon.extra_runs(plan) for addon in addons())
-
-
-def _prediction(loaded: LoadedModel, cost: CostModel, config: Config) -> Prediction:
-    """The cost model's figures, a batch counted as ``batch`` sequences one after another (conservative)."""
-    model, (prompt_tokens, new_tokens, batch) = loaded.model, config
-    return Prediction(
-        prompt_tokens=prompt_tokens,
-        new_tokens=new_tokens,
-        uncached_s=batch * cost.generate_seconds(prompt_tokens, new_tokens, use_cache=False),
-        cached_s=batch * cost.generate_seconds(prompt_tokens, new_tokens, use_cache=True),
-        kv_bytes=kv_sizes(model.config, model.dtype).after(*config),
-        batch=batch,
-    )

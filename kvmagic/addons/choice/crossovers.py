@@ -2,8 +2,8 @@
 
 Along the sweep through the largest configuration (its prompt lengths, or its numbers of new tokens, whichever has
 more), each strategy's median seconds against the context (prompt + new tokens) is fitted
-(:func:`kvmagic.core.costmodel.fit_polynomial`) on every length but the longest, which is held out to check it; a
-crossover is the context from which one fitted curve stays below another's (:func:`kvmagic.core.costmodel.crossing`),
+(:func:`kvmagic.core.curves.fit_polynomial`) on every length but the longest, which is held out to check it; a
+crossover is the context from which one fitted curve stays below another's (:func:`kvmagic.core.curves.crossing`),
 searched from the shortest length fitted to the longest held out, or to the shorter of the two strategies' reach
 where the memory frontier gives one. Each crossover keeps its check: the two strategies' time ratio at the held-out
 length, predicted and measured.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-from kvmagic.core.costmodel import Polynomial, crossing, fit_polynomial, lowest
+from kvmagic.core.curves import Polynomial, crossing, fit_polynomial, lowest
 from kvmagic.core.strategy import Strategy
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ def refuse_across(spec: BenchSpec) -> None:
     prefix = spec.option(NAME)
     if prefix is None:
         return
-    for name, given, word in (("predict", spec.predict, ""), ("repeat", spec.repeat == "auto", " auto")):
+    for name, given, word in (("predict", spec.addons.get("predict"), ""), ("repeat", spec.repeat == "auto", " auto")):
         if given:
             raise KVMagicError(
                 f"{{{name}}}{word} compares the cache off against on: drop it, or drop {{prefix}}", name, "prefix"

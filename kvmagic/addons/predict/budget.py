@@ -1,4 +1,4 @@
-"""``--predict``'s budget: which rows the probed cost model puts within ``max_seconds``, and how seconds are written.
+"""``--predict``'s budget: which rows the probed cost model puts within ``max_seconds``.
 
 The run itself is held to the budget as a deadline, from the runs it makes (:mod:`kvmagic.core.deadline`); a
 prediction's rows past it are shown predicted, not measured. Pure functions only (no torch).
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from kvmagic.core.config import Config
 
 if TYPE_CHECKING:
-    from kvmagic.core.costmodel import CostModel
+    from kvmagic.addons.predict.costmodel import CostModel
 
-__all__ = ["format_seconds", "plan_within_budget", "round_seconds"]
+__all__ = ["plan_within_budget", "round_seconds"]
 
 PAIR = (False, True)  # use_cache of each strategy a round runs: uncached, then cached
 
@@ -52,11 +52,3 @@ def plan_within_budget(
             warmed.add(prompt_tokens)
         plan.append(fits)
     return plan
-
-
-def format_seconds(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 120:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.3g} s"

@@ -2,10 +2,10 @@
 
 The machine that runs the probes may speed up or slow down while they run (other work, clock
 changes). So the probes go in rounds, each visiting every length and the hooked ``generate``, and
-every round's timings are kept, and its wall time (:class:`kvmagic.core.costmodel.Probes`): a slow
-stretch then costs every point alike, each point's median round fits the curves of a typical run,
+every round's timings are kept, and its wall time (:class:`kvmagic.addons.predict.costmodel.Probes`): a
+slow stretch then costs every point alike, each point's median round fits the curves of a typical run,
 and the fastest whole round scales them to what a load cannot inflate, both by the pure
-:mod:`kvmagic.core.costmodel`. Only ``--predict`` probes: the budget is held from the runs a cell makes
+:mod:`kvmagic.addons.predict.costmodel`. Only ``--predict`` probes: the budget is held from the runs a cell makes
 (:mod:`kvmagic.core.deadline`).
 """
 
@@ -15,7 +15,7 @@ import inspect
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from kvmagic.core.costmodel import (
+from kvmagic.addons.predict.costmodel import (
     DECODE_STEPS,
     OVERHEAD_TOKENS,
     PROBE_REPEAT,
