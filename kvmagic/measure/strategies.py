@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Setup", "checked", "plain_pair", "reset_static_cache_state", "resolve", "setups", "strategy_config",
-    "warm_twin",
 ]  # fmt: skip
 
 
@@ -137,23 +136,6 @@ def setups(
     if compile:  # BenchSpec has checked that a plain static cache is named, and that kv_bits fits a strategy
         wanted += [s.twin(compiled=True) for s in wanted if s.static and not s.compiled]
     return [resolve(loaded, s, kv_bits=kv_bits) for s in dict.fromkeys(wanted)]
-
-
-def warm_twin(setup: Setup) -> Setup:
-    """``setup``'s strategy started from the cache of the prompt's prefix, built with ``setup`` itself before each
-    configuration and handed in as ``start`` (so ``generate`` is told no cache implementation of its own); a static
-    cache and a press get one that says why it cannot run."""
-    twin = setup.strategy.twin(warm=True)
-    if setup.strategy.press is not None:
-        return Setup(twin, reason="kvpress compresses only at a prefill, and the rest of a prompt after a reused "
-                     "prefix is not one: its cache would stay whole")  # fmt: skip
-    if setup.reason:
-        return Setup(twin, reason=setup.reason)
-    if setup.static or setup.strategy.compiled:
-        return Setup(twin, reason="a reused prefix needs a cache that grows: a static one is sized by the call "
-                     "that builds it")  # fmt: skip
-    settings = {k: v for k, v in setup.settings.items() if k != "cache_config"}
-    return Setup(twin, {**settings, "cache_implementation": None})
 
 
 def resolve(loaded: LoadedModel, strategy: Strategy | str, *, kv_bits: int | None = None) -> Setup:

@@ -79,7 +79,7 @@ class _Prefix(AddOn):
 
     def strategies(self, spec: BenchSpec, setups: list[Setup]) -> list[Setup]:
         """A warm twin of each strategy that caches, after all of them."""
-        from kvmagic.measure.strategies import warm_twin
+        from kvmagic.addons.prefix.prefix_cache import warm_twin
 
         return [*setups, *(warm_twin(s) for s in setups if s.caches)]
 

@@ -18,17 +18,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from kvmagic.measure.lockstep import any_reason
-from kvmagic.measure.strategies import strategy_config
+from kvmagic.measure.strategies import Setup, strategy_config
 from kvmagic.measure.timing import returned_cache, timed_generate
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
 
     from kvmagic.core.strategy import Strategy
-    from kvmagic.measure.strategies import Setup
     from kvmagic.runner.plan import Plan
 
-__all__ = ["Prefix", "build_prefix"]
+__all__ = ["Prefix", "build_prefix", "warm_twin"]
 
 
 @dataclass
@@ -86,3 +85,20 @@ def _built(plan: Plan, head: Mapping[str, torch.Tensor], strategy: Setup) -> Any
     with strategy.around(loaded.model):
         output, _ = timed_generate(loaded.model, head, config, loaded.devices)
     return returned_cache(output)
+
+
+def warm_twin(setup: Setup) -> Setup:
+    """``setup``'s strategy started from the cache of the prompt's prefix, built with ``setup`` itself before each
+    configuration and handed in as ``start`` (so ``generate`` is told no cache implementation of its own); a static
+    cache and a press get one that says why it cannot run."""
+    twin = setup.strategy.twin(warm=True)
+    if setup.strategy.press is not None:
+        return Setup(twin, reason="kvpress compresses only at a prefill, and the rest of a prompt after a reused "
+                     "prefix is not one: its cache would stay whole")  # fmt: skip
+    if setup.reason:
+        return Setup(twin, reason=setup.reason)
+    if setup.static or setup.strategy.compiled:
+        return Setup(twin, reason="a reused prefix needs a cache that grows: a static one is sized by the call "
+                     "that builds it")  # fmt: skip
+    settings = {k: v for k, v in setup.settings.items() if k != "cache_config"}
+    return Setup(twin, {**settings, "cache_implementation": None})
