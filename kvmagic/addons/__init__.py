@@ -7,12 +7,13 @@ line here.
 
 from __future__ import annotations
 
-from kvmagic.addons import choice, frontier, html_report, limits, models, prefix, replay, split
+from kvmagic.addons import choice, frontier, html_report, limits, models, prefix, random_weights, replay, split
 from kvmagic.core.addon import AddOn
 
 __all__ = ["ADDONS"]
 
 ADDONS: tuple[AddOn, ...] = (
+    random_weights.ADDON,
     models.ADDON,
     split.ADDON,
     limits.ADDON,
