@@ -28,7 +28,7 @@ from busy import busy, load_average
 from cell_cost import PROMPT, recipe
 
 from kvmagic import load_model, run_benchmark
-from kvmagic.model.random_weights import shipped_config
+from kvmagic.addons.random_weights.random_build import shipped_config
 from kvmagic.runner.prompt import encode_prompt
 
 OFF_BY = 0.25  # a single pair's speed-up this far from the reference misleads

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvmagic.model.random_weights import shipped_config
+from kvmagic.addons.random_weights.random_build import shipped_config
 from kvmagic.results.result import BenchmarkResult
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,8 +14,8 @@ import nbformat
 import pytest
 
 from kvmagic.addons.models.models_result import ModelsResult
+from kvmagic.addons.random_weights.random_build import shipped_config
 from kvmagic.measure.memory import sliding_keep
-from kvmagic.model.random_weights import shipped_config
 
 from .test_notebook import unreadable
 

@@ -14,11 +14,11 @@ import pytest
 from kvmagic.addons.models.models_result import ModelsResult
 from kvmagic.addons.models.models_run import run_models
 from kvmagic.addons.models.models_table import shape_values
+from kvmagic.addons.random_weights.random_build import shipped_config
 from kvmagic.core.shape import ModelShape
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main
 from kvmagic.measure.memory import sliding_keep
-from kvmagic.model.random_weights import shipped_config
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, raises_usage, said

@@ -19,12 +19,12 @@ import pytest
 
 from kvmagic import load_model, run_benchmark
 from kvmagic.addons.frontier.frontier_probe import check_fit
+from kvmagic.addons.random_weights.random_build import shipped_config
 from kvmagic.core.strategy import parse_list
 from kvmagic.errors import KVMagicError
 from kvmagic.frontends.cli import main
 from kvmagic.measure import capabilities, press
 from kvmagic.measure.strategies import checked, resolve
-from kvmagic.model.random_weights import shipped_config
 from kvmagic.runner import judge as judge_module
 
 SMOL = "HuggingFaceTB/SmolLM2-135M"

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from kvmagic import load_model, run_benchmark
+from kvmagic.addons.random_weights.random_build import SHIPPED, build, config_from_dict, seed_parameters, shipped_config
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.capabilities import dtype_keyword
 from kvmagic.measure.threads import torch_threads
-from kvmagic.model.random_weights import SHIPPED, build, config_from_dict, seed_parameters, shipped_config
 
 from .conftest import said
 
@@ -215,7 +215,7 @@ def test_the_command_wraps_the_summary_too():
 def test_a_config_alone_gets_tinys_tokenizer_not_one_built_from_the_config(tmp_path):
     """transformers 5 builds Gemma 3's tokenizer from its config alone: 5 special tokens, every prompt unknown.
     Where that is all there is, tiny's byte-level tokenizer stands in, as where no tokenizer builds at all."""
-    from kvmagic.model.random_weights import LEAST_VOCABULARY, find_tokenizer
+    from kvmagic.addons.random_weights.random_build import LEAST_VOCABULARY, find_tokenizer
 
     (tmp_path / "config.json").write_text(json.dumps(_shallow(GEMMA, 6)))
     tokenizer, stand_in = find_tokenizer(str(tmp_path), config_from_dict(_shallow(GEMMA, 6)))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kvmagic.addons.random_weights.random_build import config_from_dict, shipped_config
 from kvmagic.addons.split import process_group, split_rank
 from kvmagic.addons.split.split_launch import failure, outcome, root_cause
 from kvmagic.addons.split.split_loading import check_split
@@ -27,7 +28,6 @@ from kvmagic.frontends.cli import main, parser
 from kvmagic.frontends.options import bench_spec, defaults
 from kvmagic.measure import lockstep
 from kvmagic.measure.strategies import Setup
-from kvmagic.model.random_weights import config_from_dict, shipped_config
 from kvmagic.results.measurement import Measurement
 from kvmagic.results.result import BenchmarkResult
 from kvmagic.runner.plan import Plan

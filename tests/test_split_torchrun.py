@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from kvmagic.addons.random_weights.random_build import shipped_config
 from kvmagic.core.strategy import Strategy
-from kvmagic.model.random_weights import shipped_config
 from kvmagic.results.result import BenchmarkResult
 
 from .conftest import PROMPT, said

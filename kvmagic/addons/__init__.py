@@ -17,6 +17,7 @@ from kvmagic.addons import (
     plot,
     predict,
     prefix,
+    random_weights,
     replay,
     split,
 )
@@ -25,6 +26,7 @@ from kvmagic.core.addon import AddOn
 __all__ = ["ADDONS"]
 
 ADDONS: tuple[AddOn, ...] = (
+    random_weights.ADDON,
     baseline.ADDON,
     models.ADDON,
     split.ADDON,

@@ -6,6 +6,10 @@ a folder of ``kvmagic/addons/`` whose :class:`AddOn` the registry (``kvmagic/add
 iterates over :func:`addons` at each joint, as pytest calls its plugins' hooks and optimum-benchmark its backends,
 launchers and trackers through one base class each:
 
+- the model: its keywords of ``load_model`` and their flags (``load_fields``, ``load_options``), the model it builds
+  its own way where they ask (``build``) and what it refuses of that before anything loads (``check_build``), how
+  they build a directory without weights (``without_weights``), what a result's metadata records of the model
+  (``environment``), and what a loaded model answers for it (``loaded_attributes``);
 - the request: a saved run a front end's request starts from, filled in where the user typed nothing (``saved``);
   the options an add-on adds (``fields``, ``options``), what it refuses beside them (``refuse``) and
   in the prompt before any model loads (``check_prompt``), whether it makes the request a comparison of strategies
@@ -29,9 +33,10 @@ launchers and trackers through one base class each:
   notes (``notes``, ``notes_last``), what "how this was measured" lists of its data (``facts``), what a file keeps of
   it (``dump``, ``load``, ``upgrade`` for an older format, ``in_metadata`` for the current one's older layout) and of
   its data on each measurement (``dump_measurement``, ``load_measurement``), and what a result and a measurement
-  answer for it (``attributes``, ``measurement_attributes``); any table of its own the columns page lists
-  (``tables``); a result of a kind of its own has its files (``refuse_file``, ``read_back``) and its names in
-  kvmagic's API (``api``); the files it writes of a result (``exports``).
+  answer for it (``attributes``, ``measurement_attributes``); what it adds to the line on how quality was read
+  (``quality_said``); any table of its own the columns page lists (``tables``); a result of a kind of its own has its
+  files (``refuse_file``, ``read_back``) and its names in kvmagic's API (``api``); the files it writes of a result
+  (``exports``).
 
 A hook's default does nothing, so an add-on overrides only what it needs. Hooks take the objects of the layer that
 calls them (the runner's plan, a result's record); they are typed ``Any`` here, below those layers, and each
@@ -91,6 +96,32 @@ class AddOn:
     row_columns: tuple[Any, ...] = ()  # its :class:`~kvmagic.results.columns.Column`s of a comparison's rows
     pair_columns: tuple[Any, ...] = ()  # and of the plain run's view
     about: str = ""  # what the columns page says of its columns
+
+    load_fields: tuple[Field, ...] = ()  # its keywords of ``load_model``: how a model loads, not what a run measures
+    load_options: tuple[Any, ...] = ()  # and their :class:`~kvmagic.frontends.options.Option`s, of ``%kvload``
+    # What a loaded model answers for it, by attribute (``loaded.stand_in_tokenizer``), each read from the model.
+    loaded_attributes: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+
+    def build(self, name: str, load: Mapping[str, Any], before_weights: Callable[[], None] | None) -> Any:
+        """The model ``name`` (a :class:`~kvmagic.measure.loaded.LoadedModel`) where ``load`` (``load_model``'s
+        keywords, checked) asks this add-on to build it, ``before_weights`` run before its weights take memory; None
+        lets the centre load it. Asked of every add-on, in the registry's order."""
+        return None
+
+    def check_build(self, name: str, load: Mapping[str, Any]) -> bool:
+        """Where ``load`` (``load_model``'s keywords that name the model: revision, gguf_file, trust_remote_code, the
+        add-ons') asks it to build ``name``: raise what it cannot build, reading no weights (several models are
+        checked before the first loads), else True; False: the model loads as the centre loads it."""
+        return False
+
+    def without_weights(self, name: str) -> Exception | None:
+        """The refusal of a directory ``name`` that holds a config but no weights, where its load options build such
+        a model all the same (it says how); None leaves the centre's."""
+        return None
+
+    def environment(self, loaded: Any) -> dict[str, Any]:
+        """What a result's metadata records of the model ``loaded`` beside its environment; asked of every add-on."""
+        return {}
 
     def used(self, spec: Any) -> bool:
         """Whether a request (a :class:`~kvmagic.core.spec.BenchSpec`) asks for it."""
@@ -176,6 +207,10 @@ class AddOn:
     def notes(self, record: Any) -> list[str]:
         """What a reader of the table should know of it, the most important first."""
         return []
+
+    def quality_said(self, record: Any) -> str:
+        """What the line on how quality was read adds of it, where it changes what those figures mean (a clause)."""
+        return ""
 
     # Whether its notes come after the centre's last (how quality was read) rather than before: the first a shown
     # table's few lines leave out.

@@ -22,7 +22,6 @@ from kvmagic.errors import KVMagicError, did_you_mean
 from kvmagic.frontends.option import Host, Option
 from kvmagic.frontends.values import at_least_one, lengths, read_text, repeat_count, whole_number
 from kvmagic.model.loading import DEFAULT_MODEL, DTYPES
-from kvmagic.model.random_weights import SHIPPED
 
 __all__ = [
     "BENCH_OPTIONS",
@@ -51,7 +50,7 @@ def _default(name: str) -> Any:
     return value[0] if isinstance(value, tuple) and len(value) == 1 else value
 
 
-LOAD_OPTIONS: tuple[Option, ...] = (
+_LOAD_OPTIONS: tuple[Option, ...] = (
     Option(("model",), "Hub id, local directory, or 'tiny' (offline). kvbench -m (and %%%%kvbench -m) takes several, "
            "comma-separated: each measured in turn, side by side in one table.", "model", DEFAULT_MODEL,
            metavar="MODEL", configurable=True, cli_flags=("-m", "--model"), examples=("tiny",)),
@@ -66,10 +65,6 @@ LOAD_OPTIONS: tuple[Option, ...] = (
            configurable=True, examples=("eager", "sdpa")),
     Option(("--trust-remote-code",), "Run model code shipped with the repository.", "trust_remote_code",
            action="store_true", examples=("",)),
-    Option(("--random-weights",), "Build the model from its config with seeded random weights instead of loading "
-           "its weights: its real shape and timings, meaningless text, nothing downloaded. Configs ship for "
-           f"{', '.join(SHIPPED)}; for another model, its config must be in the local cache or a directory.",
-           "random_weights", action="store_true", examples=("",)),
 )  # fmt: skip
 
 _BENCH_OPTIONS: tuple[Option, ...] = (
@@ -143,6 +138,7 @@ _BENCH_OPTIONS: tuple[Option, ...] = (
 
 
 # The centre's options, then each add-on's.
+LOAD_OPTIONS = (*_LOAD_OPTIONS, *(option for addon in addons() for option in addon.load_options))
 BENCH_OPTIONS = (*_BENCH_OPTIONS, *(option for addon in addons() for option in addon.options))
 # The options that are also ``KVMagics`` traits, by trait name.
 CONFIGURABLE = {o.dest: o for o in (*LOAD_OPTIONS, *BENCH_OPTIONS) if o.configurable}

@@ -13,6 +13,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.core.addon import addons
+
 if TYPE_CHECKING:
     import torch
 
@@ -24,7 +26,8 @@ _NVIDIA_PROC = Path("/proc/driver/nvidia/version")
 
 
 def environment(loaded: LoadedModel) -> dict[str, Any]:
-    """Versions, device, dtype, attention, model, and the thread and precision settings in force now."""
+    """Versions, device, dtype, attention, model (and what each add-on records of it), and the thread and precision
+    settings in force now."""
     import torch
     import transformers
 
@@ -46,7 +49,7 @@ def environment(loaded: LoadedModel) -> dict[str, Any]:
         "model": loaded.name,
         "revision": loaded.revision,
         "model_commit": getattr(config, "_commit_hash", None),
-        "random_weights": loaded.random_weights,
+        **{key: value for addon in addons() for key, value in addon.environment(loaded).items()},
     }
 
 

@@ -6,8 +6,10 @@ measurement, so that no layer reaches up for the type it is handed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kvmagic.core.addon import answered
 
 if TYPE_CHECKING:
     import torch
@@ -27,10 +29,15 @@ class LoadedModel:
     name: str
     revision: str | None = None
     load_seconds: float = 0.0
-    random_weights: bool = False  # built from its config with seeded random weights: real timings, meaningless text
-    stand_in_tokenizer: str | None = None  # the model whose tokenizer stands in for a missing one (``tiny``)
     world: World | None = None  # one of several ranks a launcher started, in lockstep: this rank's place among them
     placement: str = ""  # how a launcher placed it beyond its devices, as the summary says it (over ranks, say)
+    built: str = ""  # how an add-on built it where it did, as the summary says it in place of "loaded"
+    addons: dict[str, Any] = field(default_factory=dict)  # what that add-on keeps of how, under its name
+
+    if not TYPE_CHECKING:  # what an add-on says of how it built it (``loaded.random_weights``)
+
+        def __getattr__(self, name: str) -> Any:
+            return answered(self, name, "loaded_attributes")
 
     @property
     def dtype(self) -> torch.dtype:
@@ -69,10 +76,7 @@ class LoadedModel:
         devices = ", ".join(str(d) for d in self.devices)
         dtype = str(self.dtype).removeprefix("torch.")
         revision = f"@{self.revision}" if self.revision else ""
-        built = "loaded"
-        if self.random_weights:
-            tokenizer = f", {self.stand_in_tokenizer}'s tokenizer" if self.stand_in_tokenizer else ""
-            built = f"RANDOM weights (real shape and timings, meaningless text){tokenizer}, built"
+        built = self.built or "loaded"
         placed = f" {self.placement}," if self.placement else ""
         return (
             f"{self.name}{revision}: {type(self.model).__name__}, {_count(self.num_parameters)} parameters, "

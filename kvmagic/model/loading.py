@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from kvmagic.core.addon import addons
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.capabilities import dtype_keyword, hub_reachable
 from kvmagic.measure.guards import with_memory_advice
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL", "DEVICE_MAP_STRATEGIES", "DTYPES", "LoadedModel", "check_attention",
-    "check_device_map", "check_gguf", "check_model", "check_random", "load_model", "local_path", "model_source",
+    "check_device_map", "check_gguf", "load_model", "local_path", "model_source",
     "offline_source", "quiet_progress_bars", "resolve_dtype", "without_progress_bars",
 ]  # fmt: skip
 
@@ -133,25 +134,28 @@ def load_model(
     gguf_file: str | None = None,
     attn_implementation: str | None = None,
     trust_remote_code: bool = False,
-    random_weights: bool = False,
     before_weights: Callable[[], None] | None = None,
+    **options: Any,
 ) -> LoadedModel:
     """Load ``name`` (a hub id, a local directory, or ``"tiny"``) with its tokenizer.
 
     Remote code runs only with ``trust_remote_code=True``. A hub id comes from the local cache alone while the
     Hub does not answer. Loading failures become one-line :class:`KVMagicError` messages that name the cause.
     ``before_weights`` runs once the tokenizer has loaded (so the name is good) and before the weights take
-    memory: the place to free a previous model. ``random_weights`` builds the model from its config instead
-    (:mod:`kvmagic.model.random_weights`), with no download.
+    memory: the place to free a previous model. ``options`` are the add-ons' keywords (their ``load_fields``): one
+    may ask an add-on to build the model its own way instead.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    given = dict(dtype=dtype, device_map=device_map, revision=revision, gguf_file=gguf_file, **_added(options),
+                 attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)  # fmt: skip
     torch_dtype = resolve_dtype(dtype, device_map)
     check_device_map(device_map)
     check_attention(attn_implementation)
-    if random_weights:
-        options = dict(revision=revision, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
-        return _build_random(name, gguf_file, {dtype_keyword(): torch_dtype}, device_map, options, before_weights)
+    for addon in addons():
+        built: LoadedModel | None = addon.build(name, given, before_weights)
+        if built is not None:
+            return built
     source = model_source(name, revision, gguf_file)
     common = {"revision": revision, "gguf_file": gguf_file, "trust_remote_code": trust_remote_code}
 
@@ -160,13 +164,8 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(where, **common)
         if before_weights is not None:
             before_weights()
-        model = AutoModelForCausalLM.from_pretrained(
-            where,
-            device_map=device_map,
-            attn_implementation=attn_implementation,
-            **{dtype_keyword(): torch_dtype},
-            **common,
-        )
+        model = AutoModelForCausalLM.from_pretrained(where, device_map=device_map, **{dtype_keyword(): torch_dtype},
+                                                     attn_implementation=attn_implementation, **common)  # fmt: skip
         return tokenizer, model
 
     advice = (
@@ -184,6 +183,15 @@ def load_model(
     return LoadedModel(model, tokenizer, name, revision, time.perf_counter() - start)
 
 
+def _added(options: dict[str, Any]) -> dict[str, Any]:
+    """The add-ons' keywords of :func:`load_model` (their ``load_fields``), checked, those not given at their
+    defaults."""
+    fields = {field.name: field for addon in addons() for field in addon.load_fields}
+    if unknown := options.keys() - fields.keys():
+        raise TypeError(f"load_model() got an unexpected keyword argument {min(unknown)!r}")
+    return {name: field.check(name, options.get(name, field.default)) for name, field in fields.items()}
+
+
 def model_source(name: str, revision: str | None, gguf_file: str | None) -> str | Path:
     """Where ``from_pretrained`` reads ``name`` from, checked before anything loads."""
     if name == TINY_NAME:
@@ -199,74 +207,10 @@ def model_source(name: str, revision: str | None, gguf_file: str | None) -> str 
             f"{name!r} is a directory without a config.json: point to a model saved with save_pretrained"
         )
     elif Path(where).is_dir() and not any(p.suffix in WEIGHT_SUFFIXES for p in Path(where).iterdir()):
-        raise KVMagicError(
-            f"{name!r} holds a config but no weights (no .safetensors or .bin file): add {{random_weights}} to "
-            "build it with random ones, or save the model's weights there",
-            "random_weights",
-        )
+        offered = next((error for addon in addons() if (error := addon.without_weights(name)) is not None), None)
+        raise offered or KVMagicError(f"{name!r} holds a config but no weights (no .safetensors or .bin file): save "
+                                      "the model's weights there")  # fmt: skip
     return where
-
-
-def _build_random(
-    name: str,
-    gguf_file: str | None,
-    dtype: dict[str, torch.dtype],
-    device_map: str | dict[str, Any] | None,
-    options: dict[str, Any],
-    before_weights: Callable[[], None] | None,
-) -> LoadedModel:
-    """``name``'s architecture from its config (cached, a directory's, or shipped) with seeded random weights."""
-    from kvmagic.model.random_weights import build_random
-
-    check_random(name, gguf_file)
-    start = time.perf_counter()
-    try:
-        model, tokenizer, stand_in = build_random(local_path(name), dtype, device_map, options, before_weights)
-    except KVMagicError:
-        raise
-    except Exception as error:
-        raise explain(name, options["revision"], error) from error
-    seconds = time.perf_counter() - start
-    return LoadedModel(model, tokenizer, name, options["revision"], seconds, random_weights=True,
-                       stand_in_tokenizer=stand_in)  # fmt: skip
-
-
-def check_random(name: str, gguf_file: str | None) -> None:
-    """Refuse random weights where there is no config to build them from: a GGUF file, or tiny (random already)."""
-    if gguf_file:
-        raise KVMagicError("{random_weights} builds from a config, not from {gguf_file}: drop one of them",
-                           "random_weights", "gguf_file")  # fmt: skip
-    if name == TINY_NAME:
-        raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
-
-
-def check_model(
-    name: str,
-    *,
-    revision: str | None = None,
-    gguf_file: str | None = None,
-    random_weights: bool = False,
-    trust_remote_code: bool = False,
-) -> None:
-    """Refuse ``name`` as :func:`load_model` would, and where its config is not at hand, reading no weights: a
-    mistake in the third of several models is found before the first loads."""
-    if random_weights:
-        check_random(name, gguf_file)
-        from kvmagic.model.random_weights import find_config
-
-        find_config(local_path(name), revision=revision, trust_remote_code=trust_remote_code)
-        return
-    source = model_source(name, revision, gguf_file)
-    if name == TINY_NAME or Path(source).is_dir():
-        return
-    from transformers import AutoConfig
-
-    try:
-        with quiet_progress_bars():
-            AutoConfig.from_pretrained(offline_source(source, revision), revision=revision,
-                                       trust_remote_code=trust_remote_code)  # fmt: skip
-    except Exception as error:
-        raise explain(name, revision, error) from error
 
 
 def check_device_map(device_map: str | dict[str, Any] | None) -> None:

@@ -146,8 +146,7 @@ def _quality_notes(result: BenchmarkRecord) -> list[str]:
     if all(q.lossless for q in judged):
         said += ("; every strategy kept the full cache's predictions (kl_nats 0, top1_agreement 1), so the figure "
                  "draws no trade-off")  # fmt: skip
-    if result.metadata.get("random_weights"):
-        said += "; with random weights, how far a cache moves the logits, not what a trained model loses"
+    said += "".join(f"; {clause}" for addon in addons() if (clause := addon.quality_said(result)))
     return [said, *_ppl_notes(result)]
 
 

@@ -9,16 +9,19 @@ the run needs. A model loaded elsewhere (``%kvload``'s) is never touched.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.addons.models.models_columns import short_name
 from kvmagic.addons.models.models_result import ModelsResult
+from kvmagic.core.addon import addons
 from kvmagic.core.spec import BenchSpec
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.accelerator import release_memory
 from kvmagic.measure.guards import forget_frames
 from kvmagic.measure.shape_probe import model_shape
-from kvmagic.model.loading import check_model, load_model
+from kvmagic.model.explain import explain
+from kvmagic.model.loading import load_model, model_source, offline_source, quiet_progress_bars
 from kvmagic.model.tiny import TINY_NAME
 from kvmagic.results.records import DEADLINE_STOPS
 from kvmagic.runner.benchmark import run_benchmark
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from kvmagic.measure.loaded import LoadedModel
     from kvmagic.results.result import BenchmarkResult
 
-__all__ = ["model_loads", "run_models"]
+__all__ = ["check_model", "model_loads", "run_models"]
 
 _ONE_MODEL = ("revision", "gguf_file")  # load settings that name a file or commit of one model's repository
 _CHECKED = {"revision", "gguf_file", "random_weights", "trust_remote_code"}  # what check_model takes
@@ -89,6 +92,33 @@ def model_loads(names: Sequence[str], load: Mapping[str, Any]) -> dict[str, dict
                                "drop it, or measure that model alone", key, "models")  # fmt: skip
     random = bool(load.get("random_weights"))
     return {name: {**load, "random_weights": random and not (several and name == TINY_NAME)} for name in names}
+
+
+def check_model(
+    name: str,
+    *,
+    revision: str | None = None,
+    gguf_file: str | None = None,
+    trust_remote_code: bool = False,
+    **options: Any,
+) -> None:
+    """Refuse ``name`` as :func:`~kvmagic.model.loading.load_model` would, and where its config is not at hand,
+    reading no weights: a mistake in the third of several models is found before the first loads. ``options`` are
+    the add-ons' keywords of ``load_model``: one that builds the model checks it (``AddOn.check_build``)."""
+    load = dict(revision=revision, gguf_file=gguf_file, trust_remote_code=trust_remote_code, **options)
+    if any(addon.check_build(name, load) for addon in addons()):
+        return
+    source = model_source(name, revision, gguf_file)
+    if name == TINY_NAME or Path(source).is_dir():
+        return
+    from transformers import AutoConfig
+
+    try:
+        with quiet_progress_bars():
+            AutoConfig.from_pretrained(offline_source(source, revision), revision=revision,
+                                       trust_remote_code=trust_remote_code)  # fmt: skip
+    except Exception as error:
+        raise explain(name, revision, error) from error
 
 
 def _measure_one(

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from kvmagic.addons.random_weights.random_build import NAME
 from kvmagic.addons.split.split_rank import LAUNCH_DIR, RESULT
 from kvmagic.errors import KVMagicError, clipped
 
@@ -66,7 +67,7 @@ def _load_of(loaded: LoadedModel, loaded_with: Mapping[str, Any]) -> dict[str, A
     if loaded_with.get("name") == loaded.name:
         return dict(loaded_with)
     dtype = str(loaded.dtype).removeprefix("torch.")
-    return {"name": loaded.name, "revision": loaded.revision, "random_weights": loaded.random_weights, "dtype": dtype}
+    return {"name": loaded.name, "revision": loaded.revision, "random_weights": NAME in loaded.addons, "dtype": dtype}
 
 
 def launch_request(

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvmagic.addons.random_weights.random_build import build, check_random, find_config, find_tokenizer, marked
 from kvmagic.addons.split.process_group import join
 from kvmagic.errors import KVMagicError
 from kvmagic.measure.capabilities import dtype_keyword, tensor_parallel_keyword
@@ -26,7 +27,6 @@ from kvmagic.measure.loaded import LoadedModel
 from kvmagic.measure.lockstep import World, barrier
 from kvmagic.model import loading
 from kvmagic.model.explain import explain
-from kvmagic.model.random_weights import build, find_config, find_tokenizer
 from kvmagic.model.tiny import TINY_NAME, tiny_dir
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def load_split_model(
             "{device_map} places a whole model; split, each rank places its share: drop it", "device_map"
         )
     if random_weights:
-        loading.check_random(name, gguf_file)
+        check_random(name, gguf_file)
     loading.check_attention(attn_implementation)
     start, source = time.perf_counter(), None if random_weights else loading.model_source(name, revision, gguf_file)
     options = dict(revision=revision, gguf_file=gguf_file, attn_implementation=attn_implementation,
@@ -102,7 +102,8 @@ def load_split_model(
     model, tokenizer, stand_in, world = split_model(name, source, dtypes, options, before_weights)
     seconds = time.perf_counter() - start
     placement = f"split over {world.size} ranks ({world.backend})"
-    return LoadedModel(model, tokenizer, name, revision, seconds, random_weights, stand_in, world, placement)
+    built = marked(stand_in) if random_weights else {}
+    return LoadedModel(model, tokenizer, name, revision, seconds, world=world, placement=placement, **built)
 
 
 def split_model(

@@ -11,12 +11,17 @@ directory. Weights are drawn per parameter from a generator seeded by the parame
 from __future__ import annotations
 
 import json
+import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from kvmagic.errors import KVMagicError
+from kvmagic.measure.capabilities import dtype_keyword
+from kvmagic.measure.loaded import LoadedModel
+from kvmagic.model.explain import explain
+from kvmagic.model.loading import local_path, resolve_dtype
 from kvmagic.model.tiny import SEED, TINY_NAME, tiny_dir
 
 if TYPE_CHECKING:
@@ -24,18 +29,12 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = [
-    "SHIPPED",
-    "build",
-    "build_device",
-    "build_random",
-    "config_from_dict",
-    "find_config",
-    "find_tokenizer",
-    "seed_parameters",
-    "shipped_config",
-]
+    "NAME", "SHIPPED", "build", "build_device", "build_loaded", "build_random", "check_random", "config_from_dict",
+    "find_config", "find_tokenizer", "marked", "seed_parameters", "shipped_config",
+]  # fmt: skip
 
-SHIPPED = {  # hub id -> its published config.json, under kvmagic/model/configs/
+NAME = "random_weights"  # the add-on's name, and its keyword of load_model
+SHIPPED = {  # hub id -> its published config.json, under kvmagic/addons/random_weights/configs/
     "LGAI-EXAONE/EXAONE-4.0-1.2B": "exaone-4.0-1.2b.json",
     "meta-llama/Llama-3.2-1B": "llama-3.2-1b.json",
     "Qwen/Qwen2.5-0.5B": "qwen2.5-0.5b.json",
@@ -51,7 +50,8 @@ def shipped_config(name: str) -> dict[str, Any] | None:
     filename = SHIPPED.get(name)
     if filename is None:
         return None
-    text = resources.files("kvmagic.model").joinpath("configs").joinpath(filename).read_text(encoding="utf-8")
+    configs = resources.files("kvmagic.addons.random_weights").joinpath("configs")
+    text = configs.joinpath(filename).read_text(encoding="utf-8")
     config: dict[str, Any] = json.loads(text)
     return config
 
@@ -134,6 +134,39 @@ def build_device(device_map: str | dict[str, Any] | None) -> torch.device:
         f"random weights are built on one device, not spread by {{device_map}} {device_map!r}: use auto, cpu or cuda:0",
         "device_map",
     )
+
+
+def check_random(name: str, gguf_file: str | None) -> None:
+    """Refuse random weights where there is no config to build them from: a GGUF file, or tiny (random already)."""
+    if gguf_file:
+        raise KVMagicError("{random_weights} builds from a config, not from {gguf_file}: drop one of them",
+                           "random_weights", "gguf_file")  # fmt: skip
+    if name == TINY_NAME:
+        raise KVMagicError("tiny already has seeded random weights: drop {random_weights}", "random_weights")
+
+
+def marked(stand_in: str | None) -> dict[str, Any]:
+    """What a :class:`~kvmagic.measure.loaded.LoadedModel` built with random weights keeps of it: the summary's words
+    in place of "loaded", and under the add-on's name the model whose tokenizer stands in for its own (or None)."""
+    tokenizer = f", {stand_in}'s tokenizer" if stand_in else ""
+    return {"built": f"RANDOM weights (real shape and timings, meaningless text){tokenizer}, built",
+            "addons": {NAME: stand_in}}  # fmt: skip
+
+
+def build_loaded(name: str, load: Mapping[str, Any], before_weights: Callable[[], None] | None) -> LoadedModel:
+    """``name``'s architecture from its config (cached, a directory's, or shipped) with seeded random weights;
+    ``load`` holds ``load_model``'s keywords."""
+    check_random(name, load["gguf_file"])
+    dtype = {dtype_keyword(): resolve_dtype(load["dtype"], load["device_map"])}
+    options = {key: load[key] for key in ("revision", "attn_implementation", "trust_remote_code")}
+    start = time.perf_counter()
+    try:
+        model, tokenizer, stand_in = build_random(local_path(name), dtype, load["device_map"], options, before_weights)
+    except KVMagicError:
+        raise
+    except Exception as error:
+        raise explain(name, load["revision"], error) from error
+    return LoadedModel(model, tokenizer, name, load["revision"], time.perf_counter() - start, **marked(stand_in))
 
 
 def build_random(
