@@ -116,7 +116,7 @@ class Eta:
 
 
 class Bar:
-    """A tqdm bar and the :class:`Eta` it shows once the run's estimate exists (before it: "estimating")."""
+    """A tqdm bar and the :class:`Eta` it shows once the run's estimate exists (before it: "warming up")."""
 
     def __init__(self, bar: Any, delay_s: float) -> None:
         self.tqdm, self.delay_s, self.started = bar, delay_s, perf_counter()
