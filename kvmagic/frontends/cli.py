@@ -180,8 +180,7 @@ def _notebook_only(words: Sequence[str]) -> str:
         for word in words[: words.index("--") if "--" in words else len(words)]:
             spelled = word.partition("=")[0]
             if spelled in {*option.flags, *negated} - ours:
-                instead = option.instead() if callable(option.instead) else option.instead
-                return f"{spelled} is the notebook's (%%kvbench), not the command's: {instead}"
+                return f"{spelled} is the notebook's (%%kvbench), not the command's: {option.offered()}"
     return ""
 
 

@@ -54,15 +54,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Interrupted", "KVMagics", "cell_prompt", "line_words", "parse_line", "split_line"]
 
-# The command's own flags, which %%kvbench lacks: what a notebook does instead.
-_COMMAND_ONLY = {
-    **{
-        option.flags[0]: option.instead
-        for option in BENCH_OPTIONS
-        if "magic" not in option.hosts and isinstance(option.instead, str) and option.instead
-    },
-    "--format": "in a notebook, -o returns the result: .to_csv(), .to_markdown() or .to_json()",
-    "--prompt-file": "in a notebook, the cell's body is the prompt",
+# The command's own flags, which %%kvbench lacks: what a notebook does instead, asked when said.
+_COMMAND_ONLY: dict[str, Callable[[], str]] = {
+    **{option.flags[0]: option.offered for option in BENCH_OPTIONS if "magic" not in option.hosts and option.instead},
+    "--format": lambda: "in a notebook, -o returns the result: .to_csv(), .to_markdown() or .to_json()",
+    "--prompt-file": lambda: "in a notebook, the cell's body is the prompt",
 }
 _TRAITS = {bool: Bool, int: Integer, float: Float, str: Unicode}
 
@@ -139,7 +135,7 @@ def parse_line(func: Any, line: str, *, prompt_last: bool = False) -> Any:
         quoted = _quoted(func.parser, words) if prompt_last else None
         command = next((flag for flag in _COMMAND_ONLY if flag in unrecognized(str(error))), None)
         if command is not None:
-            message = f"%{name}: {command} is the command's (kvbench), not %{name}'s: {_COMMAND_ONLY[command]}"
+            message = f"%{name}: {command} is the command's (kvbench), not %{name}'s: {_COMMAND_ONLY[command]()}"
         else:
             fix = (
                 f"a prompt holding a flag must be quoted: %{name} {quoted}"

@@ -55,6 +55,10 @@ class Option:
     instead: str | Callable[[], str] = ""
     turns_on: tuple[str, ...] = ()
 
+    def offered(self) -> str:
+        """What a host that lacks it offers in its place (``instead``, asked now where it is a function)."""
+        return self.instead() if callable(self.instead) else self.instead
+
     def spelling(self, host: Host) -> tuple[str, ...]:
         return self.cli_flags if host == "cli" and self.cli_flags else self.flags
 
